@@ -1,0 +1,30 @@
+// Every atom of dsec's actor protocol, in one place (at most 10 characters
+// each; CAF already defines get/put/ok/add/delete/join/tick/timeout/ping/pong).
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace dsec {
+
+using create_atom = caf::atom_constant<caf::atom("create")>;
+using exec_atom = caf::atom_constant<caf::atom("exec")>;
+using stream_atom = caf::atom_constant<caf::atom("stream")>;
+using destroy_atom = caf::atom_constant<caf::atom("destroy")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using wfile_atom = caf::atom_constant<caf::atom("wfile")>;
+using rfile_atom = caf::atom_constant<caf::atom("rfile")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using layers_atom = caf::atom_constant<caf::atom("layers")>;
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+using http_atom = caf::atom_constant<caf::atom("http")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+// INTERNAL: self-sent or sent by helper threads.
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using cont_atom = caf::atom_constant<caf::atom("cont")>;
+using ttl_atom = caf::atom_constant<caf::atom("ttl")>;
+using state_atom = caf::atom_constant<caf::atom("state")>;
+using gone_atom = caf::atom_constant<caf::atom("gone")>;
+using died_atom = caf::atom_constant<caf::atom("died")>;
+
+} // namespace dsec

@@ -1,0 +1,280 @@
+// Gateway actor: REST route dispatch (DESIGN.md §4).
+#include "actors/gateway.hpp"
+
+#include <unistd.h>
+
+#include <mutex>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/gateway_routes.hpp"
+#include "actors/interfaces.hpp"
+#include "core/inspect.hpp"
+#include "core/json_codec.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace dsec {
+
+namespace {
+
+namespace codec = json_codec;
+using namespace std::chrono_literals;
+
+/// Creates and file transfers are bounded; a stuck backend answers 504.
+constexpr auto op_timeout = std::chrono::seconds(300);
+
+std::string codec_path_json(const std::string& path, size_t n) {
+  return "{\"path\":" + nlohmann::json(path).dump(-1, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace)
+         + ",\"size\":" + std::to_string(n) + "}";
+}
+
+void reply(const http_call& c, int status, std::string body,
+           std::string content_type = "application/json") {
+  http_answer a;
+  a.status = status;
+  a.body = std::move(body);
+  a.content_type = std::move(content_type);
+  c->respond(std::move(a));
+}
+
+/// The one place where an error becomes an HTTP answer.
+void reply_error(const http_call& c, const error& err, int status_override = 0) {
+  http_answer a;
+  a.status = status_override ? status_override : http_status_of(err.code);
+  a.body = codec::encode(err);
+  if (err.code == errc::resource_exhausted)
+    a.headers.emplace_back("Retry-After", "1");
+  c->respond(std::move(a));
+}
+
+auto on_error(http_call c) {
+  return [c](caf::error& err) { reply_error(c, from_caf(err)); };
+}
+
+std::string metrics_text(const node_status& s, const gateway_state& g) {
+  std::string out;
+  auto add = [&](const char* name, const char* type, const char* help, int64_t v) {
+    out += std::string{"# HELP "} + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    out += std::string{name} + "{node=\"" + s.node_id + "\"} " + std::to_string(v) + "\n";
+  };
+  add("dsec_sandboxes", "gauge", "Sandboxes on this node (all states).", s.sandboxes);
+  add("dsec_sandboxes_creating", "gauge", "Sandboxes being created.", s.creating);
+  add("dsec_creates_total", "counter", "Sandboxes created successfully.", s.creates_total);
+  add("dsec_create_failures_total", "counter", "Creates that failed.", s.create_failures_total);
+  add("dsec_destroys_total", "counter", "Sandboxes destroyed.", s.destroys_total);
+  add("dsec_execs_total", "counter", "Exec requests started.", s.execs_total);
+  add("dsec_http_requests_total", "counter", "REST requests received.", g.requests_total);
+  add("dsec_http_errors_total", "counter", "REST requests answered with an error.",
+      g.errors_total);
+  add("dsec_uptime_seconds", "gauge", "Seconds since the node started.", s.uptime_ms / 1000);
+  return out;
+}
+
+void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
+  self->request(self->state.lifecycle, 10s, status_atom::value)
+    .then(
+      [self, c, metrics](node_status& st) {
+        st.pid = ::getpid();
+        if (metrics)
+          reply(c, 200, metrics_text(st, self->state), "text/plain; version=0.0.4");
+        else
+          reply(c, 200, codec::encode(st));
+      },
+      on_error(c));
+}
+
+void handle_nodes(gateway_actor_ptr self, const http_call& c) {
+  self->request(self->state.lifecycle, 10s, status_atom::value)
+    .then(
+      [self, c](node_status& st) {
+        auto& cfg = self->state.ctx->config;
+        reply(c, 200,
+              "{\"nodes\":[{\"id\":\"" + st.node_id + "\",\"address\":\"" + cfg.listen
+                + "\",\"rest\":\"" + cfg.rest + "\",\"state\":\"alive\",\"load\":{\"sandboxes\":"
+                + std::to_string(st.sandboxes) + "}}]}");
+      },
+      on_error(c));
+}
+
+void handle_create(gateway_actor_ptr self, const http_call& c) {
+  auto spec = codec::parse_spec(c->body);
+  if (!spec)
+    return reply_error(c, spec.err());
+  self->request(self->state.lifecycle, op_timeout, create_atom::value, std::move(*spec))
+    .then([c](sandbox_info& info) { reply(c, 201, codec::encode(info)); }, on_error(c));
+}
+
+void handle_batch(gateway_actor_ptr self, const http_call& c) {
+  auto batch = codec::parse_batch(c->body);
+  if (!batch)
+    return reply_error(c, batch.err());
+  struct gather {
+    std::vector<sandbox_info> ok;
+    std::vector<error> failed;
+    int left = 0;
+  };
+  auto g = std::make_shared<gather>();
+  g->left = batch->second;
+  auto finish = [c, g] {
+    if (--g->left == 0)
+      reply(c, g->failed.empty() ? 201 : 200, codec::encode_batch(g->ok, g->failed));
+  };
+  for (int i = 0; i < batch->second; ++i)
+    self->request(self->state.lifecycle, op_timeout, create_atom::value, batch->first)
+      .then([g, finish](sandbox_info& info) { g->ok.push_back(std::move(info)); finish(); },
+            [g, finish](caf::error& err) { g->failed.push_back(from_caf(err)); finish(); });
+}
+
+void handle_list(gateway_actor_ptr self, const http_call& c, const route& r) {
+  self->request(self->state.lifecycle, 10s, list_atom::value, r.labels)
+    .then([c](std::vector<sandbox_info>& list) { reply(c, 200, codec::encode(list)); },
+          on_error(c));
+}
+
+void handle_get(gateway_actor_ptr self, const http_call& c, const route& r) {
+  self->request(self->state.lifecycle, 10s, info_atom::value, r.id)
+    .then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
+}
+
+void handle_delete(gateway_actor_ptr self, const http_call& c, const route& r) {
+  self->request(self->state.lifecycle, op_timeout, destroy_atom::value, r.id)
+    .then(
+      [c, id = r.id](bool existed) {
+        reply(c, 200, std::string{"{\"id\":\""} + id + "\",\"deleted\":"
+                        + (existed ? "true" : "false") + "}");
+      },
+      on_error(c));
+}
+
+/// Output of a streamed exec goes straight from the backend thread to the
+/// connection; the first byte commits the 200.
+struct stream_state {
+  std::mutex mtx;
+  bool started = false;
+  void ensure_started(const http_call& c) {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (!started) {
+      started = true;
+      c->begin_stream(200, "application/x-ndjson");
+    }
+  }
+};
+
+void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto req = codec::parse_exec(c->body);
+  if (!req)
+    return reply_error(c, req.err());
+  caf::duration timeout = caf::infinite;
+  if (req->timeout_s > 0)
+    timeout = caf::duration{std::chrono::milliseconds(
+      static_cast<int64_t>(req->timeout_s * 1000) + 60000)};
+  auto it = r.query.find("stream");
+  bool stream = it != r.query.end() && (it->second == "1" || it->second == "true");
+  if (!stream) {
+    self->request(self->state.lifecycle, timeout, exec_atom::value, r.id, std::move(*req))
+      .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
+    return;
+  }
+  auto ss = std::make_shared<stream_state>();
+  chunk_sink sink{[c, ss](exec_chunk chunk) {
+    ss->ensure_started(c);
+    c->write_chunk(codec::encode_event(chunk));
+  }};
+  self->request(self->state.lifecycle, timeout, stream_atom::value, r.id, std::move(*req), sink)
+    .then(
+      [c, ss](exec_result& res) {
+        ss->ensure_started(c);
+        c->write_chunk(codec::encode_exit_event(res));
+        c->end_stream();
+      },
+      [c, ss](caf::error& err) {
+        bool started;
+        {
+          std::lock_guard<std::mutex> guard{ss->mtx};
+          started = ss->started;
+        }
+        if (!started)
+          return reply_error(c, from_caf(err));
+        c->write_chunk(codec::encode(from_caf(err)) + "\n");
+        c->end_stream();
+      });
+}
+
+expected<std::string> file_path(const route& r) {
+  auto it = r.query.find("path");
+  if (it == r.query.end() || it->second.empty())
+    return invalid_argument("files: query parameter path=/absolute/path is required");
+  if (it->second[0] != '/')
+    return invalid_argument("files: path must be absolute, got \"" + it->second + "\"");
+  if (it->second.size() > 4096 || it->second.find('\0') != std::string::npos)
+    return invalid_argument("files: path is longer than 4096 bytes or contains NUL");
+  return it->second;
+}
+
+void handle_put_file(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto path = file_path(r);
+  if (!path)
+    return reply_error(c, path.err());
+  self->request(self->state.lifecycle, op_timeout, wfile_atom::value, r.id, *path, c->body)
+    .then(
+      [c, p = *path, n = c->body.size()](bool) {
+        reply(c, 200, codec_path_json(p, n));
+      },
+      on_error(c));
+}
+
+void handle_get_file(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto path = file_path(r);
+  if (!path)
+    return reply_error(c, path.err());
+  uint64_t max = self->state.ctx->config.max_file_bytes;
+  self->request(self->state.lifecycle, op_timeout, rfile_atom::value, r.id, *path, max)
+    .then([c](std::string& data) { reply(c, 200, std::move(data), "application/octet-stream"); },
+          on_error(c));
+}
+
+void handle_layers(gateway_actor_ptr self, const http_call& c) {
+  self->request(self->state.lifecycle, 60s, layers_atom::value)
+    .then([c](std::vector<layer_info>& layers) { reply(c, 200, codec::encode(layers)); },
+          on_error(c));
+}
+
+void dispatch(gateway_actor_ptr self, const http_call& c) {
+  ++self->state.requests_total;
+  bool not_allowed = false;
+  auto r = parse_route(c->method, c->target, not_allowed);
+  if (!r) {
+    ++self->state.errors_total;
+    return reply_error(c, r.err(), not_allowed ? 405 : 0);
+  }
+  switch (r->kind) {
+    case route::healthz: return handle_status(self, c, false);
+    case route::metrics: return handle_status(self, c, true);
+    case route::list_layers: return handle_layers(self, c);
+    case route::list_nodes: return handle_nodes(self, c);
+    case route::create: return handle_create(self, c);
+    case route::create_batch: return handle_batch(self, c);
+    case route::list_sandboxes: return handle_list(self, c, *r);
+    case route::get_sandbox: return handle_get(self, c, *r);
+    case route::delete_sandbox: return handle_delete(self, c, *r);
+    case route::exec: return handle_exec(self, c, *r);
+    case route::put_file: return handle_put_file(self, c, *r);
+    case route::get_file: return handle_get_file(self, c, *r);
+  }
+}
+
+} // namespace
+
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle) {
+  self->state.ctx = std::move(ctx);
+  self->state.lifecycle = std::move(lifecycle);
+  return {
+    [self](http_atom, http_call& c) { dispatch(self, c); },
+  };
+}
+
+} // namespace dsec

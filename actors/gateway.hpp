@@ -1,0 +1,35 @@
+// The REST gateway actor: the only actor that knows HTTP. The Beast server
+// (actors/http_server.hpp) hands it each parsed request; it maps the request to
+// a route, asks the lifecycle actor, and turns the answer or the error into
+// JSON with the right status. Errors become `{"error":{"code","message"}}` in
+// one function, reply_error().
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/http_server.hpp"
+#include "actors/node_context.hpp"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::http_call)
+
+namespace dsec {
+
+/// State of the gateway actor.
+struct gateway_state {
+  static inline const char* name = "gateway";
+  node_context_ptr ctx;
+  caf::actor lifecycle;
+  int64_t requests_total = 0;
+  int64_t errors_total = 0;
+};
+
+using gateway_actor_ptr = caf::stateful_actor<gateway_state>*;
+
+/// Takes (http_atom, http_call) messages from the HTTP server thread.
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle);
+
+} // namespace dsec

@@ -1,0 +1,53 @@
+// The REST routes of the gateway as one pure function from (method, target)
+// to a typed action, in the manner of Firecracker's API server: HTTP stops
+// here, the gateway actor dispatches on `route::kind`. No CAF, no Beast, so it
+// is unit-tested on its own.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dsec {
+
+/// What a request asks for.
+struct route {
+  enum kind_t {
+    healthz,
+    metrics,
+    list_layers,
+    list_nodes,
+    create,
+    create_batch,
+    list_sandboxes,
+    get_sandbox,
+    delete_sandbox,
+    exec,
+    put_file,
+    get_file,
+  };
+  kind_t kind = healthz;
+  /// Sandbox id for per-sandbox routes.
+  std::string id;
+  /// Decoded query parameters (last value wins), except `label`.
+  std::map<std::string, std::string> query;
+  /// Decoded `label=k=v` parameters.
+  std::map<std::string, std::string> labels;
+};
+
+/// Maps a request to a route: not_found for an unknown path, invalid_argument
+/// (HTTP 405 is chosen by the caller via `method_not_allowed`) for a known path
+/// with another method, invalid_argument for a malformed query.
+expected<route> parse_route(std::string_view method, std::string_view target,
+                            bool& method_not_allowed);
+
+/// Percent-decoding of a URL component ('+' stays '+'); invalid escapes fail.
+expected<std::string> url_decode(std::string_view s);
+
+/// HTTP status for an error code.
+int http_status_of(errc code);
+
+} // namespace dsec

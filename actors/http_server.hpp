@@ -1,0 +1,63 @@
+// A small HTTP/1.1 server on Boost.Beast, run on its own Asio thread. It only
+// parses requests (with header and body limits) and writes answers; what a
+// request means is the gateway actor's business. Bodies over the limit get a
+// 413, unparsable requests a 400, both as `{"error":{...}}`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dsec {
+
+/// A complete (non-streamed) answer.
+struct http_answer {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// One request awaiting its answer. Every method is thread-safe; the answer
+/// is either one respond() or begin_stream(), write_chunk()*, end_stream().
+class http_exchange {
+ public:
+  virtual ~http_exchange() = default;
+
+  std::string method;
+  /// Path and query, as sent ("/v1/sandboxes?label=a%3Db").
+  std::string target;
+  std::string body;
+
+  virtual void respond(http_answer answer) = 0;
+  /// Starts a chunked answer.
+  virtual void begin_stream(int status, std::string content_type) = 0;
+  virtual void write_chunk(std::string data) = 0;
+  virtual void end_stream() = 0;
+};
+
+using http_call = std::shared_ptr<http_exchange>;
+using http_handler = std::function<void(http_call)>;
+
+/// The listening server and its Asio thread.
+class http_server {
+ public:
+  virtual ~http_server() = default;
+  /// The bound port (useful with port 0).
+  virtual uint16_t port() const = 0;
+  /// Stops accepting, closes connections, joins the thread.
+  virtual void stop() = 0;
+};
+
+/// Binds host:port and starts serving; `handler` runs on the Asio thread and
+/// must not block (the gateway's only anon_sends).
+expected<std::unique_ptr<http_server>> start_http_server(const std::string& host, uint16_t port,
+                                                         size_t max_body_bytes,
+                                                         http_handler handler);
+
+} // namespace dsec

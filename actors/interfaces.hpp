@@ -1,0 +1,61 @@
+// The actor protocol of a dsec node, in one place: which messages each actor
+// takes and what it answers. Handles are dynamically typed `caf::actor`s (CAF
+// 0.17's typed actors cost minutes of compile time per TU on this machine);
+// the tables below are the contract, and actor/test exercises each row.
+//
+// lifecycle (one per node; owns this node's sandboxes):
+//   (create_atom, sandbox_spec)               -> sandbox_info | error
+//   (info_atom, std::string id)               -> sandbox_info | error
+//   (list_atom, std::map<string,string> lbl)  -> std::vector<sandbox_info>
+//   (destroy_atom, std::string id)            -> bool existed | error
+//   (exec_atom, std::string id, exec_request) -> exec_result | error
+//   (stream_atom, std::string id, exec_request, chunk_sink)
+//                                             -> exec_result | error (chunks to the sink)
+//   (wfile_atom, id, path, std::string data)  -> bool | error
+//   (rfile_atom, id, path)                    -> std::string | error
+//   (layers_atom)                             -> std::vector<layer_info> | error
+//   (status_atom)                             -> node_status
+//   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
+//   INTERNAL from sandbox actors: (state_atom, sandbox_info), (gone_atom, id)
+//
+// sandbox (one per sandbox; spawned and supervised by lifecycle):
+//   (start_atom)                              -> sandbox_info | error (once, by lifecycle)
+//   (exec_atom, exec_request)                 -> exec_result | error
+//   (stream_atom, exec_request, chunk_sink)   -> exec_result | error
+//   (wfile_atom, path, data)                  -> bool | error
+//   (rfile_atom, path)                        -> std::string | error
+//   (destroy_atom)                            -> bool | error; the actor quits after it
+//   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason)
+//
+// gateway (one per node; the only actor that knows HTTP):
+//   (http_atom, http_call)                    -> nothing; answers through http_call::respond
+//
+// Errors travel as caf::error of category "dsec" (actors/caf_error.hpp), so a
+// caller on another node gets the same code and message.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "core/types.hpp"
+
+namespace dsec {
+
+/// Receives streamed exec output, from any thread. In-process only.
+struct chunk_sink {
+  std::function<void(exec_chunk)> fn;
+};
+
+/// A closure that must run inside an actor (results of blocking work or of
+/// backend callbacks, sent to the actor that waits for them). In-process only.
+struct continuation {
+  std::function<void()> fn;
+};
+
+} // namespace dsec
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::chunk_sink)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::continuation)

@@ -1,0 +1,235 @@
+// Lifecycle actor implementation.
+#include "actors/lifecycle.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/interfaces.hpp"
+#include "actors/sandbox.hpp"
+#include "core/ids.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec {
+
+namespace {
+
+using lbl_map = std::map<std::string, std::string>;
+
+/// Why this node cannot serve `spec`, or nothing.
+error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
+  auto& node = st.ctx->config.node_id;
+  if (st.shutting_down)
+    return unavailable("create: node " + node + " is shutting down");
+  if (spec.backend != "container")
+    return invalid_argument("create: backend \"" + spec.backend + "\" is not available on node "
+                            + node + " (this node runs: container)");
+  if (!spec.network.allow.empty())
+    return invalid_argument("create: network allow-lists are not available on node " + node
+                            + "; use {\"mode\":\"none\"} (loopback only)");
+  if (!spec.protect.readonly.empty() || !spec.protect.hidden.empty())
+    return invalid_argument("create: protected paths are not available on node " + node);
+  if (!spec.node.empty() && spec.node != node)
+    return not_found("create: node \"" + spec.node + "\" is not known to node " + node);
+  if (st.sandboxes.size() >= st.ctx->config.max_sandboxes)
+    return resource_exhausted("create: node " + node + " holds "
+                              + std::to_string(st.sandboxes.size())
+                              + " sandboxes, its limit; retry later or elsewhere");
+  return {};
+}
+
+error bad_id(const std::string& id) {
+  return invalid_argument("sandbox id \"" + id.substr(0, 80)
+                          + "\" is malformed (expected <node>.<unique>)");
+}
+
+error unknown(const std::string& id) { return not_found("sandbox " + id + " not found"); }
+
+/// Looks up a sandbox for an operation, or fails with the right error.
+template <class F>
+auto with_sandbox(lifecycle_actor_ptr self, const std::string& id, F f)
+  -> decltype(f(std::declval<sandbox_entry&>())) {
+  if (!valid_sandbox_id(id))
+    return to_caf(bad_id(id));
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return to_caf(unknown(id));
+  return f(it->second);
+}
+
+caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& spec) {
+  auto& st = self->state;
+  if (!spec.request_id.empty()) {
+    auto it = st.by_request.find(spec.request_id);
+    if (it != st.by_request.end()) {
+      auto e = st.sandboxes.find(it->second);
+      if (e != st.sandboxes.end()) {
+        if (!same_request(e->second.spec, spec))
+          return to_caf(conflict("create: request_id \"" + spec.request_id
+                                 + "\" was used for another spec (sandbox " + it->second + ")"));
+        if (e->second.info.state != sandbox_state::creating)
+          return caf::make_message(e->second.info);
+        return self->delegate(e->second.actor, info_atom::value);
+      }
+    }
+  }
+  if (auto err = admission_error(st, spec))
+    return to_caf(err);
+  auto id = make_sandbox_id(st.ctx->config.node_id);
+  auto actor = self->spawn(sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self), id, spec);
+  sandbox_entry entry;
+  entry.actor = actor;
+  entry.info.id = id;
+  entry.info.node = st.ctx->config.node_id;
+  entry.info.state = sandbox_state::creating;
+  entry.info.backend = spec.backend;
+  entry.info.layers = spec.layers;
+  entry.info.labels = spec.labels;
+  if (!spec.request_id.empty())
+    st.by_request[spec.request_id] = id;
+  entry.spec = std::move(spec);
+  st.sandboxes.emplace(id, std::move(entry));
+  return self->delegate(actor, start_atom::value);
+}
+
+void on_gone(lifecycle_actor_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto it = st.sandboxes.find(id);
+  if (it == st.sandboxes.end())
+    return;
+  if (it->second.info.state == sandbox_state::creating
+      || (it->second.info.state == sandbox_state::failed && it->second.info.created_at_ms == 0))
+    ++st.create_failures_total;
+  else
+    ++st.destroys_total;
+  if (!it->second.spec.request_id.empty())
+    st.by_request.erase(it->second.spec.request_id);
+  st.sandboxes.erase(it);
+  if (st.shutting_down && st.sandboxes.empty()) {
+    for (auto& rp : st.shutdown_waiters)
+      rp.deliver(true);
+    st.shutdown_waiters.clear();
+  }
+}
+
+node_status make_status(lifecycle_actor_ptr self) {
+  auto& st = self->state;
+  node_status ns;
+  ns.node_id = st.ctx->config.node_id;
+  ns.version = "0.1.0";
+  ns.sandboxes = static_cast<int64_t>(st.sandboxes.size());
+  for (auto& [id, e] : st.sandboxes)
+    if (e.info.state == sandbox_state::creating)
+      ++ns.creating;
+  using namespace std::chrono;
+  ns.uptime_ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count()
+                 - st.ctx->started_at_ms;
+  ns.creates_total = st.creates_total;
+  ns.create_failures_total = st.create_failures_total;
+  ns.destroys_total = st.destroys_total;
+  ns.execs_total = st.ctx->execs_total.load();
+  return ns;
+}
+
+} // namespace
+
+bool same_request(const sandbox_spec& a, const sandbox_spec& b) {
+  return a.backend == b.backend && a.layers == b.layers && a.cpu == b.cpu
+         && a.memory_mb == b.memory_mb && a.disk_mb == b.disk_mb && a.pids == b.pids
+         && a.ttl_s == b.ttl_s && a.network.allow == b.network.allow
+         && a.protect.readonly == b.protect.readonly && a.protect.hidden == b.protect.hidden
+         && a.env == b.env && a.labels == b.labels && a.cpu_class == b.cpu_class
+         && a.node == b.node && a.request_id == b.request_id;
+}
+
+caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
+  self->state.ctx = std::move(ctx);
+  return {
+    [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
+    [self](info_atom, const std::string& id) -> caf::result<sandbox_info> {
+      return with_sandbox(self, id,
+                          [](sandbox_entry& e) -> caf::result<sandbox_info> { return e.info; });
+    },
+    [self](list_atom, const lbl_map& labels) {
+      std::vector<sandbox_info> out;
+      for (auto& [id, e] : self->state.sandboxes) {
+        bool match = true;
+        for (auto& [k, v] : labels) {
+          auto it = e.info.labels.find(k);
+          match = match && it != e.info.labels.end() && it->second == v;
+        }
+        if (match)
+          out.push_back(e.info);
+      }
+      std::sort(out.begin(), out.end(),
+                [](auto& a, auto& b) { return a.created_at_ms < b.created_at_ms || (a.created_at_ms == b.created_at_ms && a.id < b.id); });
+      return out;
+    },
+    [self](destroy_atom, const std::string& id) -> caf::result<caf::message> {
+      if (!valid_sandbox_id(id))
+        return to_caf(bad_id(id));
+      auto it = self->state.sandboxes.find(id);
+      if (it == self->state.sandboxes.end())
+        return caf::make_message(false); // idempotent: already gone
+      return self->delegate(it->second.actor, destroy_atom::value);
+    },
+    [self](exec_atom, const std::string& id, exec_request& req) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, exec_atom::value, std::move(req));
+      });
+    },
+    [self](stream_atom, const std::string& id, exec_request& req,
+           chunk_sink& sink) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink));
+      });
+    },
+    [self](wfile_atom, const std::string& id, std::string& path,
+           std::string& data) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, wfile_atom::value, std::move(path), std::move(data));
+      });
+    },
+    [self](rfile_atom, const std::string& id, std::string& path,
+           uint64_t max_bytes) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
+      });
+    },
+    [self](layers_atom) {
+      auto rp = self->make_response_promise();
+      auto store = self->state.ctx->store;
+      run_blocking(self, *self->state.ctx->pool, [store] { return store->list(); },
+                   [rp](std::vector<layer_info>& layers) mutable { rp.deliver(layers); });
+      return rp;
+    },
+    [self](status_atom) { return make_status(self); },
+    [self](state_atom, sandbox_info& info) {
+      auto it = self->state.sandboxes.find(info.id);
+      if (it == self->state.sandboxes.end())
+        return;
+      if (it->second.info.state == sandbox_state::creating && info.state == sandbox_state::running)
+        ++self->state.creates_total;
+      it->second.info = std::move(info);
+    },
+    [self](gone_atom, const std::string& id) { on_gone(self, id); },
+    [self](shutdown_atom) {
+      auto& st = self->state;
+      st.shutting_down = true;
+      auto rp = self->make_response_promise();
+      if (st.sandboxes.empty()) {
+        rp.deliver(true);
+        return rp;
+      }
+      st.shutdown_waiters.push_back(rp);
+      for (auto& [id, e] : st.sandboxes)
+        self->request(e.actor, caf::infinite, destroy_atom::value)
+          .then([](bool) {}, [](caf::error&) {});
+      return rp;
+    },
+    [](cont_atom, continuation& c) { c.fn(); },
+  };
+}
+
+} // namespace dsec

@@ -1,0 +1,64 @@
+// The lifecycle actor: owns this node's sandboxes. It admits or refuses
+// creates (capacity, capabilities, idempotency keys), spawns one sandbox actor
+// per sandbox, keeps the table that get and list answer from, and routes exec,
+// files and destroy to the sandbox's actor.
+//
+// The sandbox state machine (DESIGN.md §3), as this node runs it:
+//
+//            create
+//              │
+//          creating ──(backend fails)──► gone (the create answers an error)
+//              │
+//           running ──(init dies, OOM)──► failed ──(destroy / ttl)──► gone
+//              │
+//      (destroy / ttl)
+//              ▼
+//           stopped ──(teardown done)──► gone (removed from the table)
+//
+// `paused` and `lost` arrive with pause/resume and with the cluster.
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/node_context.hpp"
+#include "core/types.hpp"
+
+namespace dsec {
+
+/// One row of the sandbox table.
+struct sandbox_entry {
+  caf::actor actor;
+  sandbox_info info;
+  sandbox_spec spec;
+};
+
+/// State of the lifecycle actor.
+struct lifecycle_state {
+  static inline const char* name = "lifecycle";
+  node_context_ptr ctx;
+  std::unordered_map<std::string, sandbox_entry> sandboxes;
+  /// request_id -> sandbox id (idempotent creates).
+  std::unordered_map<std::string, std::string> by_request;
+  int64_t creates_total = 0;
+  int64_t create_failures_total = 0;
+  int64_t destroys_total = 0;
+  bool shutting_down = false;
+  std::vector<caf::response_promise> shutdown_waiters;
+};
+
+using lifecycle_actor_ptr = caf::stateful_actor<lifecycle_state>*;
+
+/// The lifecycle actor's behavior (protocol in actors/interfaces.hpp).
+caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx);
+
+/// True if two specs ask for the same sandbox (request_id idempotency).
+bool same_request(const sandbox_spec& a, const sandbox_spec& b);
+
+} // namespace dsec

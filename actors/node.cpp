@@ -1,0 +1,179 @@
+// The node runtime. Signals are blocked in every thread and taken by the main
+// thread with sigwait, so SIGTERM runs an orderly shutdown: stop taking
+// requests, destroy every sandbox, unmount every layer, stop the actors.
+#include "actors/node.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/gateway.hpp"
+#include "actors/lifecycle.hpp"
+#include "actors/wire_types.hpp"
+#include "backends/container/container_backend.hpp"
+#include "core/ids.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec {
+
+namespace {
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string self_dir() {
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0)
+    return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+/// The static init binary: $DSEC_INIT, or dsec-init beside this executable
+/// (build tree: backends/dsec-init).
+std::string find_init() {
+  if (auto* env = ::getenv("DSEC_INIT"))
+    return env;
+  auto dir = self_dir();
+  for (auto cand : {dir + "/dsec-init", dir + "/backends/dsec-init", dir + "/../backends/dsec-init",
+                    dir + "/../lib/dsec/dsec-init"})
+    if (sys::exists(cand))
+      return cand;
+  return dir + "/dsec-init";
+}
+
+expected<node_context_ptr> make_context(node_config cfg) {
+  auto ctx = std::make_shared<node_context>();
+  if (cfg.node_id.empty())
+    cfg.node_id = make_node_id();
+  if (!valid_node_id(cfg.node_id))
+    return invalid_argument("--node-id \"" + cfg.node_id
+                            + "\": use 1-32 characters of a-z, 0-9 and '-'");
+  if (cfg.store_dir.empty())
+    cfg.store_dir = cfg.state_dir + "/store";
+  for (auto& d : {cfg.state_dir, cfg.state_dir + "/sandboxes", cfg.state_dir + "/mounts"})
+    if (auto st = sys::make_dirs(d, 0700); !st)
+      return st.err();
+  auto store = layers::store::open(cfg.store_dir);
+  if (!store)
+    return store.err();
+  ctx->store = std::make_shared<layers::store>(std::move(*store));
+  ctx->mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
+  backends::container_config cc;
+  cc.node_id = cfg.node_id;
+  cc.init_path = find_init();
+  if (!sys::exists(cc.init_path))
+    return unavailable("node: the sandbox init binary " + cc.init_path
+                       + " is missing (set DSEC_INIT)");
+  ctx->container = backends::make_container_backend(cc);
+  // Blocking work is mostly short syscalls and waits on processes; 16 threads
+  // keep a burst of 16 creates in flight without queueing on 2 cores.
+  ctx->pool = std::make_shared<sys::worker_pool>(16);
+  ctx->started_at_ms = now_ms();
+  ctx->config = std::move(cfg);
+  return ctx;
+}
+
+expected<std::pair<std::string, uint16_t>> split_host_port(const std::string& s) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return invalid_argument("address \"" + s + "\" must be HOST:PORT");
+  auto host = s.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  auto port = std::strtol(s.c_str() + colon + 1, &end, 10);
+  if (*end != '\0' || port < 0 || port > 65535)
+    return invalid_argument("address \"" + s + "\": bad port");
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+void block_signals(sigset_t& set) {
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+} // namespace
+
+int run_node(node_config cfg) {
+  sigset_t sigs;
+  block_signals(sigs); // before any thread starts, so all inherit the mask
+  auto rest = split_host_port(cfg.rest);
+  auto listen = split_host_port(cfg.listen);
+  if (!rest || !listen) {
+    std::cerr << "dsec node: " << (rest ? listen.err() : rest.err()).message << "\n";
+    return 2;
+  }
+  auto ctx = make_context(std::move(cfg));
+  if (!ctx) {
+    std::cerr << "dsec node: " << ctx.err().message << "\n";
+    return 1;
+  }
+  auto& node = **ctx;
+  if (auto adopted = node.mounts->adopt_existing(); adopted && *adopted > 0)
+    node.mounts->release_unused();
+  caf::actor_system_config acfg;
+  // sharing: the work-stealing default spin-polls and starves 2-core machines.
+  acfg.set("scheduler.policy", caf::atom("sharing"));
+  acfg.set("logger.verbosity", caf::atom("quiet"));
+  acfg.load<caf::io::middleman>();
+  add_wire_types(acfg);
+  int rc = 0;
+  {
+    caf::actor_system sys{acfg};
+    auto lifecycle = sys.spawn(lifecycle_actor, *ctx);
+    auto gateway = sys.spawn(gateway_actor, *ctx, lifecycle);
+    auto server = start_http_server(rest->first, rest->second, node.config.max_body_bytes,
+                                    [gateway](http_call c) {
+                                      caf::anon_send(gateway, http_atom::value, std::move(c));
+                                    });
+    auto published = server ? sys.middleman().publish(lifecycle, listen->second,
+                                                      listen->first.c_str(), true)
+                            : caf::expected<uint16_t>{caf::sec::runtime_error};
+    if (!server) {
+      std::cerr << "dsec node: " << server.err().message << "\n";
+      rc = 1;
+    } else if (!published) {
+      std::cerr << "dsec node: listen on " << node.config.listen << ": "
+                << sys.render(published.error()) << "\n";
+      rc = 1;
+    } else {
+      std::cout << "dsec node " << node.config.node_id << " serving REST on "
+                << rest->first << ":" << (*server)->port() << ", native on " << node.config.listen
+                << ", state " << node.config.state_dir << std::endl;
+      int sig = 0;
+      sigwait(&sigs, &sig);
+      std::cout << "dsec node " << node.config.node_id << ": signal " << sig
+                << ", destroying sandboxes and stopping" << std::endl;
+    }
+    if (server)
+      (*server)->stop();
+    caf::scoped_actor self{sys};
+    self->request(lifecycle, std::chrono::seconds(120), shutdown_atom::value)
+      .receive([](bool) {},
+               [&](caf::error& err) {
+                 std::cerr << "dsec node: shutdown: " << sys.render(err) << "\n";
+               });
+    self->send_exit(gateway, caf::exit_reason::user_shutdown);
+    self->send_exit(lifecycle, caf::exit_reason::user_shutdown);
+    sys.middleman().unpublish(lifecycle, listen->second);
+  }
+  node.pool.reset();
+  if (auto st = node.mounts->unmount_all(); !st)
+    std::cerr << "dsec node: " << st.err().message << "\n";
+  return rc;
+}
+
+} // namespace dsec

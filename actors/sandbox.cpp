@@ -1,0 +1,286 @@
+// Sandbox actor implementation. Every blocking step (mount, clone, file I/O,
+// teardown) runs through run_blocking; exec completions arrive as
+// continuations from the backend's I/O thread.
+#include "actors/sandbox.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/interfaces.hpp"
+#include "core/inspect.hpp"
+#include "sys/cleanup.hpp"
+
+namespace dsec {
+
+namespace {
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// What the create job hands back to the actor.
+struct provisioned {
+  std::shared_ptr<backends::sandbox> sb;
+  std::vector<std::string> digests;
+  error err;
+};
+
+/// Blocking: resolve layers, mount them, let the backend build the sandbox.
+provisioned provision(const node_context& ctx, const std::string& id, const sandbox_spec& spec) {
+  provisioned out;
+  sys::cleanup_stack undo;
+  backends::create_params p;
+  p.id = id;
+  p.spec = spec;
+  p.dir = ctx.sandbox_dir(id);
+  for (auto& ref : spec.layers) {
+    auto layer = ctx.store->resolve(ref);
+    if (!layer) {
+      out.err = layer.err();
+      return out;
+    }
+    auto dir = ctx.mounts->acquire(*layer, ctx.store->blob_path(layer->digest));
+    if (!dir) {
+      out.err = dir.err();
+      return out;
+    }
+    undo.push([&ctx, d = layer->digest] { ctx.mounts->release(d); });
+    out.digests.push_back(layer->digest);
+    p.lower_dirs.push_back(*dir);
+  }
+  auto sb = ctx.container->create(p);
+  if (!sb) {
+    out.err = sb.err();
+    out.digests.clear();
+    return out;
+  }
+  undo.commit();
+  out.sb = std::move(*sb);
+  return out;
+}
+
+void notify_lifecycle(sandbox_actor_ptr self) {
+  self->send(self->state.lifecycle, state_atom::value, self->state.info);
+}
+
+void maybe_quit(sandbox_actor_ptr self) {
+  auto& st = self->state;
+  if (st.destroyed && st.inflight == 0) {
+    for (auto& rp : st.destroy_waiters)
+      rp.deliver(true);
+    st.destroy_waiters.clear();
+    self->send(st.lifecycle, gone_atom::value, st.info.id);
+    self->quit();
+  }
+}
+
+/// Tears the sandbox down (once); every caller's promise is answered when done.
+void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.destroying)
+    return;
+  st.destroying = true;
+  if (st.info.state == sandbox_state::running || st.info.state == sandbox_state::creating)
+    st.info.state = sandbox_state::stopped;
+  if (st.info.reason.empty() && !why.empty())
+    st.info.reason = why;
+  notify_lifecycle(self);
+  auto ctx = st.ctx;
+  auto sb = st.sb;
+  auto digests = std::move(st.digests);
+  st.digests.clear();
+  run_blocking(self, *ctx->pool,
+               [ctx, sb, digests] {
+                 status res;
+                 if (sb)
+                   res = sb->destroy();
+                 for (auto& d : digests)
+                   ctx->mounts->release(d);
+                 return res;
+               },
+               [self](status& res) {
+                 if (!res)
+                   caf::aout(self) << "sandbox " << self->state.info.id
+                                   << ": destroy left something behind: " << res.err().message
+                                   << std::endl;
+                 self->state.destroyed = true;
+                 self->state.sb.reset();
+                 maybe_quit(self);
+               });
+}
+
+/// The sandbox died by itself: release what it held, keep answering as failed.
+void on_died(sandbox_actor_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.destroying || st.info.state != sandbox_state::running)
+    return;
+  st.info.state = sandbox_state::failed;
+  st.info.reason = reason;
+  notify_lifecycle(self);
+  auto ctx = st.ctx;
+  auto sb = st.sb;
+  auto digests = std::move(st.digests);
+  st.digests.clear();
+  ctx->pool->post([ctx, sb, digests] {
+    if (sb)
+      sb->destroy();
+    for (auto& d : digests)
+      ctx->mounts->release(d);
+  });
+}
+
+error not_running(const sandbox_actor_state& st) {
+  auto s = to_string(st.info.state);
+  std::string msg = "sandbox " + st.info.id + " is " + s;
+  if (!st.info.reason.empty())
+    msg += " (" + st.info.reason + ")";
+  return unavailable(std::move(msg));
+}
+
+void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exec_chunk)> sink) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  if (st.info.state != sandbox_state::running || st.destroying || !st.sb) {
+    rp.deliver(to_caf(not_running(st)));
+    return;
+  }
+  ++st.inflight;
+  ++st.ctx->execs_total;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  backends::exec_callbacks cb;
+  if (sink)
+    cb.on_output = std::move(sink);
+  cb.on_done = [hdl, rp, self](expected<exec_result> res) mutable {
+    run_in(hdl, [self, rp, res = std::move(res)]() mutable {
+      --self->state.inflight;
+      if (res)
+        rp.deliver(std::move(*res));
+      else
+        rp.deliver(to_caf(res.err()));
+      maybe_quit(self);
+    });
+  };
+  st.sb->exec(std::move(req), std::move(cb));
+}
+
+template <class Work>
+void file_op(sandbox_actor_ptr self, Work work) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  if (st.info.state != sandbox_state::running || st.destroying || !st.sb) {
+    rp.deliver(to_caf(not_running(st)));
+    return;
+  }
+  ++st.inflight;
+  auto sb = st.sb;
+  run_blocking(self, *st.ctx->pool, [sb, work] { return work(*sb); },
+               [self, rp](auto& res) mutable {
+                 --self->state.inflight;
+                 if (res)
+                   rp.deliver(std::move(*res));
+                 else
+                   rp.deliver(to_caf(res.err()));
+                 maybe_quit(self);
+               });
+}
+
+} // namespace
+
+caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
+                            std::string id, sandbox_spec spec) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.lifecycle = std::move(lifecycle);
+  st.info.id = id;
+  st.info.node = st.ctx->config.node_id;
+  st.info.state = sandbox_state::creating;
+  st.info.backend = spec.backend;
+  st.info.layers = spec.layers;
+  st.info.labels = spec.labels;
+  st.info.cpu = spec.cpu;
+  st.info.memory_mb = spec.memory_mb;
+  st.info.disk_mb = spec.disk_mb;
+  st.info.created_at_ms = now_ms();
+  st.spec = std::move(spec);
+  return {
+    [self](start_atom) {
+      auto rp = self->make_response_promise();
+      auto ctx = self->state.ctx;
+      auto id = self->state.info.id;
+      auto spec = self->state.spec;
+      run_blocking(self, *ctx->pool, [ctx, id, spec] { return provision(*ctx, id, spec); },
+                   [self, rp](provisioned& res) mutable {
+                     auto& st = self->state;
+                     if (res.err) {
+                       rp.deliver(to_caf(res.err));
+                       st.destroyed = true;
+                       st.destroying = true;
+                       st.info.state = sandbox_state::failed;
+                       maybe_quit(self);
+                       return;
+                     }
+                     st.sb = std::move(res.sb);
+                     st.digests = std::move(res.digests);
+                     st.info.state = sandbox_state::running;
+                     st.info.created_at_ms = now_ms();
+                     if (st.spec.ttl_s > 0) {
+                       st.info.expires_at_ms = st.info.created_at_ms + st.spec.ttl_s * 1000;
+                       self->delayed_send(self, std::chrono::seconds(st.spec.ttl_s),
+                                          ttl_atom::value);
+                     }
+                     auto hdl = caf::actor_cast<caf::actor>(self);
+                     st.sb->on_exit([hdl](std::string reason) {
+                       caf::anon_send(hdl, died_atom::value, std::move(reason));
+                     });
+                     notify_lifecycle(self);
+                     rp.deliver(st.info);
+                     if (st.destroying) { // destroy arrived while creating
+                       st.destroying = false;
+                       begin_destroy(self, "");
+                     }
+                   });
+    },
+    [self](exec_atom, exec_request& req) { start_exec(self, std::move(req), nullptr); },
+    [self](stream_atom, exec_request& req, chunk_sink& sink) {
+      start_exec(self, std::move(req), std::move(sink.fn));
+    },
+    [self](wfile_atom, std::string& path, std::string& data) {
+      file_op(self, [path, data = std::move(data)](backends::sandbox& sb) -> expected<bool> {
+        auto st = sb.write_file(path, data, 0644);
+        if (!st)
+          return st.err();
+        return true;
+      });
+    },
+    [self](rfile_atom, std::string& path, uint64_t max_bytes) {
+      file_op(self, [path, max_bytes](backends::sandbox& sb) {
+        return sb.read_file(path, static_cast<size_t>(max_bytes));
+      });
+    },
+    [self](info_atom) { return self->state.info; },
+    [self](destroy_atom) {
+      auto rp = self->make_response_promise();
+      auto& st = self->state;
+      st.destroy_waiters.push_back(rp);
+      if (st.info.state == sandbox_state::creating) {
+        st.destroying = true; // handled when the create job reports back
+        return;
+      }
+      begin_destroy(self, "");
+      maybe_quit(self);
+    },
+    [self](ttl_atom) {
+      if (!self->state.destroying)
+        begin_destroy(self, "ttl expired");
+    },
+    [self](died_atom, std::string& reason) { on_died(self, reason); },
+    [](cont_atom, continuation& c) { c.fn(); },
+  };
+}
+
+} // namespace dsec

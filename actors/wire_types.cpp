@@ -1,0 +1,32 @@
+// Wire type registration (see wire_types.hpp).
+#include "actors/wire_types.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/caf_error.hpp"
+#include "core/error.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec {
+
+void add_wire_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<network_policy>("dsec::network_policy");
+  cfg.add_message_type<protect_policy>("dsec::protect_policy");
+  cfg.add_message_type<sandbox_spec>("dsec::sandbox_spec");
+  cfg.add_message_type<exec_request>("dsec::exec_request");
+  cfg.add_message_type<exec_result>("dsec::exec_result");
+  cfg.add_message_type<exec_chunk>("dsec::exec_chunk");
+  cfg.add_message_type<sandbox_info>("dsec::sandbox_info");
+  cfg.add_message_type<std::vector<sandbox_info>>("std::vector<dsec::sandbox_info>");
+  cfg.add_message_type<layer_info>("dsec::layer_info");
+  cfg.add_message_type<std::vector<layer_info>>("std::vector<dsec::layer_info>");
+  cfg.add_message_type<node_status>("dsec::node_status");
+  cfg.add_message_type<std::map<std::string, std::string>>("std::map<std::string,std::string>");
+  cfg.add_error_category(dsec_error_category(),
+                         [](uint8_t code, caf::atom_value, const caf::message& ctx) {
+                           return "dsec: " + std::string{to_string(static_cast<errc>(code))}
+                                  + " " + caf::to_string(ctx);
+                         });
+}
+
+} // namespace dsec

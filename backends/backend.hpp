@@ -1,0 +1,90 @@
+// The backend interface: how a node makes, drives and tears down one kind of
+// sandbox. Container, microVM, VM and FnCall backends implement it; the actors
+// call it and know nothing else about them.
+//
+// Plain C++, no CAF: create/destroy/files are blocking and run on the node's
+// worker pool; exec is asynchronous and reports through callbacks that run on
+// a backend-owned I/O thread (the callbacks must not block: the actors'
+// callbacks only anon_send).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace dsec::backends {
+
+/// Everything a backend needs to make one sandbox.
+struct create_params {
+  /// The sandbox id (`<node>.<unique>`), also its hostname.
+  std::string id;
+  sandbox_spec spec;
+  /// Mounted layer directories, bottom first (spec.layers order).
+  std::vector<std::string> lower_dirs;
+  /// A directory for this sandbox alone, on local disk; it does not exist
+  /// yet. The backend creates it and removes it on failure and destroy.
+  std::string dir;
+};
+
+/// Streaming and completion callbacks of one exec. Both run on a backend I/O
+/// thread; `on_done` runs exactly once, after the last `on_output`.
+struct exec_callbacks {
+  std::function<void(exec_chunk)> on_output;
+  std::function<void(expected<exec_result>)> on_done;
+};
+
+/// One live sandbox. Thread-safe.
+class sandbox {
+ public:
+  virtual ~sandbox() = default;
+
+  /// Starts `req`; never blocks. Errors (sandbox gone) arrive via on_done.
+  virtual void exec(exec_request req, exec_callbacks cb) = 0;
+
+  /// Writes a file at absolute `path` inside the sandbox, creating parent
+  /// directories. Resolved inside the sandbox root: no symlink leads out.
+  /// Blocking.
+  virtual status write_file(const std::string& path, std::string_view data,
+                            uint32_t mode) = 0;
+
+  /// Reads a file at absolute `path` inside the sandbox, at most `max_bytes`
+  /// (too_large beyond). Resolved inside the sandbox root. Blocking.
+  virtual expected<std::string> read_file(const std::string& path,
+                                          size_t max_bytes) = 0;
+
+  /// Calls `f(reason)` once if the sandbox dies on its own (its init exited,
+  /// was OOM-killed, ...), from a backend thread. Not called after destroy().
+  virtual void on_exit(std::function<void(std::string reason)> f) = 0;
+
+  /// Kills everything in the sandbox and releases every resource it holds
+  /// (processes, mounts, cgroups, directory). Idempotent. Blocking.
+  virtual status destroy() = 0;
+
+  /// Host pid of the sandbox's init (for metrics and tests), -1 if none.
+  virtual int init_pid() const = 0;
+};
+
+/// A kind of sandbox. Thread-safe.
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  /// "container", "microvm", ...
+  virtual std::string_view name() const = 0;
+
+  /// Builds and starts a sandbox. On failure nothing it acquired remains.
+  /// Blocking.
+  virtual expected<std::shared_ptr<sandbox>> create(const create_params& p) = 0;
+
+  /// Re-attaches to a sandbox that outlived a node restart, from its `dir`.
+  /// Blocking.
+  virtual expected<std::shared_ptr<sandbox>> recover(const std::string& id,
+                                                     const std::string& dir) = 0;
+};
+
+} // namespace dsec::backends

@@ -1,0 +1,227 @@
+// create() as a checklist: sandbox dir, overlay root, cgroups, control
+// socket, clone of init into new namespaces, cgroup membership, the config
+// handshake. Every step registers its undo on a cleanup stack at once, so a
+// failure at any step leaves nothing behind. recover() re-attaches to a
+// sandbox whose node restarted, from the meta file in its dir.
+//
+// The node is multithreaded, so between clone and exec the child only makes
+// raw system calls (fd shuffling and execveat); all sandbox setup happens in
+// init, which is single-threaded and static.
+#include "backends/container/container_backend.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "backends/container/container_sandbox.hpp"
+#include "backends/container/launch.hpp"
+#include "sys/cleanup.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec::backends {
+
+namespace proto = init_proto;
+
+namespace {
+
+// How long create() waits for init's answer to `config`. Setup takes about a
+// millisecond; a stuck mount (dead network filesystem below a layer) fails
+// the create instead of hanging a worker forever.
+constexpr int handshake_timeout_ms = 10000;
+
+status valid_params(const create_params& p) {
+  if (p.id.empty() || p.id.size() > 200 || p.id.find('/') != std::string::npos ||
+      p.id == "." || p.id == "..")
+    return invalid_argument("create: bad sandbox id \"" + p.id + "\"");
+  if (p.dir.size() < 2 || p.dir[0] != '/')
+    return invalid_argument("create " + p.id + ": dir must be an absolute path");
+  if (p.lower_dirs.empty())
+    return invalid_argument("create " + p.id + ": no layers");
+  for (auto& l : p.lower_dirs)
+    if (l.empty() || l[0] != '/' || l.find_first_of(",:\\") != std::string::npos)
+      return invalid_argument("create " + p.id + ": bad layer dir \"" + l + "\"");
+  return {};
+}
+
+// Reads one framed answer from init, watching its pidfd too.
+status await_ready(int ctl, int pidfd, const std::string& id) {
+  std::string in;
+  char buf[4096];
+  proto::header h;
+  while (proto::peek_frame(in, h) == proto::parse::incomplete) {
+    pollfd fds[2] = {{ctl, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = ::poll(fds, 2, handshake_timeout_ms);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n == 0)
+      return {{errc::timeout, "create " + id + ": init did not answer within " +
+                                std::to_string(handshake_timeout_ms) + " ms"}};
+    auto got = ::recv(ctl, buf, sizeof(buf), MSG_DONTWAIT);
+    if (got > 0) {
+      in.append(buf, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && (errno == EAGAIN || errno == EINTR))
+      continue;
+    return internal_error("create " + id + ": init exited during setup");
+  }
+  if (proto::peek_frame(in, h) == proto::parse::invalid)
+    return internal_error("create " + id + ": malformed answer from init");
+  if (h.type == proto::msg::ready)
+    return {};
+  proto::reader r(std::string_view(in).substr(proto::header_size, h.length));
+  auto msg = r.str();
+  return internal_error("create " + id + ": init setup: " + (r.ok() ? msg : "malformed"));
+}
+
+status open_root(sandbox_parts& parts) {
+  auto rootfs = parts.dir + "/rootfs";
+  parts.rootfs.reset(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!parts.rootfs)
+    return sys_error("open", rootfs, errno);
+  return {};
+}
+
+class container_backend final : public backend {
+ public:
+  explicit container_backend(const container_config& cfg)
+    : cfg_(cfg), loop_(std::make_shared<io_loop>()) {
+    auto img = seal_init_binary(cfg.init_path);
+    if (img)
+      init_ = std::move(*img);
+    else
+      init_error_ = img.err();
+  }
+
+  std::string_view name() const override { return "container"; }
+
+  expected<std::shared_ptr<sandbox>> create(const create_params& p) override;
+  expected<std::shared_ptr<sandbox>> recover(const std::string& id,
+                                             const std::string& dir) override;
+
+ private:
+  std::string cgroup_rel(const std::string& id) const {
+    return "dsec/" + cfg_.node_id + "/" + id;
+  }
+
+  expected<std::shared_ptr<sandbox>> adopt(sandbox_parts parts);
+
+  container_config cfg_;
+  std::shared_ptr<io_loop> loop_;
+  launch_image init_;
+  error init_error_;
+};
+
+expected<std::shared_ptr<sandbox>> container_backend::create(const create_params& p) {
+  if (init_error_)
+    return init_error_;
+  if (auto st = valid_params(p); !st)
+    return st.err();
+  sys::cleanup_stack undo;
+  sandbox_parts parts;
+  parts.id = p.id;
+  parts.dir = p.dir;
+  parts.env = p.spec.env;
+  auto slash = p.dir.find_last_of('/');
+  if (slash > 0)
+    if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
+      return st.err();
+  if (::mkdir(p.dir.c_str(), 0700) != 0)
+    return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
+  undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
+  if (auto st = mount_overlay(p.dir, p.lower_dirs); !st)
+    return st.err();
+  undo.push([dir = p.dir] {
+    auto r = dir + "/rootfs";
+    if (::umount2(r.c_str(), 0) != 0)
+      ::umount2(r.c_str(), MNT_DETACH);
+  });
+  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id));
+  if (!cg)
+    return cg.err();
+  parts.cgroup = std::move(*cg);
+  undo.push([c = parts.cgroup.get()] { (void)c->remove(); });
+  sys::cgroup_limits lim{p.spec.cpu, p.spec.memory_mb << 20, p.spec.pids};
+  if (auto st = parts.cgroup->apply(lim); !st)
+    return st.err();
+  auto sock = make_control_socket(p.dir);
+  if (!sock)
+    return sock.err();
+  auto child = launch_init(init_, sock->listener.get());
+  if (!child)
+    return child.err();
+  parts.pid = child->pid;
+  parts.pidfd = std::move(child->pidfd);
+  undo.push([fd = parts.pidfd.get()] { kill_and_reap(fd); });
+  if (auto st = parts.cgroup->add_process(parts.pid); !st)
+    return st.err();
+  parts.ctl = std::move(sock->client);
+  proto::config_msg cfgm{p.id, p.dir + "/rootfs"};
+  auto frame = proto::encode(cfgm);
+  if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
+    return sys_error("send config to init of", p.id, errno);
+  if (auto st = await_ready(parts.ctl.get(), parts.pidfd.get(), p.id); !st)
+    return st.err();
+  if (auto st = write_meta(p.dir, parts.pid, cfg_.node_id); !st)
+    return st.err();
+  if (auto st = open_root(parts); !st)
+    return st.err();
+  undo.commit(); // from here on the sandbox owns it all; its destroy() undoes
+  return adopt(std::move(parts));
+}
+
+expected<std::shared_ptr<sandbox>> container_backend::adopt(sandbox_parts parts) {
+  auto sb = std::make_shared<container_sandbox>(loop_, std::move(parts));
+  if (auto st = sb->start(); !st) {
+    (void)sb->destroy();
+    return st.err();
+  }
+  return std::shared_ptr<sandbox>(std::move(sb));
+}
+
+expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string& id,
+                                                              const std::string& dir) {
+  auto meta = read_meta(dir);
+  if (!meta)
+    return meta.err();
+  if (meta->node_id != cfg_.node_id)
+    return invalid_argument("recover " + id + ": sandbox belongs to node " + meta->node_id);
+  sandbox_parts parts;
+  parts.id = id;
+  parts.dir = dir;
+  parts.pid = meta->pid;
+  parts.reap = false; // init's parent was the previous node process
+  auto pidfd = open_init(*meta, id);
+  if (!pidfd)
+    return pidfd.err();
+  parts.pidfd = std::move(*pidfd);
+  auto ctl = connect_control_socket(dir);
+  if (!ctl)
+    return ctl.err();
+  parts.ctl = std::move(*ctl);
+  parts.cgroup = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  if (auto st = open_root(parts); !st)
+    return st.err();
+  return adopt(std::move(parts));
+}
+
+} // namespace
+
+std::unique_ptr<backend> make_container_backend(const container_config& cfg) {
+  return std::make_unique<container_backend>(cfg);
+}
+
+} // namespace dsec::backends

@@ -1,0 +1,100 @@
+// container_sandbox: the node's handle on one running container sandbox. It
+// owns the control channel to init (frames out from any thread, frames in on
+// the io_loop thread), the pidfd of init, the cgroups, the overlay mount and
+// the sandbox directory; destroy() releases them all. Internal to the
+// container backend.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/container/io_loop.hpp"
+#include "backends/init/protocol.hpp"
+#include "sys/cgroup.hpp"
+#include "sys/fd.hpp"
+
+namespace dsec::backends {
+
+/// Everything create() or recover() acquired, handed to the sandbox.
+struct sandbox_parts {
+  std::string id;
+  std::string dir;
+  pid_t pid = -1;
+  /// True if init is our child (create) and must be reaped with waitid.
+  bool reap = true;
+  sys::unique_fd pidfd;
+  sys::unique_fd ctl;
+  sys::unique_fd rootfs; ///< O_PATH of <dir>/rootfs
+  std::unique_ptr<sys::cgroup> cgroup;
+  std::map<std::string, std::string> env; ///< spec env, under each exec's env
+};
+
+class container_sandbox final : public sandbox,
+                                public std::enable_shared_from_this<container_sandbox> {
+ public:
+  // -- constructors ---------------------------------------------------------
+
+  container_sandbox(std::shared_ptr<io_loop> loop, sandbox_parts parts);
+  ~container_sandbox() override;
+
+  /// Registers the channel and pidfd with the loop. Call once, after
+  /// construction through make_shared.
+  status start();
+
+  // -- sandbox interface ----------------------------------------------------
+
+  void exec(exec_request req, exec_callbacks cb) override;
+  status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
+  expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
+  void on_exit(std::function<void(std::string reason)> f) override;
+  status destroy() override;
+  int init_pid() const override { return parts_.pid; }
+
+ private:
+  struct pending_exec {
+    exec_callbacks cb;
+    exec_result result;
+  };
+
+  // -- io_loop thread -------------------------------------------------------
+
+  void on_channel(uint32_t events);
+  void on_init_exit();
+  bool handle_frame(const init_proto::header& h, std::string_view body);
+  void fail_pending(const error& e);
+  std::string exit_reason();
+
+  // -- any thread, m_ held --------------------------------------------------
+
+  void flush_locked();
+  void close_channel_locked();
+
+  std::shared_ptr<io_loop> loop_;
+  sandbox_parts parts_;
+  std::shared_ptr<sys::unique_fd> root_; ///< copied by file calls, dropped by destroy
+
+  mutable std::mutex m_;
+  std::string out_;                 ///< frames not yet written to init
+  uint32_t next_id_ = 1;
+  std::map<uint32_t, std::shared_ptr<pending_exec>> pending_;
+  std::function<void(std::string)> on_exit_;
+  uint64_t ctl_token_ = 0, pid_token_ = 0;
+  bool channel_open_ = true;
+  bool dead_ = false;      ///< init exited on its own
+  bool destroyed_ = false; ///< destroy() ran (or runs)
+  std::string death_;      ///< why exec fails now
+
+  std::string in_; ///< bytes from init not yet parsed; loop thread only
+};
+
+/// Resolves `path` (absolute, no "..") below `root` with openat2 in-root
+/// semantics; exposed for the file calls. Implemented in files.cpp.
+status write_in_root(int root, const std::string& path, std::string_view data, uint32_t mode);
+expected<std::string> read_in_root(int root, const std::string& path, size_t max_bytes);
+
+} // namespace dsec::backends

@@ -1,0 +1,164 @@
+// File transfer into and out of a sandbox without trusting its contents. The
+// agent owns everything below the root and may plant symlinks anywhere
+// (/etc/x -> /etc/shadow, ../../.., magic links in /proc): every lookup goes
+// through openat2 against an O_PATH descriptor of the merged root with
+// RESOLVE_IN_ROOT (symlinks and ".." are clamped at the root),
+// RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV, so the node never opens a file
+// outside the sandbox. Parent directories are made one level at a time,
+// relative to a parent that was itself resolved the same way.
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "backends/container/container_sandbox.hpp"
+#include "sys/fd.hpp"
+
+namespace dsec::backends {
+
+namespace {
+
+constexpr uint64_t resolve_flags = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+
+int open_in_root(int root, const std::string& rel, uint64_t flags, uint64_t mode) {
+  open_how how{};
+  how.flags = flags | O_CLOEXEC;
+  how.mode = (flags & O_CREAT) ? mode : 0;
+  how.resolve = resolve_flags;
+  for (;;) {
+    long fd = ::syscall(SYS_openat2, root, rel.empty() ? "." : rel.c_str(), &how, sizeof(how));
+    if (fd >= 0 || errno != EAGAIN) // EAGAIN: a concurrent rename, retry
+      return static_cast<int>(fd);
+  }
+}
+
+errc code_of(int err) {
+  switch (err) {
+  case ENOENT: return errc::not_found;
+  case ENOTDIR:
+  case EISDIR:
+  case ELOOP:
+  case EXDEV:
+  case ENAMETOOLONG: return errc::invalid_argument;
+  case ENOSPC:
+  case EDQUOT: return errc::resource_exhausted;
+  default: return errc::internal;
+  }
+}
+
+// Splits an absolute sandbox path into components; refuses relative paths,
+// "..", NUL bytes and empty names.
+expected<std::vector<std::string>> split(const std::string& path) {
+  if (path.empty() || path[0] != '/')
+    return invalid_argument("path " + path + ": must be absolute");
+  if (path.find('\0') != std::string::npos)
+    return invalid_argument("path: contains a NUL byte");
+  std::vector<std::string> parts;
+  size_t i = 1;
+  while (i <= path.size()) {
+    auto j = path.find('/', i);
+    if (j == std::string::npos)
+      j = path.size();
+    auto c = path.substr(i, j - i);
+    if (c == "..")
+      return invalid_argument("path " + path + ": \"..\" is not allowed");
+    if (!c.empty() && c != ".")
+      parts.push_back(c);
+    i = j + 1;
+  }
+  if (parts.empty())
+    return invalid_argument("path " + path + ": names the root directory");
+  return parts;
+}
+
+std::string join(const std::vector<std::string>& parts, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i)
+    s += (i ? "/" : "") + parts[i];
+  return s;
+}
+
+// Opens (making on the way) the directory holding the last component.
+expected<sys::unique_fd> open_parent(int root, const std::vector<std::string>& parts,
+                                     const std::string& shown) {
+  sys::unique_fd dir{::fcntl(root, F_DUPFD_CLOEXEC, 0)};
+  for (size_t n = 1; n < parts.size(); ++n) {
+    auto rel = join(parts, n);
+    sys::unique_fd next{open_in_root(root, rel, O_PATH | O_DIRECTORY, 0)};
+    if (!next && errno == ENOENT) {
+      // Relative to a parent resolved in-root; a single name cannot escape.
+      if (::mkdirat(dir.get(), parts[n - 1].c_str(), 0755) != 0 && errno != EEXIST)
+        return sys_error("mkdir", "/" + rel, errno, code_of(errno));
+      next.reset(open_in_root(root, rel, O_PATH | O_DIRECTORY, 0));
+    }
+    if (!next)
+      return sys_error("open", "/" + rel + " (parent of " + shown + ")", errno, code_of(errno));
+    dir = std::move(next);
+  }
+  return dir;
+}
+
+} // namespace
+
+status write_in_root(int root, const std::string& path, std::string_view data, uint32_t mode) {
+  auto parts = split(path);
+  if (!parts)
+    return parts.err();
+  if (auto parent = open_parent(root, *parts, path); !parent)
+    return parent.err();
+  sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),
+                                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode & 07777)};
+  if (!fd)
+    return sys_error("open", path, errno, code_of(errno));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return invalid_argument("write " + path + ": not a regular file");
+  while (!data.empty()) {
+    auto n = ::write(fd.get(), data.data(), data.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return sys_error("write", path, errno, code_of(errno));
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  if (::fchmod(fd.get(), mode & 07777) != 0) // O_CREAT's mode went through the umask
+    return sys_error("chmod", path, errno);
+  return {};
+}
+
+expected<std::string> read_in_root(int root, const std::string& path, size_t max_bytes) {
+  auto parts = split(path);
+  if (!parts)
+    return parts.err();
+  sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),
+                                 O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)};
+  if (!fd)
+    return sys_error("open", path, errno, code_of(errno));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return invalid_argument("read " + path + ": not a regular file");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return too_large("read " + path + ": " + std::to_string(st.st_size) + " bytes, limit " +
+                     std::to_string(max_bytes));
+  std::string out;
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out.size()) {
+    auto n = ::read(fd.get(), &out[got], out.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return sys_error("read", path, errno);
+    if (n == 0)
+      break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+} // namespace dsec::backends

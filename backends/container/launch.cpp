@@ -1,0 +1,286 @@
+// Host-side mechanisms of the container backend (see launch.hpp): sealed
+// init image, overlay through the new mount API (no page-sized option
+// string, so any number of layers), control socket bound through
+// /proc/self/fd so long sandbox dirs fit in sun_path, the vfork-style clone
+// of init, and the meta file.
+#include "backends/container/launch.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "backends/init/protocol.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec::backends {
+
+expected<launch_image> seal_init_binary(const std::string& path) {
+  sys::unique_fd src{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!src)
+    return sys_error("open init binary", path, errno,
+                     errno == ENOENT ? errc::not_found : errc::internal);
+  struct stat st;
+  if (::fstat(src.get(), &st) != 0)
+    return sys_error("stat", path, errno);
+  launch_image img;
+  img.memfd.reset(::memfd_create("dsec-init", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!img.memfd)
+    return sys_error("memfd_create", "dsec-init", errno);
+  for (off_t off = 0; off < st.st_size;) {
+    auto n = ::sendfile(img.memfd.get(), src.get(), &off, static_cast<size_t>(st.st_size - off));
+    if (n <= 0)
+      return sys_error("copy init binary", path, n < 0 ? errno : EIO);
+  }
+  if (::fcntl(img.memfd.get(), F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+    return sys_error("seal", "dsec-init memfd", errno);
+  img.devnull.reset(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!img.devnull)
+    return sys_error("open", "/dev/null", errno);
+  return img;
+}
+
+status mount_overlay(const std::string& dir, const std::vector<std::string>& lower_dirs) {
+  auto upper = dir + "/upper", work = dir + "/work", root = dir + "/rootfs";
+  for (auto* d : {&upper, &work, &root})
+    if (::mkdir(d->c_str(), 0755) != 0)
+      return sys_error("mkdir", *d, errno);
+  sys::unique_fd fs{::fsopen("overlay", FSOPEN_CLOEXEC)};
+  if (!fs)
+    return sys_error("fsopen", "overlay", errno);
+  auto set = [&](const char* key, const std::string& value) -> status {
+    if (::fsconfig(fs.get(), FSCONFIG_SET_STRING, key, value.c_str(), 0) != 0)
+      return sys_error(std::string("overlay ") + key, value, errno,
+                       errno == ENOENT ? errc::not_found : errc::internal);
+    return {};
+  };
+  // Overlay lists the top layer first; lower_dirs is bottom first.
+  for (auto it = lower_dirs.rbegin(); it != lower_dirs.rend(); ++it)
+    if (auto st = set("lowerdir+", *it); !st)
+      return st;
+  if (auto st = set("upperdir", upper); !st)
+    return st;
+  if (auto st = set("workdir", work); !st)
+    return st;
+  if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
+    return sys_error("mount overlay", root, errno);
+  sys::unique_fd mnt{::fsmount(fs.get(), FSMOUNT_CLOEXEC, 0)};
+  if (!mnt)
+    return sys_error("fsmount overlay", root, errno);
+  if (::move_mount(mnt.get(), "", AT_FDCWD, root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return sys_error("move_mount overlay", root, errno);
+  return {};
+}
+
+namespace {
+
+// sun_path holds 108 bytes; /proc/self/fd/<n>/ctl.sock always fits.
+expected<sockaddr_un> socket_address(const std::string& dir, sys::unique_fd& dirfd) {
+  dirfd.reset(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!dirfd)
+    return sys_error("open", dir, errno, errno == ENOENT ? errc::not_found : errc::internal);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "/proc/self/fd/%d/ctl.sock", dirfd.get());
+  return addr;
+}
+
+expected<sys::unique_fd> connect_to(const sockaddr_un& addr, const std::string& shown) {
+  sys::unique_fd c{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+  if (!c)
+    return sys_error("socket", shown, errno);
+  if (::connect(c.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0)
+    return sys_error("connect", shown, errno,
+                     errno == ENOENT || errno == ECONNREFUSED ? errc::unavailable
+                                                              : errc::internal);
+  return c;
+}
+
+} // namespace
+
+expected<control_socket> make_control_socket(const std::string& dir) {
+  sys::unique_fd dirfd;
+  auto addr = socket_address(dir, dirfd);
+  if (!addr)
+    return addr.err();
+  auto shown = dir + "/ctl.sock";
+  control_socket s;
+  s.listener.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.listener)
+    return sys_error("socket", shown, errno);
+  if (::bind(s.listener.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0)
+    return sys_error("bind", shown, errno);
+  ::chmod(shown.c_str(), 0600);
+  if (::listen(s.listener.get(), 4) != 0)
+    return sys_error("listen", shown, errno);
+  auto c = connect_to(*addr, shown);
+  if (!c)
+    return c.err();
+  s.client = std::move(*c);
+  return s;
+}
+
+expected<sys::unique_fd> connect_control_socket(const std::string& dir) {
+  sys::unique_fd dirfd;
+  auto addr = socket_address(dir, dirfd);
+  if (!addr)
+    return addr.err();
+  return connect_to(*addr, dir + "/ctl.sock");
+}
+
+namespace {
+
+struct child_args {
+  int memfd, listener, devnull;
+};
+
+// SAFETY: runs in a CLONE_VM | CLONE_VFORK child of a multithreaded process,
+// on its own small stack, with every signal blocked: raw system calls only,
+// no allocation, no locks. Descriptors are first lifted above 3 so that the
+// dup2 calls below cannot clobber each other.
+int child_main(void* p) {
+  auto* a = static_cast<child_args*>(p);
+  int memfd = ::fcntl(a->memfd, F_DUPFD_CLOEXEC, 10);
+  int listener = ::fcntl(a->listener, F_DUPFD_CLOEXEC, 10);
+  int devnull = ::fcntl(a->devnull, F_DUPFD_CLOEXEC, 10);
+  if (memfd < 0 || listener < 0 || devnull < 0)
+    ::_exit(126);
+  if (::dup2(devnull, 0) < 0 || ::dup2(devnull, 1) < 0 || ::dup2(devnull, 2) < 0 ||
+      ::dup2(listener, 3) < 0)
+    ::_exit(126);
+  // Everything of the node above fd 3 closes at exec; the memfd too (the
+  // kernel keeps the image mapped).
+  ::syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
+  static const char* const argv[] = {"dsec-init", nullptr};
+  static const char* const envp[] = {nullptr};
+  ::syscall(SYS_execveat, memfd, "", argv, envp, AT_EMPTY_PATH);
+  ::_exit(127);
+}
+
+} // namespace
+
+expected<launched> launch_init(const launch_image& img, int listener) {
+  // 64 KiB: child_main needs a few hundred bytes; the rest is headroom for
+  // the libc clone trampoline and signal frames that cannot occur (blocked).
+  constexpr size_t stack_size = 64 << 10;
+  std::vector<char> stack(stack_size);
+  child_args args{img.memfd.get(), listener, img.devnull.get()};
+  int pidfd = -1;
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  // SAFETY: CLONE_VM | CLONE_VFORK: the child borrows our memory until its
+  // execveat; we are suspended until then, so `args` and the stack live.
+  int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS |
+              CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD;
+  pid_t pid = ::clone(child_main, stack.data() + stack.size(), flags, &args, &pidfd);
+  int err = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0)
+    return sys_error("clone", "dsec-init", err);
+  launched l;
+  l.pid = pid;
+  l.pidfd.reset(pidfd);
+  // A child that failed before execveat already exited (we waited for it).
+  siginfo_t si{};
+  if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+      si.si_pid == pid) {
+    kill_and_reap(l.pidfd.get());
+    return internal_error("exec dsec-init: child exited with status " +
+                          std::to_string(si.si_status));
+  }
+  return l;
+}
+
+void kill_and_reap(int pidfd) {
+  ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+  siginfo_t si{};
+  // Not our child (recovered sandbox): ECHILD at once; wait on the pidfd.
+  if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(pidfd), &si, WEXITED) != 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    ::poll(&p, 1, 10000);
+  }
+}
+
+namespace {
+
+expected<uint64_t> start_time_of(pid_t pid) {
+  auto stat = sys::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat)
+    return stat.err();
+  // Field 2 (comm) may hold spaces and parentheses: count from the last ')'.
+  auto pos = stat->rfind(')');
+  if (pos == std::string::npos)
+    return internal_error("parse /proc/" + std::to_string(pid) + "/stat");
+  const char* p = stat->c_str() + pos + 2;
+  for (int field = 3; field < 22 && p; ++field) {
+    p = std::strchr(p, ' ');
+    if (p)
+      ++p;
+  }
+  if (!p)
+    return internal_error("parse /proc/" + std::to_string(pid) + "/stat");
+  return std::strtoull(p, nullptr, 10);
+}
+
+} // namespace
+
+status write_meta(const std::string& dir, pid_t pid, const std::string& node_id) {
+  auto start = start_time_of(pid);
+  if (!start)
+    return start.err();
+  auto body = init_proto::writer(init_proto::msg::config, 1)
+                .i32(pid).u64(*start).str(node_id).finish();
+  // No fsync: the meta file guards against a node restart, not a host crash
+  // (a host crash takes the sandbox with it).
+  auto path = dir + "/meta";
+  sys::unique_fd fd{::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+  if (!fd || ::write(fd.get(), body.data(), body.size()) != ssize_t(body.size()))
+    return sys_error("write", path, errno);
+  return {};
+}
+
+expected<sandbox_meta> read_meta(const std::string& dir) {
+  auto text = sys::read_file(dir + "/meta");
+  if (!text)
+    return text.err();
+  init_proto::header h;
+  if (init_proto::peek_frame(*text, h) != init_proto::parse::complete)
+    return internal_error("read " + dir + "/meta: malformed");
+  init_proto::reader r(std::string_view(*text).substr(init_proto::header_size, h.length));
+  sandbox_meta m;
+  m.pid = r.i32();
+  m.start_time = r.u64();
+  m.node_id = r.str();
+  if (!r.done() || m.pid <= 1)
+    return internal_error("read " + dir + "/meta: malformed");
+  return m;
+}
+
+expected<sys::unique_fd> open_init(const sandbox_meta& m, const std::string& id) {
+  sys::unique_fd pidfd{static_cast<int>(::syscall(SYS_pidfd_open, m.pid, 0))};
+  if (!pidfd)
+    return sys_error("pidfd_open init of", id, errno,
+                     errno == ESRCH ? errc::not_found : errc::internal);
+  // Checked after pidfd_open: the pidfd pins the process we compare.
+  auto start = start_time_of(m.pid);
+  if (!start || *start != m.start_time)
+    return not_found("recover " + id + ": init " + std::to_string(m.pid) + " is gone");
+  return pidfd;
+}
+
+} // namespace dsec::backends

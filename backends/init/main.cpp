@@ -1,0 +1,518 @@
+// dsec-init: PID 1 of a container sandbox. The node starts it (from a sealed
+// memfd) with a listening unix socket as fd 3; init accepts the node's
+// connection, reads `config`, sets the sandbox up on itself (setup.cpp),
+// drops every privilege and answers `ready`. Then one epoll loop: exec
+// requests fork children (own session, default signals, oom_score_adj 0,
+// pipes for stdio), their output streams back as `output` frames, their end
+// as `done`; zombies of any origin are reaped; timeouts kill the process
+// group. A new connection on the listening socket replaces the old one, so a
+// restarted node can reconnect. Nothing of init is inherited by children:
+// every descriptor is CLOEXEC and init is not dumpable (its /proc entries are
+// closed to the agent).
+//
+// Exec failures inside the child (cwd missing, command not found) follow the
+// shell convention: a message on stderr and exit code 127 (126 if the command
+// is not executable), not a protocol error.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/init/protocol.hpp"
+#include "backends/init/setup.hpp"
+
+namespace proto = dsec::init_proto;
+using proto::msg;
+
+namespace {
+
+constexpr int listen_fd = 3;
+// After the command exits, how long init waits for its pipes to reach EOF
+// (a background grandchild may keep them open). Too short loses late output;
+// too long delays `done` of commands that leave daemons behind.
+constexpr int64_t pipe_grace_ms = 200;
+
+enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr };
+
+uint64_t key(kind k, uint32_t id) { return (uint64_t(id) << 8) | k; }
+
+int64_t now_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+double now_ms_f() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
+
+struct job {
+  pid_t pid = -1;
+  int in = -1, out = -1, err = -1;
+  std::string stdin_data;
+  size_t stdin_off = 0;
+  size_t sent[2] = {0, 0};
+  double start = 0, end = 0;
+  int64_t deadline = 0; // timeout, 0 = none
+  int64_t grace = 0;    // pipe EOF wait after exit
+  bool exited = false, timed_out = false, truncated = false;
+  int status = 0;
+};
+
+struct state {
+  int ep = -1;
+  int ctl = -1;
+  int sig = -1;
+  std::string ibuf, obuf;
+  std::map<uint32_t, job> jobs;
+  std::map<pid_t, uint32_t> by_pid;
+};
+
+state S;
+
+void ep_add(int fd, uint32_t events, uint64_t k) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = k;
+  ::epoll_ctl(S.ep, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void ep_mod(int fd, uint32_t events, uint64_t k) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = k;
+  ::epoll_ctl(S.ep, EPOLL_CTL_MOD, fd, &ev);
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) {
+    ::epoll_ctl(S.ep, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+void drop_connection() {
+  close_fd(S.ctl);
+  S.ibuf.clear();
+  S.obuf.clear();
+}
+
+void flush() {
+  while (S.ctl >= 0 && !S.obuf.empty()) {
+    auto n = ::send(S.ctl, S.obuf.data(), S.obuf.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      S.obuf.erase(0, size_t(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN) {
+      ep_mod(S.ctl, EPOLLIN | EPOLLOUT, key(k_ctl, 0));
+      return;
+    }
+    drop_connection(); // peer gone: frames for it are lost
+    return;
+  }
+  if (S.ctl >= 0)
+    ep_mod(S.ctl, EPOLLIN, key(k_ctl, 0));
+}
+
+void send_frame(std::string frame) {
+  if (S.ctl < 0)
+    return;
+  S.obuf += frame;
+  flush();
+}
+
+void finish(uint32_t id) {
+  auto it = S.jobs.find(id);
+  if (it == S.jobs.end())
+    return;
+  job& j = it->second;
+  close_fd(j.in);
+  close_fd(j.out);
+  close_fd(j.err);
+  proto::done_msg d;
+  if (WIFEXITED(j.status))
+    d.exit_code = WEXITSTATUS(j.status);
+  else if (WIFSIGNALED(j.status))
+    d.exit_code = 128 + WTERMSIG(j.status);
+  d.timed_out = j.timed_out;
+  d.truncated = j.truncated;
+  d.duration_ms = j.end - j.start;
+  send_frame(proto::encode(id, d));
+  S.jobs.erase(it);
+}
+
+job* find_job(uint32_t id) {
+  auto it = S.jobs.find(id);
+  return it == S.jobs.end() ? nullptr : &it->second;
+}
+
+void maybe_finish(uint32_t id) {
+  job* jp = find_job(id);
+  if (!jp || !jp->exited)
+    return;
+  job& j = *jp;
+  if (j.out < 0 && j.err < 0)
+    finish(id);
+  else if (j.grace == 0)
+    j.grace = now_ms() + pipe_grace_ms;
+}
+
+// Runs in the forked child: never returns.
+[[noreturn]] void child(const proto::exec_msg& m, int in, int out, int err,
+                        char** argv, char** envp) {
+  ::setsid();
+  sigset_t all;
+  sigemptyset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int s = 1; s < NSIG; ++s)
+    ::signal(s, SIG_DFL);
+  int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)!::write(fd, "0", 1);
+    ::close(fd);
+  }
+  ::dup2(in, 0);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  const char* cwd = m.cwd.empty() ? "/" : m.cwd.c_str();
+  if (::chdir(cwd) != 0) {
+    dprintf(2, "dsec-init: chdir %s: %s\n", cwd, strerror(errno));
+    ::_exit(127);
+  }
+  environ = envp; // execvp searches the PATH of the environment it runs with
+  ::execvp(argv[0], argv);
+  int e = errno;
+  dprintf(2, "dsec-init: exec %s: %s\n", argv[0], strerror(e));
+  ::_exit(e == EACCES || e == ENOEXEC ? 126 : 127);
+}
+
+bool make_pipe(int p[2], bool parent_reads) {
+  if (::pipe2(p, O_CLOEXEC) != 0)
+    return false;
+  ::fcntl(p[parent_reads ? 0 : 1], F_SETFL, O_NONBLOCK);
+  return true;
+}
+
+std::vector<char*> cstrs(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v)
+    out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+void write_stdin(uint32_t id);
+
+void start_exec(uint32_t id, proto::exec_msg m) {
+  if (S.jobs.count(id)) {
+    send_frame(proto::writer(msg::exec_failed, id).str("duplicate request id").finish());
+    return;
+  }
+  int in[2], out[2], err[2];
+  if (!make_pipe(in, false) || !make_pipe(out, true) || !make_pipe(err, true)) {
+    send_frame(proto::writer(msg::exec_failed, id)
+                 .str(dsec::init::errno_message("pipe", "exec", errno)).finish());
+    return; // descriptors of a half-made set leak only on EMFILE; init is reused
+  }
+  auto argv = cstrs(m.argv);
+  auto envp = cstrs(m.env);
+  double start = now_ms_f();
+  pid_t pid = ::fork();
+  if (pid == 0)
+    child(m, in[0], out[1], err[1], argv.data(), envp.data());
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (pid < 0) {
+    int e = errno;
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    send_frame(proto::writer(msg::exec_failed, id)
+                 .str(dsec::init::errno_message("fork", m.argv[0], e)).finish());
+    return;
+  }
+  job& j = S.jobs[id];
+  j.pid = pid;
+  j.in = in[1];
+  j.out = out[0];
+  j.err = err[0];
+  j.start = start;
+  j.stdin_data = std::move(m.stdin_data);
+  if (m.timeout_ms)
+    j.deadline = now_ms() + int64_t(m.timeout_ms);
+  S.by_pid[pid] = id;
+  ep_add(j.out, EPOLLIN, key(k_stdout, id));
+  ep_add(j.err, EPOLLIN, key(k_stderr, id));
+  if (j.stdin_data.empty())
+    close_fd(j.in);
+  else {
+    ep_add(j.in, EPOLLOUT, key(k_stdin, id));
+    write_stdin(id);
+  }
+}
+
+void write_stdin(uint32_t id) {
+  job* jp = find_job(id);
+  if (!jp)
+    return;
+  job& j = *jp;
+  while (j.in >= 0 && j.stdin_off < j.stdin_data.size()) {
+    auto n = ::write(j.in, j.stdin_data.data() + j.stdin_off, j.stdin_data.size() - j.stdin_off);
+    if (n > 0)
+      j.stdin_off += size_t(n);
+    else if (n < 0 && errno == EINTR)
+      continue;
+    else if (n < 0 && errno == EAGAIN)
+      return;
+    else
+      break; // EPIPE: the command does not read its stdin
+  }
+  close_fd(j.in);
+  std::string().swap(j.stdin_data);
+}
+
+void read_output(uint32_t id, int stream) {
+  job* jp = find_job(id);
+  if (!jp)
+    return;
+  job& j = *jp;
+  int& fd = stream == 1 ? j.out : j.err;
+  static char buf[proto::max_chunk];
+  for (int round = 0; round < 16 && fd >= 0; ++round) {
+    auto n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN)
+      return;
+    if (n <= 0) {
+      close_fd(fd);
+      break;
+    }
+    size_t& sent = j.sent[stream - 1];
+    size_t keep = std::min(size_t(n), proto::max_output - sent);
+    if (keep < size_t(n))
+      j.truncated = true;
+    if (keep > 0) {
+      sent += keep;
+      send_frame(proto::writer(msg::output, id).u8(uint8_t(stream))
+                   .str(std::string_view(buf, keep)).finish());
+    }
+  }
+  maybe_finish(id);
+}
+
+void reap() {
+  signalfd_siginfo si;
+  while (::read(S.sig, &si, sizeof(si)) > 0) {
+  }
+  for (;;) {
+    int st = 0;
+    pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid <= 0)
+      return;
+    auto it = S.by_pid.find(pid);
+    if (it == S.by_pid.end())
+      continue; // an orphan that was reparented to us
+    uint32_t id = it->second;
+    S.by_pid.erase(it);
+    job* jp = find_job(id);
+    if (!jp)
+      continue;
+    job& j = *jp;
+    j.exited = true;
+    j.status = st;
+    j.end = now_ms_f();
+    maybe_finish(id);
+  }
+}
+
+void handle_frame(const proto::header& h, std::string_view body) {
+  if (h.type == msg::exec) {
+    proto::exec_msg m;
+    if (!proto::decode(body, m)) {
+      drop_connection();
+      return;
+    }
+    start_exec(h.id, std::move(m));
+  } else if (h.type == msg::kill) {
+    auto it = S.jobs.find(h.id);
+    if (it != S.jobs.end() && !it->second.exited)
+      ::kill(-it->second.pid, SIGKILL);
+  } else {
+    drop_connection(); // unknown or out-of-order frame: a broken peer
+  }
+}
+
+void read_ctl() {
+  char buf[65536];
+  for (;;) {
+    auto n = ::recv(S.ctl, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN)
+      break;
+    if (n <= 0) {
+      drop_connection();
+      return;
+    }
+    S.ibuf.append(buf, size_t(n));
+  }
+  size_t off = 0;
+  proto::header h;
+  for (;;) {
+    std::string_view rest(S.ibuf.data() + off, S.ibuf.size() - off);
+    auto p = proto::peek_frame(rest, h);
+    if (p == proto::parse::incomplete)
+      break;
+    if (p == proto::parse::invalid) {
+      drop_connection();
+      return;
+    }
+    handle_frame(h, rest.substr(proto::header_size, h.length));
+    if (S.ctl < 0)
+      return;
+    off += proto::header_size + h.length;
+  }
+  S.ibuf.erase(0, off);
+}
+
+void accept_new() {
+  int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (c < 0)
+    return;
+  drop_connection(); // the newest node connection wins
+  S.ctl = c;
+  ep_add(c, EPOLLIN, key(k_ctl, 0));
+}
+
+void check_deadlines() {
+  int64_t now = now_ms();
+  std::vector<uint32_t> grace_over;
+  for (auto& [id, j] : S.jobs) {
+    if (!j.exited && j.deadline && now >= j.deadline && !j.timed_out) {
+      j.timed_out = true;
+      ::kill(-j.pid, SIGKILL);
+    }
+    if (j.exited && j.grace && now >= j.grace)
+      grace_over.push_back(id);
+  }
+  for (auto id : grace_over)
+    finish(id);
+}
+
+int next_timeout() {
+  int64_t next = -1;
+  for (auto& [id, j] : S.jobs) {
+    int64_t d = j.exited ? j.grace : (j.timed_out ? 0 : j.deadline);
+    if (d && (next < 0 || d < next))
+      next = d;
+  }
+  if (next < 0)
+    return -1;
+  int64_t left = next - now_ms();
+  return left < 0 ? 0 : int(left);
+}
+
+void dispatch(uint64_t k, uint32_t events) {
+  auto id = uint32_t(k >> 8);
+  switch (kind(k & 0xff)) {
+  case k_listen: accept_new(); break;
+  case k_signal: reap(); break;
+  case k_ctl:
+    if (events & EPOLLOUT)
+      flush();
+    if (S.ctl >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+      read_ctl();
+    break;
+  case k_stdin: write_stdin(id); break;
+  case k_stdout: read_output(id, 1); break;
+  case k_stderr: read_output(id, 2); break;
+  }
+}
+
+[[noreturn]] void run_loop() {
+  epoll_event evs[64];
+  for (;;) {
+    int n = ::epoll_wait(S.ep, evs, 64, next_timeout());
+    for (int i = 0; i < n; ++i)
+      dispatch(evs[i].data.u64, evs[i].events);
+    check_deadlines();
+  }
+}
+
+// Blocking handshake: accept, read `config`, set up, answer.
+bool bootstrap() {
+  S.ctl = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (S.ctl < 0)
+    return false;
+  proto::header h;
+  char buf[4096];
+  while (proto::peek_frame(S.ibuf, h) == proto::parse::incomplete) {
+    auto n = ::recv(S.ctl, buf, sizeof(buf), 0);
+    if (n <= 0)
+      return false;
+    S.ibuf.append(buf, size_t(n));
+  }
+  proto::config_msg cfg;
+  std::string err;
+  if (h.type != msg::config || !proto::decode(std::string_view(S.ibuf).substr(proto::header_size, h.length), cfg))
+    err = "config: malformed frame";
+  S.ibuf.erase(0, proto::header_size + h.length);
+  if (err.empty())
+    err = dsec::init::setup_namespaces(cfg);
+  // Best effort: root here lacks CAP_SYS_RESOURCE on some hosts (EACCES).
+  if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    (void)!::write(fd, "-1000", 5);
+    ::close(fd);
+  }
+  if (err.empty())
+    err = dsec::init::drop_privileges();
+  std::string frame = err.empty() ? proto::writer(msg::ready, 0).finish()
+                                  : proto::writer(msg::failed, 0).str(err).finish();
+  if (::send(S.ctl, frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
+    return false;
+  return err.empty();
+}
+
+} // namespace
+
+int main() {
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr); // the node cloned us with all blocked
+  ::signal(SIGPIPE, SIG_IGN);
+  if (!bootstrap())
+    return 1;
+  ::fcntl(S.ctl, F_SETFL, O_NONBLOCK);
+  S.ep = ::epoll_create1(EPOLL_CLOEXEC);
+  S.sig = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  ::fcntl(listen_fd, F_SETFL, O_NONBLOCK);
+  ep_add(listen_fd, EPOLLIN, key(k_listen, 0));
+  ep_add(S.sig, EPOLLIN, key(k_signal, 0));
+  ep_add(S.ctl, EPOLLIN, key(k_ctl, 0));
+  if (!S.ibuf.empty()) // exec frames that arrived with the config
+    read_ctl();
+  reap();
+  run_loop();
+}

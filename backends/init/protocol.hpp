@@ -1,0 +1,233 @@
+// The control channel between a node and the in-sandbox init (dsec-init): one
+// unix stream socket carrying length-prefixed binary frames. Shared by both
+// ends, so it is header-only, exception-free and allocation-light (init is a
+// small static binary).
+//
+// A frame is a 9-byte header, little-endian: u32 body length, u8 type, u32
+// request id; then `length` bytes of body. Bodies are sequences of fields:
+// u8/u32/i32/u64/f64 as raw little-endian bytes, a string as u32 length plus
+// bytes, a string list as u32 count plus strings. Every read is bounds
+// checked: a malformed or oversized frame makes `reader::ok()` false, which
+// both ends treat as a broken channel (drop it), never as a crash.
+//
+// Conversation: the node connects, sends `config` (id 0); init sets up the
+// sandbox and answers `ready` or `failed` (a message naming operation, object
+// and errno). Then the node sends `exec` frames with fresh ids; init answers
+// each with any number of `output` frames, then one `done` (or `exec_failed`).
+// A node that restarts reconnects; init keeps running execs and sends their
+// frames on the newest connection. Wire values are append only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dsec::init_proto {
+
+/// Frame types. Append only.
+enum class msg : uint8_t {
+  // node -> init
+  config = 1, ///< hostname, rootfs path (host view); answered by ready/failed
+  exec = 2,   ///< argv, env, cwd, stdin, timeout_ms
+  kill = 3,   ///< SIGKILL the process group of request `id`
+  // init -> node
+  ready = 10,       ///< setup done; body: init's pid-ns view of nothing (empty)
+  failed = 11,      ///< setup failed; body: message
+  output = 12,      ///< u8 stream (1 stdout, 2 stderr), string data
+  done = 13,        ///< i32 exit code, u8 timed_out, u8 truncated, f64 duration ms
+  exec_failed = 14, ///< message (fork/pipe failure inside init)
+};
+
+/// Header size on the wire.
+constexpr size_t header_size = 9;
+/// Largest body accepted. Bounds memory per frame; stdin of one exec must fit
+/// (the node refuses larger stdin with too_large).
+constexpr uint32_t max_body = 64u << 20;
+/// Output bytes per stream per exec kept by init; beyond it output is dropped
+/// and the result says truncated.
+constexpr size_t max_output = 16u << 20;
+/// Largest output chunk init sends at once (one pipe read).
+constexpr size_t max_chunk = 64u << 10;
+
+/// Builds one frame in a byte string.
+class writer {
+ public:
+  writer(msg type, uint32_t id) {
+    buf_.resize(header_size);
+    buf_[4] = static_cast<char>(type);
+    std::memcpy(&buf_[5], &id, 4);
+  }
+  writer& u8(uint8_t v) { buf_.push_back(static_cast<char>(v)); return *this; }
+  writer& u32(uint32_t v) { return raw(&v, 4); }
+  writer& i32(int32_t v) { return raw(&v, 4); }
+  writer& u64(uint64_t v) { return raw(&v, 8); }
+  writer& f64(double v) { return raw(&v, 8); }
+  writer& str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    buf_.append(s.data(), s.size());
+    return *this;
+  }
+  writer& strs(const std::vector<std::string>& v) {
+    u32(static_cast<uint32_t>(v.size()));
+    for (auto& s : v)
+      str(s);
+    return *this;
+  }
+  /// The finished frame (header length filled in).
+  std::string finish() {
+    uint32_t len = static_cast<uint32_t>(buf_.size() - header_size);
+    std::memcpy(&buf_[0], &len, 4);
+    return std::move(buf_);
+  }
+
+ private:
+  writer& raw(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+    return *this;
+  }
+  std::string buf_;
+};
+
+/// A parsed frame header.
+struct header {
+  uint32_t length = 0;
+  msg type = msg::config;
+  uint32_t id = 0;
+};
+
+/// Result of looking for one frame at the front of a buffer.
+enum class parse { incomplete, complete, invalid };
+
+/// Checks whether `buf` starts with a whole frame; fills `h` when it does.
+inline parse peek_frame(std::string_view buf, header& h) {
+  if (buf.size() < header_size)
+    return parse::incomplete;
+  std::memcpy(&h.length, buf.data(), 4);
+  h.type = static_cast<msg>(static_cast<uint8_t>(buf[4]));
+  std::memcpy(&h.id, buf.data() + 5, 4);
+  if (h.length > max_body)
+    return parse::invalid;
+  return buf.size() - header_size >= h.length ? parse::complete : parse::incomplete;
+}
+
+/// Reads fields of one body; any overrun sets the failed state and yields
+/// zero values, so callers check ok() once at the end.
+class reader {
+ public:
+  explicit reader(std::string_view body) : p_(body) {}
+  uint8_t u8() { uint8_t v = 0; raw(&v, 1); return v; }
+  uint32_t u32() { uint32_t v = 0; raw(&v, 4); return v; }
+  int32_t i32() { int32_t v = 0; raw(&v, 4); return v; }
+  uint64_t u64() { uint64_t v = 0; raw(&v, 8); return v; }
+  double f64() { double v = 0; raw(&v, 8); return v; }
+  std::string str() {
+    auto n = u32();
+    if (!ok_ || n > p_.size()) {
+      ok_ = false;
+      return {};
+    }
+    std::string s(p_.substr(0, n));
+    p_.remove_prefix(n);
+    return s;
+  }
+  /// A list of at most `max_items` strings.
+  std::vector<std::string> strs(uint32_t max_items = 1u << 16) {
+    auto n = u32();
+    std::vector<std::string> v;
+    // Each string needs at least 4 bytes: a lying count fails here, before
+    // any allocation proportional to it.
+    if (!ok_ || n > max_items || n > p_.size() / 4) {
+      ok_ = false;
+      return v;
+    }
+    v.reserve(n);
+    for (uint32_t i = 0; i < n && ok_; ++i)
+      v.push_back(str());
+    return v;
+  }
+  /// True if every read so far was in bounds.
+  [[nodiscard]] bool ok() const { return ok_; }
+  /// True if all was read and in bounds (no trailing garbage).
+  [[nodiscard]] bool done() const { return ok_ && p_.empty(); }
+
+ private:
+  void raw(void* out, size_t n) {
+    if (!ok_ || p_.size() < n) {
+      ok_ = false;
+      return;
+    }
+    std::memcpy(out, p_.data(), n);
+    p_.remove_prefix(n);
+  }
+  std::string_view p_;
+  bool ok_ = true;
+};
+
+/// Body of `config`.
+struct config_msg {
+  std::string hostname;
+  std::string rootfs; ///< absolute host path of the merged root, in init's mount ns
+};
+
+/// Body of `exec`.
+struct exec_msg {
+  std::vector<std::string> argv;
+  std::vector<std::string> env; ///< "K=V", already merged by the node
+  std::string cwd;
+  std::string stdin_data;
+  uint64_t timeout_ms = 0; ///< 0 = none
+};
+
+inline std::string encode(const config_msg& m) {
+  return writer(msg::config, 0).str(m.hostname).str(m.rootfs).finish();
+}
+
+inline bool decode(std::string_view body, config_msg& m) {
+  reader r(body);
+  m.hostname = r.str();
+  m.rootfs = r.str();
+  return r.done();
+}
+
+inline std::string encode(uint32_t id, const exec_msg& m) {
+  return writer(msg::exec, id)
+    .strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms)
+    .finish();
+}
+
+inline bool decode(std::string_view body, exec_msg& m) {
+  reader r(body);
+  m.argv = r.strs();
+  m.env = r.strs();
+  m.cwd = r.str();
+  m.stdin_data = r.str();
+  m.timeout_ms = r.u64();
+  return r.done() && !m.argv.empty();
+}
+
+/// Body of `done`.
+struct done_msg {
+  int32_t exit_code = 0;
+  bool timed_out = false;
+  bool truncated = false;
+  double duration_ms = 0;
+};
+
+inline std::string encode(uint32_t id, const done_msg& m) {
+  return writer(msg::done, id)
+    .i32(m.exit_code).u8(m.timed_out).u8(m.truncated).f64(m.duration_ms)
+    .finish();
+}
+
+inline bool decode(std::string_view body, done_msg& m) {
+  reader r(body);
+  m.exit_code = r.i32();
+  m.timed_out = r.u8() != 0;
+  m.truncated = r.u8() != 0;
+  m.duration_ms = r.f64();
+  return r.done();
+}
+
+} // namespace dsec::init_proto

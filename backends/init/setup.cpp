@@ -1,0 +1,287 @@
+// What dsec-init does to itself before it runs anything for the agent: the
+// filesystem view (private mounts, minimal /dev, new /proc with masked paths,
+// read-only /sys, pivot_root), hostname, loopback, then the privilege drop
+// (securebits, capabilities, no_new_privs, seccomp). Runs single-threaded in
+// a static binary, so no async-signal-safety concerns as in a forked node.
+#include "backends/init/setup.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace dsec::init {
+
+std::string errno_message(const char* op, const std::string& obj, int err) {
+  std::string m = op;
+  if (!obj.empty())
+    m += " " + obj;
+  const char* name = strerrorname_np(err);
+  m += ": ";
+  m += name ? name : "E?";
+  m += " (";
+  m += std::strerror(err);
+  m += ")";
+  return m;
+}
+
+namespace {
+
+#define TRY(expr)                                                              \
+  do {                                                                         \
+    std::string e_ = (expr);                                                   \
+    if (!e_.empty())                                                           \
+      return e_;                                                               \
+  } while (0)
+
+std::string do_mount(const char* src, const std::string& dst, const char* type,
+                     unsigned long flags, const char* data) {
+  if (::mount(src, dst.c_str(), type, flags, data) != 0)
+    return errno_message((std::string("mount ") + (type ? type : "bind")).c_str(),
+                         dst, errno);
+  return {};
+}
+
+std::string make_dir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+    return errno_message("mkdir", path, errno);
+  return {};
+}
+
+constexpr unsigned long nosuid_nodev_noexec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+std::string setup_dev(const std::string& root) {
+  auto dev = root + "/dev";
+  TRY(make_dir(dev, 0755));
+  TRY(do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536"));
+  struct node { const char* name; unsigned maj, min; };
+  static const node nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+                               {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+  for (auto& n : nodes) {
+    auto p = dev + "/" + n.name;
+    if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0)
+      return errno_message("mknod", p, errno);
+    ::chmod(p.c_str(), 0666); // mknod honours the umask
+  }
+  static const char* links[][2] = {{"/proc/self/fd", "fd"},        {"/proc/self/fd/0", "stdin"},
+                                   {"/proc/self/fd/1", "stdout"},  {"/proc/self/fd/2", "stderr"},
+                                   {"pts/ptmx", "ptmx"}};
+  for (auto& l : links)
+    if (::symlink(l[0], (dev + "/" + l[1]).c_str()) != 0)
+      return errno_message("symlink", dev + "/" + l[1], errno);
+  TRY(make_dir(dev + "/pts", 0755));
+  TRY(do_mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+               "newinstance,ptmxmode=0666,mode=0620"));
+  TRY(make_dir(dev + "/shm", 01777));
+  return do_mount("shm", dev + "/shm", "tmpfs", nosuid_nodev_noexec, "mode=1777");
+}
+
+// Paths of /proc an agent must not read (kernel memory, timers that leak
+// addresses) or write (sysrq, sysctls: uid 0 without capabilities can still
+// write many sysctls, so /proc/sys must be read-only).
+std::string setup_proc(const std::string& root) {
+  auto proc = root + "/proc";
+  TRY(make_dir(proc, 0555));
+  TRY(do_mount("proc", proc, "proc", nosuid_nodev_noexec, nullptr));
+  static const char* masked_files[] = {"kcore", "keys", "latency_stats", "timer_list",
+                                       "sched_debug", "kmsg", "kallsyms"};
+  auto null = root + "/dev/null";
+  for (auto f : masked_files) {
+    auto p = proc + "/" + f;
+    if (::access(p.c_str(), F_OK) == 0)
+      TRY(do_mount(null.c_str(), p, nullptr, MS_BIND, nullptr));
+  }
+  static const char* masked_dirs[] = {"acpi", "scsi", "asound"};
+  for (auto d : masked_dirs) {
+    auto p = proc + "/" + d;
+    if (::access(p.c_str(), F_OK) == 0)
+      TRY(do_mount("tmpfs", p, "tmpfs", MS_RDONLY | nosuid_nodev_noexec, "size=0"));
+  }
+  static const char* readonly[] = {"sys", "sysrq-trigger", "bus", "fs", "irq"};
+  for (auto r : readonly) {
+    auto p = proc + "/" + r;
+    if (::access(p.c_str(), F_OK) != 0)
+      continue;
+    TRY(do_mount(p.c_str(), p, nullptr, MS_BIND | MS_REC, nullptr));
+    TRY(do_mount(nullptr, p, nullptr,
+                 MS_BIND | MS_REMOUNT | MS_RDONLY | nosuid_nodev_noexec, nullptr));
+  }
+  return {};
+}
+
+std::string setup_sys(const std::string& root) {
+  auto sys = root + "/sys";
+  TRY(make_dir(sys, 0555));
+  return do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr);
+}
+
+// SAFETY: pivot_root(".", ".") stacks the old root under the new one; the
+// detach then drops every host mount from this namespace.
+std::string enter_root(const std::string& root) {
+  if (::chdir(root.c_str()) != 0)
+    return errno_message("chdir", root, errno);
+  if (::syscall(SYS_pivot_root, ".", ".") != 0)
+    return errno_message("pivot_root", root, errno);
+  if (::umount2(".", MNT_DETACH) != 0)
+    return errno_message("umount old root", root, errno);
+  if (::chdir("/") != 0)
+    return errno_message("chdir", "/", errno);
+  return {};
+}
+
+std::string loopback_up() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return errno_message("socket", "AF_INET", errno);
+  struct ifreq ifr {};
+  std::strcpy(ifr.ifr_name, "lo");
+  int rc = ::ioctl(s, SIOCGIFFLAGS, &ifr);
+  if (rc == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    rc = ::ioctl(s, SIOCSIFFLAGS, &ifr);
+  }
+  int err = errno;
+  ::close(s);
+  return rc == 0 ? std::string{} : errno_message("ifup", "lo", err);
+}
+
+} // namespace
+
+std::string setup_namespaces(const init_proto::config_msg& cfg) {
+  if (cfg.rootfs.empty() || cfg.rootfs[0] != '/')
+    return "config: rootfs is not absolute";
+  // After the node moved us into the sandbox cgroups: their dirs become "/".
+  if (::unshare(CLONE_NEWCGROUP) != 0)
+    return errno_message("unshare", "cgroup namespace", errno);
+  TRY(do_mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
+  TRY(setup_dev(cfg.rootfs));
+  TRY(setup_proc(cfg.rootfs));
+  TRY(setup_sys(cfg.rootfs));
+  TRY(enter_root(cfg.rootfs));
+  auto host = cfg.hostname.substr(0, 64);
+  if (::sethostname(host.data(), host.size()) != 0)
+    return errno_message("sethostname", host, errno);
+  return loopback_up();
+}
+
+namespace {
+
+std::string drop_capabilities() {
+  // Root keeps uid 0; these bits stop execve from granting it capabilities
+  // again, and lock that choice.
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED |
+                                   SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0)
+    return errno_message("prctl", "PR_SET_SECUREBITS", errno);
+  for (int cap = 0;; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+      if (errno == EINVAL)
+        break; // past the last capability this kernel knows
+      return errno_message("prctl PR_CAPBSET_DROP", std::to_string(cap), errno);
+    }
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    return errno_message("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", errno);
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capset, &hdr, data) != 0)
+    return errno_message("capset", "all sets", errno);
+  return {};
+}
+
+struct rule {
+  const char* name;
+  int err;
+};
+
+// Syscalls an agent never needs and that widen the kernel surface or escape
+// the sandbox. ENOSYS for clone3 so glibc falls back to clone, whose flags a
+// classic filter can inspect.
+constexpr rule denied[] = {
+  {"mount", EPERM}, {"umount2", EPERM}, {"pivot_root", EPERM}, {"ptrace", EPERM},
+  {"bpf", EPERM}, {"kexec_load", EPERM}, {"kexec_file_load", EPERM},
+  {"keyctl", EPERM}, {"add_key", EPERM}, {"request_key", EPERM},
+  {"unshare", EPERM}, {"setns", EPERM}, {"clone3", ENOSYS},
+  {"perf_event_open", EPERM}, {"userfaultfd", EPERM}, {"io_uring_setup", EPERM},
+  {"io_uring_enter", EPERM}, {"io_uring_register", EPERM},
+  {"open_by_handle_at", EPERM}, {"name_to_handle_at", EPERM},
+  {"init_module", EPERM}, {"finit_module", EPERM}, {"delete_module", EPERM},
+  {"swapon", EPERM}, {"swapoff", EPERM}, {"reboot", EPERM}, {"acct", EPERM},
+  {"quotactl", EPERM}, {"fsopen", EPERM}, {"fsconfig", EPERM}, {"fsmount", EPERM},
+  {"fspick", EPERM}, {"move_mount", EPERM}, {"open_tree", EPERM},
+  {"mount_setattr", EPERM}, {"settimeofday", EPERM}, {"clock_settime", EPERM},
+  {"clock_adjtime", EPERM}, {"adjtimex", EPERM}, {"lookup_dcookie", EPERM},
+};
+
+std::string add_rules(scmp_filter_ctx ctx) {
+  for (auto& r : denied) {
+    int nr = seccomp_syscall_resolve_name(r.name);
+    if (nr == __NR_SCMP_ERROR)
+      return std::string("seccomp resolve ") + r.name + ": unknown syscall";
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(r.err), nr, 0);
+    if (rc != 0)
+      return errno_message("seccomp_rule_add", r.name, -rc);
+  }
+  // clone with any namespace flag; CLONE_NEWTIME (0x80) is left out: in
+  // clone's flags that bit belongs to the exit signal.
+  const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID, CLONE_NEWNET,
+                               CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP};
+  for (auto f : ns_flags) {
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, f, f));
+    if (rc != 0)
+      return errno_message("seccomp_rule_add", "clone", -rc);
+  }
+  // The kernel reads ioctl's request as 32 bits: compare only those, so a
+  // request with high bits set cannot slip past.
+  const uint64_t ioctls[] = {TIOCSTI, TIOCLINUX};
+  for (auto req : ioctls) {
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, req));
+    if (rc != 0)
+      return errno_message("seccomp_rule_add", "ioctl", -rc);
+  }
+  return {};
+}
+
+std::string load_seccomp() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (!ctx)
+    return "seccomp_init: failed";
+  std::string err;
+  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+  if (rc != 0)
+    err = errno_message("seccomp_attr_set", "TSYNC", -rc);
+  if (err.empty())
+    err = add_rules(ctx);
+  if (err.empty() && (rc = seccomp_load(ctx)) != 0)
+    err = errno_message("seccomp_load", "filter", -rc);
+  seccomp_release(ctx);
+  return err;
+}
+
+} // namespace
+
+std::string drop_privileges() {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    return errno_message("prctl", "PR_SET_NO_NEW_PRIVS", errno);
+  TRY(drop_capabilities());
+  return load_seccomp();
+}
+
+} // namespace dsec::init

@@ -1,0 +1,25 @@
+// Sandbox setup steps that dsec-init runs on itself, as PID 1 of fresh pid,
+// mount, uts, ipc and net namespaces, before it answers `ready`: a checklist
+// in the spirit of crun's setup_* steps. Each step returns an empty string on
+// success or a message naming operation, object and errno, which the node
+// returns from create().
+#pragma once
+
+#include <string>
+
+#include "backends/init/protocol.hpp"
+
+namespace dsec::init {
+
+/// "op obj: ENAME (text)" for the current errno.
+std::string errno_message(const char* op, const std::string& obj, int err);
+
+/// Cgroup namespace, private mounts, /dev, /proc, /sys, pivot_root into
+/// cfg.rootfs, hostname, loopback up.
+std::string setup_namespaces(const init_proto::config_msg& cfg);
+
+/// no_new_privs, securebits, every capability set emptied, then the seccomp
+/// filter loaded with TSYNC. After this init itself has no privilege left.
+std::string drop_privileges();
+
+} // namespace dsec::init

@@ -1,0 +1,300 @@
+// The layer store: validation of names, building images with mkfs.erofs and
+// committing them under the catalog lock. A build runs mkfs outside the lock
+// (it can take minutes) and holds the lock only to check the ref, rename the
+// image to its digest name and rewrite the catalog, so concurrent builders
+// of different refs (threads, processes, nodes) do not wait for each other's
+// mkfs and never lose each other's entries.
+#include "layers/store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <dirent.h>
+#include <random>
+
+#include "layers/catalog.hpp"
+#include "layers/digest.hpp"
+#include "sys/fs.hpp"
+#include "sys/process.hpp"
+
+namespace dsec::layers {
+
+namespace {
+
+// Fixed image UUID (and image_epoch, see store.hpp): with them mkfs.erofs
+// output depends only on the tree, so the same directory gives the same
+// digest on any node.
+constexpr const char* image_uuid = "d5ec0000-1a7e-4000-8000-000000000001";
+
+// Orphans in tmp/ older than this are left by crashed builders and removed
+// at open(). A day is far longer than any mkfs, so a live build on another
+// node is never swept; too short would delete a slow peer's image mid-build.
+constexpr int64_t stale_tmp_seconds = 24 * 3600;
+
+constexpr size_t max_name = 128;
+constexpr size_t max_version = 64;
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000000);
+}
+
+bool is_dir(const std::string& path, bool follow = true) {
+  struct stat st;
+  int rc = follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+  return rc == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_dir_or_symlink(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode));
+}
+
+// The tail of a tool's output for an error message: enough to see the cause.
+std::string tail(const std::string& out, size_t max = 600) {
+  auto s = out.size() > max ? "..." + out.substr(out.size() - max) : out;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+void sweep_stale_tmp(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  while (auto* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..")
+      continue;
+    struct stat st;
+    auto path = dir + "/" + name;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
+        && now - st.st_mtime > stale_tmp_seconds)
+      ::unlink(path.c_str());
+  }
+  ::closedir(d);
+}
+
+status check_source(const std::string& src_dir, const std::string& kind, const std::string& what) {
+  struct stat st;
+  if (::stat(src_dir.c_str(), &st) != 0)
+    return sys_error("build layer " + what + ": source", src_dir, errno,
+                     errno == ENOENT ? errc::not_found : errc::invalid_argument);
+  if (!S_ISDIR(st.st_mode))
+    return invalid_argument("build layer " + what + ": source " + src_dir + " is not a directory");
+  if (kind == "base" && !is_dir_or_symlink(src_dir + "/bin") && !is_dir(src_dir + "/usr/bin", false))
+    return invalid_argument("build layer " + what + ": source " + src_dir
+                            + " does not look like a root file system (a base layer needs"
+                              " bin/ or usr/bin/ at its top; did you pass its parent, or mean --kind workspace?)");
+  return {};
+}
+
+} // namespace
+
+// -- validation ---------------------------------------------------------------
+
+status validate_name(const std::string& name) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("layer name \"" + name + "\": " + why);
+  };
+  if (name.empty())
+    return bad("must not be empty");
+  if (name.size() > max_name)
+    return bad("longer than 128 characters");
+  if (!is_lower_alnum(name.front()))
+    return bad("must start with a lower-case letter or digit");
+  for (char c : name)
+    if (!is_lower_alnum(c) && c != '.' && c != '_' && c != '-' && c != '/')
+      return bad("only a-z, 0-9, '.', '_', '-' and '/' are allowed");
+  if (name.back() == '/')
+    return bad("must not end with '/'");
+  if (name.find("..") != std::string::npos)
+    return bad("must not contain \"..\"");
+  if (name.find("//") != std::string::npos)
+    return bad("must not contain \"//\"");
+  return {};
+}
+
+status validate_version(const std::string& version) {
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("layer version \"" + version + "\": " + why);
+  };
+  if (version.empty())
+    return bad("must not be empty");
+  if (version.size() > max_version)
+    return bad("longer than 64 characters");
+  for (char c : version)
+    if (!is_alnum(c) && c != '.' && c != '_' && c != '-')
+      return bad("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed");
+  return {};
+}
+
+status validate_kind(const std::string& kind) {
+  if (kind == "base" || kind == "workspace" || kind == "toolkit" || kind == "snapshot")
+    return {};
+  return invalid_argument("layer kind \"" + kind
+                          + "\": must be one of base, workspace, toolkit, snapshot");
+}
+
+expected<layer_ref> parse_ref(const std::string& ref) {
+  auto at = ref.rfind('@');
+  if (at == std::string::npos)
+    return invalid_argument("layer ref \"" + ref + "\": expected name@version");
+  layer_ref out{ref.substr(0, at), ref.substr(at + 1)};
+  if (auto st = validate_name(out.name); !st)
+    return invalid_argument("layer ref \"" + ref + "\": " + st.err().message);
+  if (auto st = validate_version(out.version); !st)
+    return invalid_argument("layer ref \"" + ref + "\": " + st.err().message);
+  return out;
+}
+
+// -- store --------------------------------------------------------------------
+
+store::store(std::string root) : root_(std::move(root)) {}
+
+expected<store> store::open(const std::string& root) {
+  if (root.empty())
+    return invalid_argument("open layer store: empty root path");
+  auto trimmed = root;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  for (auto dir : {trimmed, trimmed + "/blobs", trimmed + "/tmp"})
+    if (auto st = sys::make_dirs(dir); !st)
+      return error{st.err().code, "open layer store: " + st.err().message};
+  if (auto cat = catalog::load(trimmed + "/catalog.json"); !cat)
+    return error{cat.err().code, "open layer store " + trimmed + ": " + cat.err().message};
+  sweep_stale_tmp(trimmed + "/tmp");
+  return store{trimmed};
+}
+
+std::string store::blob_path(const std::string& digest) const {
+  auto hex = digest_hex(digest);
+  return hex.empty() ? std::string{} : root_ + "/blobs/sha256-" + hex + ".erofs";
+}
+
+expected<layer_info> store::resolve(const std::string& ref) const {
+  auto parsed = parse_ref(ref);
+  if (!parsed)
+    return parsed.err();
+  auto cat = catalog::load(root_ + "/catalog.json");
+  if (!cat)
+    return cat.err();
+  auto it = cat->find(ref);
+  if (it == cat->end())
+    return not_found("layer " + ref + " not found in store " + root_);
+  return it->second;
+}
+
+expected<std::vector<layer_info>> store::try_list() const {
+  auto cat = catalog::load(root_ + "/catalog.json");
+  if (!cat)
+    return cat.err();
+  std::vector<layer_info> out;
+  out.reserve(cat->size());
+  for (auto& [ref, info] : *cat)
+    out.push_back(info);
+  return out;
+}
+
+std::vector<layer_info> store::list() const {
+  auto all = try_list();
+  return all ? std::move(*all) : std::vector<layer_info>{};
+}
+
+expected<std::string> store::make_image(const std::string& src_dir, const std::string& what) const {
+  auto tmp = root_ + "/tmp/build-" + random_suffix() + ".erofs";
+  auto res = sys::run_command({"mkfs.erofs", std::string{"-T"} + image_epoch,
+                               std::string{"-U"} + image_uuid, "--quiet", tmp, src_dir});
+  if (!res) {
+    ::unlink(tmp.c_str());
+    return error{res.err().code, "build layer " + what + ": run mkfs.erofs: " + res.err().message};
+  }
+  if (res->exit_code != 0) {
+    ::unlink(tmp.c_str());
+    return internal_error("build layer " + what + ": mkfs.erofs " + src_dir + " exited with "
+                          + std::to_string(res->exit_code) + ": " + tail(res->output));
+  }
+  // mkfs.erofs does not fsync; the image must be on disk before its name
+  // (the digest) is published by the rename in commit().
+  sys::unique_fd fd{::open(tmp.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!fd || ::fsync(fd.get()) != 0) {
+    auto err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("build layer " + what + ": fsync image", tmp, err);
+  }
+  return tmp;
+}
+
+expected<layer_info> store::build(const std::string& src_dir, const std::string& name,
+                                  const std::string& version, const std::string& kind) {
+  for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
+    if (!st)
+      return st.err();
+  auto what = name + "@" + version;
+  if (auto st = check_source(src_dir, kind, what); !st)
+    return st.err();
+  auto tmp = make_image(src_dir, what);
+  if (!tmp)
+    return tmp.err();
+  auto digest = sha256_file(*tmp);
+  struct stat st;
+  if (!digest || ::stat(tmp->c_str(), &st) != 0) {
+    ::unlink(tmp->c_str());
+    return internal_error("build layer " + what + ": digest image " + *tmp + ": "
+                          + (digest ? "stat failed" : digest.err().message));
+  }
+  layer_info info;
+  info.ref = what;
+  info.name = name;
+  info.version = version;
+  info.kind = kind;
+  info.digest = *digest;
+  info.size_bytes = st.st_size;
+  auto out = commit(*tmp, std::move(info));
+  ::unlink(tmp->c_str()); // no-op after a successful rename
+  return out;
+}
+
+expected<layer_info> store::commit(const std::string& tmp_image, layer_info info) {
+  auto what = "build layer " + info.ref;
+  auto held = catalog::lock::acquire(root_ + "/catalog.lock");
+  if (!held)
+    return error{held.err().code, what + ": " + held.err().message};
+  auto cat = catalog::load(root_ + "/catalog.json");
+  if (!cat)
+    return error{cat.err().code, what + ": " + cat.err().message};
+  auto it = cat->find(info.ref);
+  if (it != cat->end() && it->second.digest != info.digest)
+    return conflict(what + ": the ref already names " + it->second.digest + ", the new image is "
+                    + info.digest + " (layers are immutable: use a new version)");
+  auto blob = blob_path(info.digest);
+  // Same digest = same bytes: an existing blob is kept (it may be mounted),
+  // a missing one (lost, or never committed) is put in place.
+  if (!sys::exists(blob)) {
+    if (::rename(tmp_image.c_str(), blob.c_str()) != 0)
+      return sys_error(what + ": rename image", tmp_image + " -> " + blob, errno);
+    if (auto st = catalog::sync_dir(root_ + "/blobs"); !st)
+      return error{st.err().code, what + ": " + st.err().message};
+  }
+  if (it != cat->end())
+    return it->second;
+  info.created_at_ms = now_ms();
+  (*cat)[info.ref] = info;
+  if (auto st = catalog::save(root_ + "/catalog.json", *cat); !st)
+    return error{st.err().code, what + ": " + st.err().message};
+  return info;
+}
+
+} // namespace dsec::layers

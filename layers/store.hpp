@@ -1,0 +1,102 @@
+// The layer store: content-addressed EROFS images plus a catalog that maps
+// `name@version` refs to them. One store root per cluster or node:
+//
+//   <root>/blobs/sha256-<hex>.erofs   the images, named by their own digest
+//   <root>/catalog.json               {"version":1,"layers":{"<ref>":{...}}}
+//   <root>/catalog.lock               flock(2) target serialising catalog writers
+//   <root>/tmp/                       images being built (never read by anyone)
+//
+// The root may be a shared mount of a distributed file system, written by
+// several nodes at once, so every write is crash safe: images and the catalog
+// are written under a temp name, fsynced and renamed into place, and catalog
+// updates (read, change, write) happen under an exclusive flock on
+// catalog.lock. Readers never lock: rename makes each catalog version whole.
+// A crash leaves at worst an orphan file in tmp/ (swept after a day) or an
+// unreferenced blob, never a torn catalog or a blob whose name lies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace dsec::layers {
+
+/// The timestamp (Unix seconds, 2024-01-01T00:00:00Z) of every file in every
+/// layer image, and the SOURCE_DATE_EPOCH given to tools that build layer
+/// trees. Fixed so the same tree gives the same digest on any node; not 0
+/// because tools inside sandboxes reject files older than 1980 (zip: pip,
+/// wheel, jar). Changing it changes every digest.
+constexpr const char* image_epoch = "1704067200";
+
+/// Checks a layer name: [a-z0-9][a-z0-9._/-]*, at most 128 characters, no
+/// "..", no "//", no trailing '/'. The error names the rule that failed.
+status validate_name(const std::string& name);
+
+/// Checks a layer version: [A-Za-z0-9._-]+, at most 64 characters.
+status validate_version(const std::string& version);
+
+/// Checks a kind: "base", "workspace", "toolkit" or "snapshot".
+status validate_kind(const std::string& kind);
+
+/// A parsed `name@version`.
+struct layer_ref {
+  std::string name;
+  std::string version;
+};
+
+/// Splits and validates `name@version`; invalid_argument names what is wrong.
+expected<layer_ref> parse_ref(const std::string& ref);
+
+/// A layer store rooted at one directory. Copyable and cheap; every method is
+/// safe to call from several threads and processes at once.
+class store {
+ public:
+  // -- constructors -----------------------------------------------------------
+
+  /// Opens (creating the directories if needed) the store at `root` and checks
+  /// that its catalog, if any, is readable. Fails naming the path and cause.
+  static expected<store> open(const std::string& root);
+
+  // -- building ---------------------------------------------------------------
+
+  /// Builds an EROFS image of `src_dir` (mkfs.erofs with fixed timestamps and
+  /// UUID, so the same tree gives the same digest), stores it under its digest
+  /// and records `name@version` -> it. An existing ref with the same digest is
+  /// returned as is; one with another digest is errc::conflict. Blocking
+  /// (seconds to minutes): call it from a worker thread.
+  expected<layer_info> build(const std::string& src_dir, const std::string& name,
+                             const std::string& version, const std::string& kind);
+
+  // -- queries ----------------------------------------------------------------
+
+  /// Looks up `name@version`: not_found names the ref and the store,
+  /// invalid_argument a malformed ref.
+  expected<layer_info> resolve(const std::string& ref) const;
+
+  /// Every layer in the catalog, sorted by ref. Errors (an unreadable or
+  /// corrupt catalog) are returned, not hidden; see list().
+  expected<std::vector<layer_info>> try_list() const;
+
+  /// Every layer in the catalog, sorted by ref; empty if the catalog cannot be
+  /// read (use try_list() to learn why).
+  std::vector<layer_info> list() const;
+
+  /// The path of the image with `digest` ("sha256:<hex>"); empty for an
+  /// invalid digest. The file exists only if some build stored it.
+  std::string blob_path(const std::string& digest) const;
+
+  /// The store root as given to open().
+  const std::string& root() const { return root_; }
+
+ private:
+  explicit store(std::string root);
+
+  expected<std::string> make_image(const std::string& src_dir, const std::string& what) const;
+  expected<layer_info> commit(const std::string& tmp_image, layer_info info);
+
+  std::string root_;
+};
+
+} // namespace dsec::layers

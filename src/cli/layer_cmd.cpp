@@ -1,0 +1,193 @@
+// `dsec layer` subcommands. Parsing is a flat table of known flags (with or
+// without a value); each subcommand checks which ones it accepts, so a typo
+// is a usage error (exit 2) rather than a silently ignored option.
+#include "cli/layer_cmd.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "core/json_codec.hpp"
+#include "layers/defaults.hpp"
+#include "layers/store.hpp"
+
+namespace dsec::cli {
+
+namespace {
+
+// The node's default state directory; the store lives in <state-dir>/store.
+constexpr const char* default_state_dir = "/var/lib/dsec";
+
+constexpr const char* usage_text =
+  "usage: dsec layer build DIR --name N --version V [--kind base|workspace|toolkit|snapshot]"
+  " [--state-dir DIR | --store DIR]\n"
+  "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
+  "       dsec layer defaults [--state-dir DIR | --store DIR]\n";
+
+struct parsed_args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags; // without the leading "--"
+};
+
+const std::set<std::string> value_flags = {"name", "version", "kind", "state-dir", "store"};
+const std::set<std::string> bool_flags = {"json"};
+
+int usage(const std::string& why) {
+  std::cerr << "dsec layer: " << why << "\n" << usage_text;
+  return 2;
+}
+
+int fail(const error& err) {
+  std::cerr << "dsec layer: " << err.message << " [" << to_string(err.code) << "]\n";
+  return 1;
+}
+
+// Parses `args`; on a usage error returns its message in `why`.
+bool parse(const std::vector<std::string>& args, parsed_args& out, std::string& why) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
+      out.positional.push_back(a);
+      continue;
+    }
+    auto eq = a.find('=');
+    auto key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    if (bool_flags.count(key) && eq == std::string::npos) {
+      out.flags[key] = "true";
+    } else if (!value_flags.count(key)) {
+      why = "unknown option " + a;
+      return false;
+    } else if (eq != std::string::npos) {
+      out.flags[key] = a.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      out.flags[key] = args[++i];
+    } else {
+      why = "option --" + key + " needs a value";
+      return false;
+    }
+  }
+  return true;
+}
+
+// Checks that only `allowed` flags were given.
+bool only(const parsed_args& p, const std::set<std::string>& allowed, std::string& why) {
+  for (auto& [k, v] : p.flags)
+    if (!allowed.count(k)) {
+      why = "option --" + k + " does not apply here";
+      return false;
+    }
+  return true;
+}
+
+std::string store_root(const parsed_args& p) {
+  if (auto it = p.flags.find("store"); it != p.flags.end())
+    return it->second;
+  auto it = p.flags.find("state-dir");
+  return (it != p.flags.end() ? it->second : default_state_dir) + std::string{"/store"};
+}
+
+std::string human_size(int64_t bytes) {
+  const char* units[] = {"B", "K", "M", "G", "T"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < std::size(units))
+    v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f%s" : "%.1f%s", v, units[u]);
+  return buf;
+}
+
+std::string short_digest(const std::string& digest) {
+  auto colon = digest.find(':');
+  return digest.substr(colon == std::string::npos ? 0 : colon + 1, 12);
+}
+
+int cmd_build(const parsed_args& p, layers::store& s) {
+  auto info = s.build(p.positional[1], p.flags.at("name"), p.flags.at("version"),
+                      p.flags.count("kind") ? p.flags.at("kind") : "base");
+  if (!info)
+    return fail(info.err());
+  std::cout << info->ref << " " << info->digest << "\n";
+  return 0;
+}
+
+int cmd_ls(const parsed_args& p, layers::store& s) {
+  auto all = s.try_list();
+  if (!all)
+    return fail(all.err());
+  if (p.flags.count("json")) {
+    std::cout << json_codec::encode(*all) << "\n";
+    return 0;
+  }
+  size_t w = 3;
+  for (auto& l : *all)
+    w = std::max(w, l.ref.size());
+  auto row = [w](const std::string& ref, const std::string& kind, const std::string& dig,
+                 const std::string& size) {
+    std::printf("%-*s  %-9s  %-12s  %s\n", static_cast<int>(w), ref.c_str(), kind.c_str(),
+                dig.c_str(), size.c_str());
+  };
+  row("REF", "KIND", "DIGEST", "SIZE");
+  for (auto& l : *all)
+    row(l.ref, l.kind, short_digest(l.digest), human_size(l.size_bytes));
+  return 0;
+}
+
+int cmd_defaults(layers::store& s) {
+  auto st = layers::build_defaults(s, [](const std::string& line) { std::cerr << line << "\n"; });
+  if (!st)
+    return fail(st.err());
+  for (auto ref : {"base/busybox@1", "base/python@3.11"})
+    if (auto info = s.resolve(ref))
+      std::cout << info->ref << " " << info->digest << "\n";
+  return 0;
+}
+
+} // namespace
+
+int run_layer_command(const std::vector<std::string>& args) {
+  for (auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << usage_text;
+      return 0;
+    }
+  parsed_args p;
+  std::string why;
+  if (!parse(args, p, why))
+    return usage(why);
+  if (p.positional.empty())
+    return usage("missing subcommand (build, ls or defaults)");
+  auto& sub = p.positional[0];
+  bool ok = true;
+  if (sub == "build") {
+    ok = only(p, {"name", "version", "kind", "state-dir", "store"}, why);
+    if (ok && p.positional.size() != 2)
+      ok = false, why = "build takes exactly one DIR";
+    if (ok && (!p.flags.count("name") || !p.flags.count("version")))
+      ok = false, why = "build needs --name and --version";
+  } else if (sub == "ls") {
+    ok = only(p, {"state-dir", "store", "json"}, why);
+  } else if (sub == "defaults") {
+    ok = only(p, {"state-dir", "store"}, why);
+  } else {
+    return usage("unknown subcommand \"" + sub + "\"");
+  }
+  if (ok && sub != "build" && p.positional.size() != 1)
+    ok = false, why = sub + " takes no arguments";
+  if (ok && p.flags.count("state-dir") && p.flags.count("store"))
+    ok = false, why = "give --state-dir or --store, not both";
+  if (!ok)
+    return usage(why);
+  auto s = layers::store::open(store_root(p));
+  if (!s)
+    return fail(s.err());
+  if (sub == "build")
+    return cmd_build(p, *s);
+  if (sub == "ls")
+    return cmd_ls(p, *s);
+  return cmd_defaults(*s);
+}
+
+} // namespace dsec::cli

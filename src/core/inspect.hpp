@@ -1,0 +1,67 @@
+// inspect() overloads that let CAF serialize the shared vocabulary
+// (core/types.hpp), so the structs cross actor and process boundaries. Only
+// actor code includes this header; the wire names are registered once in
+// actors/wire_types.cpp. Field order is the wire order: append only.
+#pragma once
+
+#include <caf/meta/type_name.hpp>
+
+#include "core/types.hpp"
+
+namespace dsec {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, network_policy& x) {
+  return f(caf::meta::type_name("dsec::network_policy"), x.allow);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, protect_policy& x) {
+  return f(caf::meta::type_name("dsec::protect_policy"), x.readonly, x.hidden);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_spec& x) {
+  return f(caf::meta::type_name("dsec::sandbox_spec"), x.backend, x.layers, x.cpu,
+           x.memory_mb, x.disk_mb, x.pids, x.ttl_s, x.network, x.protect, x.env, x.labels,
+           x.cpu_class, x.node, x.request_id);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
+  return f(caf::meta::type_name("dsec::exec_request"), x.argv, x.cwd, x.env, x.stdin_data,
+           x.timeout_s);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
+  return f(caf::meta::type_name("dsec::exec_result"), x.exit_code, x.stdout_data,
+           x.stderr_data, x.timed_out, x.duration_ms, x.truncated);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, exec_chunk& x) {
+  return f(caf::meta::type_name("dsec::exec_chunk"), x.stream, x.data);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
+  return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
+           x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
+           x.disk_mb);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, layer_info& x) {
+  return f(caf::meta::type_name("dsec::layer_info"), x.ref, x.name, x.version, x.kind,
+           x.digest, x.size_bytes, x.created_at_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_status& x) {
+  return f(caf::meta::type_name("dsec::node_status"), x.node_id, x.version, x.sandboxes,
+           x.creating, x.uptime_ms, x.creates_total, x.create_failures_total,
+           x.destroys_total, x.execs_total, x.pid);
+}
+
+} // namespace dsec

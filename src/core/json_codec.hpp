@@ -1,0 +1,59 @@
+// JSON codecs of the public API: strict parsers for what callers send (every
+// wrong type, unknown field or absurd value is an invalid_argument naming the
+// field) and encoders for what the node answers. The gateway and the CLI use
+// them; nothing else speaks JSON.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace dsec::json_codec {
+
+/// Parses and validates a sandbox spec (POST /v1/sandboxes body).
+expected<sandbox_spec> parse_spec(std::string_view body);
+
+/// Checks ranges and shapes of a spec built in code (the parser calls it too).
+status validate(const sandbox_spec& spec);
+
+/// Parses a batch create body `{"spec": {...}, "count": N}`.
+expected<std::pair<sandbox_spec, int>> parse_batch(std::string_view body);
+
+/// Parses and validates an exec request (POST /v1/sandboxes/{id}/exec body).
+/// `cmd` may be a string (run by /bin/sh -c) or an argv array.
+expected<exec_request> parse_exec(std::string_view body);
+
+/// True if `ref` looks like `name@version`.
+bool valid_layer_ref(std::string_view ref);
+
+std::string encode(const sandbox_info& info);
+/// `{"sandboxes":[...]}`.
+std::string encode(const std::vector<sandbox_info>& list);
+std::string encode(const exec_result& res);
+/// One NDJSON event line (with trailing newline) for streamed exec output:
+/// `{"type":"stdout"|"stderr","data":"..."}`.
+std::string encode_event(const exec_chunk& chunk);
+/// The final NDJSON event: `{"type":"exit", ...exec_result}`.
+std::string encode_exit_event(const exec_result& res);
+/// `{"layers":[...]}`.
+std::string encode(const std::vector<layer_info>& list);
+std::string encode(const node_status& st);
+/// `{"error":{"code":"...","message":"..."}}`.
+std::string encode(const error& err);
+/// Batch create answer: created sandboxes and per-item errors.
+std::string encode_batch(const std::vector<sandbox_info>& created,
+                         const std::vector<error>& errors);
+
+/// Decoders for clients (CLI, bench): tolerant of unknown fields.
+expected<sandbox_info> decode_sandbox(std::string_view body);
+expected<std::vector<sandbox_info>> decode_sandboxes(std::string_view body);
+expected<exec_result> decode_exec_result(std::string_view body);
+expected<std::vector<layer_info>> decode_layers(std::string_view body);
+/// Reads `{"error":{...}}`; a body that is not one gives an internal error
+/// quoting the body's start.
+error decode_error(std::string_view body, int http_status);
+
+} // namespace dsec::json_codec

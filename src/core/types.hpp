@@ -1,0 +1,165 @@
+// The shared vocabulary of dsec: sandbox specs, states, exec requests and
+// results, sandbox and layer descriptions. Plain structs with no behaviour, used
+// by backends, layers, actors, the gateway and the bindings alike.
+//
+// These structs cross actor (and, with the native protocol, process)
+// boundaries: `core/inspect.hpp` gives each an inspect() overload. Fields are
+// append only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dsec {
+
+/// Lifecycle states (drawn in actors/lifecycle.hpp). Wire values: append only.
+enum class sandbox_state : uint8_t {
+  creating = 0,
+  running = 1,
+  paused = 2,
+  stopped = 3,
+  failed = 4,
+  lost = 5,
+};
+
+/// "creating", "running", ...
+const char* to_string(sandbox_state s);
+
+/// Network policy of one sandbox. Empty `allow` = loopback only (mode "none").
+struct network_policy {
+  /// "host:port", "cidr:port" or "domain:port" entries.
+  std::vector<std::string> allow;
+};
+
+/// Paths inside the sandbox that the agent may read but not change, or not see.
+struct protect_policy {
+  std::vector<std::string> readonly;
+  std::vector<std::string> hidden;
+};
+
+/// What a caller asks for. Defaults are the values a spec without the field gets.
+struct sandbox_spec {
+  /// "container" | "microvm" | "vm" | "fncall".
+  std::string backend = "container";
+  /// Layer refs, `name@version`, first = bottom. At least one.
+  std::vector<std::string> layers;
+  /// CPU cores, may be fractional; 0 means no quota (shares only).
+  double cpu = 1.0;
+  /// Memory limit in MiB. 512 fits a python agent with headroom.
+  int64_t memory_mb = 512;
+  /// Writable upper size in MiB (quota enforced where the backend can).
+  int64_t disk_mb = 1024;
+  /// Maximum number of tasks (fork bomb guard).
+  int64_t pids = 512;
+  /// Time to live in seconds; the node destroys the sandbox after it. 0 = none.
+  int64_t ttl_s = 3600;
+  network_policy network;
+  protect_policy protect;
+  /// Environment every exec starts with (exec env overrides it).
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> labels;
+  /// "latency" | "batch".
+  std::string cpu_class = "latency";
+  /// Pin to one node id; empty = any.
+  std::string node;
+  /// Idempotency key; empty = none.
+  std::string request_id;
+};
+
+/// Hard limits on a spec, checked by validate().
+struct spec_limits {
+  static constexpr double max_cpu = 256;
+  static constexpr int64_t max_memory_mb = 1 << 20;   // 1 TiB
+  static constexpr int64_t min_memory_mb = 8;          // below this init cannot start
+  static constexpr int64_t max_disk_mb = 1 << 22;      // 4 TiB
+  static constexpr int64_t max_pids = 1 << 20;
+  static constexpr int64_t max_ttl_s = 30 * 24 * 3600; // 30 days
+  static constexpr size_t max_layers = 128;
+  static constexpr size_t max_labels = 64;
+  static constexpr size_t max_env = 1024;
+  static constexpr size_t max_string = 4096;
+};
+
+/// One command to run inside a sandbox.
+struct exec_request {
+  /// argv; a `cmd` string is turned into {"/bin/sh", "-c", cmd} by the codec.
+  std::vector<std::string> argv;
+  /// Working directory inside the sandbox; empty = "/".
+  std::string cwd;
+  std::map<std::string, std::string> env;
+  /// Bytes fed to stdin, then stdin is closed.
+  std::string stdin_data;
+  /// Kill the command after this many seconds; 0 = no timeout.
+  double timeout_s = 0;
+};
+
+/// The outcome of an exec.
+struct exec_result {
+  /// Exit status, or 128 + signal number when killed by a signal.
+  int32_t exit_code = 0;
+  std::string stdout_data;
+  std::string stderr_data;
+  bool timed_out = false;
+  /// Wall time from start to exit, measured inside the sandbox.
+  double duration_ms = 0;
+  /// True when output beyond the per-stream cap was dropped.
+  bool truncated = false;
+};
+
+/// A chunk of exec output for streaming. stream: 1 = stdout, 2 = stderr.
+struct exec_chunk {
+  int32_t stream = 1;
+  std::string data;
+};
+
+/// What GET /v1/sandboxes/{id} returns.
+struct sandbox_info {
+  std::string id;
+  std::string node;
+  sandbox_state state = sandbox_state::creating;
+  std::string backend;
+  std::vector<std::string> layers;
+  std::map<std::string, std::string> labels;
+  /// Unix time in milliseconds.
+  int64_t created_at_ms = 0;
+  /// Unix time in milliseconds; 0 = never.
+  int64_t expires_at_ms = 0;
+  /// Why the sandbox failed ("oom", "init exited: ..."), empty otherwise.
+  std::string reason;
+  double cpu = 0;
+  int64_t memory_mb = 0;
+  int64_t disk_mb = 0;
+};
+
+/// A layer in the store catalog.
+struct layer_info {
+  /// `name@version`.
+  std::string ref;
+  std::string name;
+  std::string version;
+  /// "base" | "workspace" | "toolkit" | "snapshot".
+  std::string kind;
+  /// "sha256:<hex>" of the EROFS image.
+  std::string digest;
+  int64_t size_bytes = 0;
+  int64_t created_at_ms = 0;
+};
+
+/// Health and counts of one node, for /healthz and /metrics.
+struct node_status {
+  std::string node_id;
+  std::string version;
+  int64_t sandboxes = 0;
+  int64_t creating = 0;
+  int64_t uptime_ms = 0;
+  int64_t creates_total = 0;
+  int64_t create_failures_total = 0;
+  int64_t destroys_total = 0;
+  int64_t execs_total = 0;
+  /// Host pid of the node process (benchmarks measure its memory).
+  int64_t pid = 0;
+};
+
+} // namespace dsec

@@ -1,0 +1,78 @@
+// Control groups of one sandbox, behind an interface that fits both cgroup v1
+// (one directory per controller) and v2 (one directory, unified). This host
+// is hybrid: v1 controllers at <root>/<controller> and a v2 hierarchy at
+// <root>/unified with no controllers but where eBPF programs attach; the v1
+// implementation therefore also makes the sandbox's v2 directory and puts
+// processes in both.
+//
+// Layout: every controller directory is <root>/<ctrl>/<rel>, with rel =
+// "dsec/<node id>/<sandbox id>". Parents are created on demand and kept.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dsec::sys {
+
+/// Resource limits of one sandbox. Zero means "no limit" for every field.
+struct cgroup_limits {
+  /// CPU cores, may be fractional (CFS quota over a 100 ms period).
+  double cpu = 0;
+  int64_t memory_bytes = 0;
+  int64_t pids = 0;
+};
+
+/// What the memory controller saw, for reporting why a sandbox died.
+struct memory_events {
+  /// Times the OOM killer killed a process of the group.
+  int64_t oom_kills = 0;
+  /// Times the limit was hit (v1 memory.failcnt).
+  int64_t limit_hits = 0;
+};
+
+/// The cgroup directories of one sandbox. Not thread-safe; one owner.
+class cgroup {
+ public:
+  virtual ~cgroup() = default;
+
+  /// Writes the limits (cpu quota, memory limit, pids max).
+  virtual status apply(const cgroup_limits& limits) = 0;
+
+  /// Moves `pid` (a whole process) into every directory of the group.
+  virtual status add_process(pid_t pid) = 0;
+
+  /// OOM counters of the memory controller.
+  virtual memory_events memory() const = 0;
+
+  /// Freezes (true) or thaws (false) every process of the group.
+  virtual status freeze(bool frozen) = 0;
+
+  /// Removes every directory, retrying while the kernel still reports EBUSY
+  /// (tasks that are exiting) up to about a second. Missing dirs are fine.
+  /// Idempotent.
+  virtual status remove() = 0;
+
+  /// Every directory this group owns, for tests and diagnostics.
+  virtual std::vector<std::string> paths() const = 0;
+
+  /// The v2 (unified) directory where eBPF programs attach; empty if none.
+  virtual std::string unified_path() const = 0;
+};
+
+/// Creates (mkdir -p) the directories of `rel` under `root` in the v1
+/// controllers cpu, memory, pids, freezer and in the v2 hierarchy
+/// <root>/unified when it exists. On failure, what it made is removed.
+expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
+                                                   const std::string& rel);
+
+/// Opens existing directories of `rel` (after a node restart) without
+/// creating anything; remove() and memory() work on them.
+std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel);
+
+} // namespace dsec::sys

@@ -1,0 +1,171 @@
+// cgroup v1 (plus the hybrid host's v2 directory): one directory per
+// controller, limits written through the legacy knobs (cpu.cfs_quota_us,
+// memory.limit_in_bytes, pids.max), the legacy freezer for pause. kmem knobs
+// are deprecated and never written.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <string>
+
+#include "sys/cgroup.hpp"
+#include "sys/fd.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec::sys {
+
+namespace {
+
+// Controllers a sandbox lives in. cpuset is left out on purpose: a v1
+// cpuset child starts with empty cpus/mems and would reject tasks.
+constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer"};
+
+// CFS period; 100 ms is the kernel default, so quotas read naturally.
+constexpr int64_t cfs_period_us = 100000;
+
+status write_knob(const std::string& path, const std::string& value) {
+  unique_fd fd{::open(path.c_str(), O_WRONLY | O_CLOEXEC)};
+  if (!fd)
+    return sys_error("open", path, errno);
+  if (::write(fd.get(), value.data(), value.size()) < 0)
+    return sys_error("write " + value + " to", path, errno);
+  return {};
+}
+
+int64_t read_counter(const std::string& path, const std::string& field) {
+  auto text = read_file(path);
+  if (!text)
+    return 0;
+  if (field.empty())
+    return std::atoll(text->c_str());
+  auto pos = text->find(field + " ");
+  return pos == std::string::npos ? 0 : std::atoll(text->c_str() + pos + field.size() + 1);
+}
+
+// rmdir, retried while the kernel still counts exiting tasks (EBUSY).
+// Bounded at ~1 s: a group that stays busy longer holds a live process and
+// the caller must kill it first.
+status remove_dir(const std::string& path) {
+  for (int attempt = 0;; ++attempt) {
+    if (::rmdir(path.c_str()) == 0 || errno == ENOENT)
+      return {};
+    if (errno != EBUSY || attempt >= 1000)
+      return sys_error("rmdir", path, errno);
+    timespec ts{0, 1000000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+class cgroup_v1 final : public cgroup {
+ public:
+  cgroup_v1(std::string root, std::string rel) : root_(std::move(root)), rel_(std::move(rel)) {
+    for (auto c : controllers)
+      dirs_.push_back(root_ + "/" + c + "/" + rel_);
+    if (exists(root_ + "/unified/cgroup.procs"))
+      unified_ = root_ + "/unified/" + rel_;
+  }
+
+  status make() {
+    for (auto& d : all_dirs()) {
+      if (auto st = make_dirs(d); !st) {
+        (void)remove();
+        return st;
+      }
+    }
+    return {};
+  }
+
+  status apply(const cgroup_limits& l) override {
+    auto cpu = dir("cpu");
+    if (auto st = write_knob(cpu + "/cpu.cfs_period_us", std::to_string(cfs_period_us)); !st)
+      return st;
+    int64_t quota = l.cpu > 0 ? std::max<int64_t>(1000, std::llround(l.cpu * cfs_period_us)) : -1;
+    if (auto st = write_knob(cpu + "/cpu.cfs_quota_us", std::to_string(quota)); !st)
+      return st;
+    if (l.memory_bytes > 0) {
+      auto st = write_knob(dir("memory") + "/memory.limit_in_bytes", std::to_string(l.memory_bytes));
+      if (!st)
+        return st;
+    }
+    return write_knob(dir("pids") + "/pids.max", l.pids > 0 ? std::to_string(l.pids) : "max");
+  }
+
+  status add_process(pid_t pid) override {
+    auto p = std::to_string(pid);
+    for (auto& d : all_dirs())
+      if (auto st = write_knob(d + "/cgroup.procs", p); !st)
+        return st;
+    return {};
+  }
+
+  memory_events memory() const override {
+    auto m = dir("memory");
+    return {read_counter(m + "/memory.oom_control", "oom_kill"),
+            read_counter(m + "/memory.failcnt", "")};
+  }
+
+  status freeze(bool frozen) override {
+    auto f = dir("freezer") + "/freezer.state";
+    if (auto st = write_knob(f, frozen ? "FROZEN" : "THAWED"); !st)
+      return st;
+    // The legacy freezer passes through FREEZING (~3 ms here) and may need
+    // the write repeated for tasks that were busy in the kernel.
+    for (int i = 0; frozen && i < 2000; ++i) {
+      auto s = read_file(f);
+      if (s && s->rfind("FROZEN", 0) == 0)
+        return {};
+      (void)write_knob(f, "FROZEN");
+      timespec ts{0, 500000};
+      ::nanosleep(&ts, nullptr);
+    }
+    return frozen ? status{sys_error("freeze", f, ETIMEDOUT, errc::timeout)} : status{};
+  }
+
+  status remove() override {
+    status first;
+    for (auto& d : all_dirs()) {
+      auto st = remove_dir(d);
+      if (!st && first)
+        first = st;
+    }
+    return first;
+  }
+
+  std::vector<std::string> paths() const override { return all_dirs(); }
+  std::string unified_path() const override { return unified_; }
+
+ private:
+  std::string dir(const char* ctrl) const { return root_ + "/" + ctrl + "/" + rel_; }
+
+  std::vector<std::string> all_dirs() const {
+    auto v = dirs_;
+    if (!unified_.empty())
+      v.push_back(unified_);
+    return v;
+  }
+
+  std::string root_, rel_;
+  std::vector<std::string> dirs_;
+  std::string unified_;
+};
+
+} // namespace
+
+expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
+                                                   const std::string& rel) {
+  if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
+    return invalid_argument("cgroup path " + rel + ": must be relative, without ..");
+  auto cg = std::make_unique<cgroup_v1>(root, rel);
+  if (auto st = cg->make(); !st)
+    return st.err();
+  return std::unique_ptr<cgroup>(std::move(cg));
+}
+
+std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel) {
+  return std::make_unique<cgroup_v1>(root, rel);
+}
+
+} // namespace dsec::sys

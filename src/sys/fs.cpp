@@ -1,0 +1,159 @@
+// Filesystem helpers.
+#include "sys/fs.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "sys/fd.hpp"
+
+namespace dsec::sys {
+
+status make_dirs(const std::string& path, mode_t mode) {
+  if (path.empty())
+    return invalid_argument("make_dirs: empty path");
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    cur = path.substr(0, pos);
+    if (cur.empty())
+      continue;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+      return sys_error("mkdir", cur, errno);
+  }
+  return {};
+}
+
+expected<std::string> read_file(const std::string& path) {
+  unique_fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!fd)
+    return sys_error("open", path, errno,
+                     errno == ENOENT ? errc::not_found : errc::internal);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    auto n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return sys_error("read", path, errno);
+    }
+    if (n == 0)
+      break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+static status write_all(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    auto n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return sys_error("write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+status write_file_atomic(const std::string& path, std::string_view data,
+                         mode_t mode) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rng() % 1000000);
+  unique_fd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)};
+  if (!fd)
+    return sys_error("create", tmp, errno);
+  if (auto st = write_all(fd.get(), data, tmp); !st) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (::fsync(fd.get()) != 0) {
+    auto err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("fsync", tmp, err);
+  }
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    auto err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error("rename", tmp + " -> " + path, err);
+  }
+  return {};
+}
+
+status write_text(const std::string& path, std::string_view data) {
+  unique_fd fd{::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)};
+  if (!fd)
+    return sys_error("open", path, errno);
+  return write_all(fd.get(), data, path);
+}
+
+static status remove_at(int dirfd, const char* name, dev_t dev, const std::string& shown) {
+  struct stat st;
+  if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? status{} : status{sys_error("stat", shown, errno)};
+  if (S_ISDIR(st.st_mode)) {
+    if (st.st_dev != dev)
+      return sys_error("remove", shown, EBUSY);
+    unique_fd fd{::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+    if (!fd)
+      return sys_error("open", shown, errno);
+    DIR* d = ::fdopendir(::dup(fd.get()));
+    if (!d)
+      return sys_error("opendir", shown, errno);
+    status result;
+    while (auto* e = ::readdir(d)) {
+      if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, ".."))
+        continue;
+      auto st2 = remove_at(fd.get(), e->d_name, dev, shown + "/" + e->d_name);
+      if (!st2 && result)
+        result = st2;
+    }
+    ::closedir(d);
+    if (!result)
+      return result;
+    if (::unlinkat(dirfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+      return sys_error("rmdir", shown, errno);
+    return {};
+  }
+  if (::unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
+    return sys_error("unlink", shown, errno);
+  return {};
+}
+
+status remove_tree(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0)
+    return errno == ENOENT ? status{} : status{sys_error("stat", path, errno)};
+  return remove_at(AT_FDCWD, path.c_str(), st.st_dev, path);
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+bool is_mount_point(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string id, parent, devno, root, mnt;
+    ls >> id >> parent >> devno >> root >> mnt;
+    if (mnt == path)
+      return true;
+  }
+  return false;
+}
+
+} // namespace dsec::sys

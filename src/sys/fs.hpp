@@ -1,0 +1,38 @@
+// Small filesystem helpers with errors that name operation, path and errno.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+
+#include "core/error.hpp"
+
+namespace dsec::sys {
+
+/// mkdir -p; existing directories are fine.
+status make_dirs(const std::string& path, mode_t mode = 0755);
+
+/// Reads a whole file.
+expected<std::string> read_file(const std::string& path);
+
+/// Writes `data` to a temp file beside `path`, fsyncs it and renames it over
+/// `path`: readers see the old or the new content, never a torn one.
+status write_file_atomic(const std::string& path, std::string_view data,
+                         mode_t mode = 0644);
+
+/// Writes `data` to an existing file (e.g. a cgroup knob) without truncation
+/// semantics beyond O_TRUNC.
+status write_text(const std::string& path, std::string_view data);
+
+/// rm -rf that never crosses a mount point (a mount below `path` makes it
+/// fail with EBUSY rather than delete another filesystem's files).
+status remove_tree(const std::string& path);
+
+/// True if `path` exists (lstat).
+bool exists(const std::string& path);
+
+/// True if `path` is a mount point (its st_dev differs from its parent's, or
+/// it appears in /proc/self/mountinfo).
+bool is_mount_point(const std::string& path);
+
+} // namespace dsec::sys
