@@ -199,9 +199,14 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     },
     [self](layers_atom) {
       auto rp = self->make_response_promise();
-      auto store = self->state.ctx->store;
-      run_blocking(self, *self->state.ctx->pool, [store] { return store->list(); },
-                   [rp](std::vector<layer_info>& layers) mutable { rp.deliver(layers); });
+      auto src = self->state.ctx->layers;
+      run_blocking(self, *self->state.ctx->pool, [src] { return src->list(); },
+                   [rp](expected<std::vector<layer_info>>& layers) mutable {
+                     if (layers)
+                       rp.deliver(*layers);
+                     else
+                       rp.deliver(to_caf(layers.err()));
+                   });
       return rp;
     },
     [self](status_atom) { return make_status(self); },

@@ -18,6 +18,8 @@
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
 #include "core/ids.hpp"
+#include "layers/mount_cache.hpp"
+#include "layers/store.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec {
@@ -66,8 +68,11 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
-  ctx->store = std::make_shared<layers::store>(std::move(*store));
-  ctx->mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
+  auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
+  if (auto adopted = mounts->adopt_existing(); adopted && *adopted > 0)
+    mounts->release_unused(); // left by a node that died: nothing holds them now
+  ctx->mounts = mounts;
+  ctx->layers = make_store_layer_source(std::make_shared<layers::store>(std::move(*store)), mounts);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.init_path = find_init();
@@ -122,8 +127,6 @@ int run_node(node_config cfg) {
     return 1;
   }
   auto& node = **ctx;
-  if (auto adopted = node.mounts->adopt_existing(); adopted && *adopted > 0)
-    node.mounts->release_unused();
   caf::actor_system_config acfg;
   // sharing: the work-stealing default spin-polls and starves 2-core machines.
   acfg.set("scheduler.policy", caf::atom("sharing"));

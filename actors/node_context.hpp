@@ -7,9 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "actors/layer_source.hpp"
 #include "backends/backend.hpp"
-#include "layers/mount_cache.hpp"
-#include "layers/store.hpp"
 #include "sys/worker_pool.hpp"
 
 namespace dsec {
@@ -35,7 +34,9 @@ struct node_config {
 struct node_context {
   node_config config;
   std::shared_ptr<backends::backend> container;
-  std::shared_ptr<layers::store> store;
+  std::shared_ptr<layer_source> layers;
+  /// The mount cache behind `layers` (the node unmounts everything at exit);
+  /// null in tests.
   std::shared_ptr<layers::mount_cache> mounts;
   std::shared_ptr<sys::worker_pool> pool;
   int64_t started_at_ms = 0;

@@ -12,7 +12,6 @@
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
 #include "core/inspect.hpp"
-#include "sys/cleanup.hpp"
 
 namespace dsec {
 
@@ -33,34 +32,24 @@ struct provisioned {
 /// Blocking: resolve layers, mount them, let the backend build the sandbox.
 provisioned provision(const node_context& ctx, const std::string& id, const sandbox_spec& spec) {
   provisioned out;
-  sys::cleanup_stack undo;
+  auto held = ctx.layers->acquire(spec.layers);
+  if (!held) {
+    out.err = held.err();
+    return out;
+  }
   backends::create_params p;
   p.id = id;
   p.spec = spec;
   p.dir = ctx.sandbox_dir(id);
-  for (auto& ref : spec.layers) {
-    auto layer = ctx.store->resolve(ref);
-    if (!layer) {
-      out.err = layer.err();
-      return out;
-    }
-    auto dir = ctx.mounts->acquire(*layer, ctx.store->blob_path(layer->digest));
-    if (!dir) {
-      out.err = dir.err();
-      return out;
-    }
-    undo.push([&ctx, d = layer->digest] { ctx.mounts->release(d); });
-    out.digests.push_back(layer->digest);
-    p.lower_dirs.push_back(*dir);
-  }
+  p.lower_dirs = held->dirs;
   auto sb = ctx.container->create(p);
   if (!sb) {
+    ctx.layers->release(held->digests);
     out.err = sb.err();
-    out.digests.clear();
     return out;
   }
-  undo.commit();
   out.sb = std::move(*sb);
+  out.digests = std::move(held->digests);
   return out;
 }
 
@@ -99,8 +88,7 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
                  status res;
                  if (sb)
                    res = sb->destroy();
-                 for (auto& d : digests)
-                   ctx->mounts->release(d);
+                 ctx->layers->release(digests);
                  return res;
                },
                [self](status& res) {
@@ -129,8 +117,7 @@ void on_died(sandbox_actor_ptr self, const std::string& reason) {
   ctx->pool->post([ctx, sb, digests] {
     if (sb)
       sb->destroy();
-    for (auto& d : digests)
-      ctx->mounts->release(d);
+    ctx->layers->release(digests);
   });
 }
 

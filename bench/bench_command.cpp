@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +32,12 @@ json machine_info() {
   return {{"kernel", u.release},
           {"cores", std::thread::hardware_concurrency()},
           {"time", static_cast<long long>(std::time(nullptr))}};
+}
+
+// The 1-minute load average: other work on the machine skews every number.
+double load_average() {
+  double l[1] = {0};
+  return ::getloadavg(l, 1) == 1 ? std::round(l[0] * 100) / 100 : -1;
 }
 
 json config_json(const burst_options& o) {
@@ -105,6 +113,7 @@ int run_burst(const std::vector<std::string>& args) {
   }
   json report = {{"bench", "burst"}, {"machine", machine_info()}, {"config", config_json(*o)}};
   json systems = json::object();
+  report["machine"]["loadavg_1m_start"] = load_average();
   if (!o->peers_only) {
     auto d = bench_dsec(*o);
     if (!d) {
@@ -126,6 +135,7 @@ int run_burst(const std::vector<std::string>& args) {
     std::error_code ec;
     std::filesystem::remove_all(tmpl, ec);
   }
+  report["machine"]["loadavg_1m_end"] = load_average();
   report["systems"] = systems;
   report["ratios"] = compute_ratios(systems);
   bool any = false;

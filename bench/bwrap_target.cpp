@@ -35,10 +35,10 @@ class bwrap_target : public bench_target {
                                                         double& ms) {
     auto argv = base_;
     argv.insert(argv.end(), cmd.begin(), cmd.end());
+    stopwatch sw; // from before the fork, as for crun
     auto child = spawn(argv, output_mode::pipe);
     if (!child)
       return child.err();
-    stopwatch sw;
     char buf[256];
     auto n = ::read(child->out.get(), buf, sizeof buf);
     ms = sw.ms();

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -60,23 +62,70 @@ latency_summary latency(const burst_options& o, const std::string& phase, error_
   return summarize(std::move(ms));
 }
 
-using workers = std::vector<std::unique_ptr<bench_worker>>;
+// One long-lived thread per worker. Long-lived on purpose: bwrap's
+// --die-with-parent fires when the *thread* that forked it exits, so threads
+// that ended after the create phase would kill the sandboxes they started.
+class worker_team {
+ public:
+  explicit worker_team(std::vector<std::unique_ptr<bench_worker>> ws) : ws_(std::move(ws)) {
+    for (auto& w : ws_)
+      threads_.emplace_back([this, wp = w.get()] { loop(*wp); });
+  }
+  ~worker_team() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& th : threads_)
+      th.join();
+  }
+  [[nodiscard]] size_t size() const { return ws_.size(); }
 
-// Runs fn(worker, i) for i in [0, n) on one thread per worker; returns seconds.
-template <class Fn>
-double parallel_for(workers& ws, size_t n, Fn fn) {
-  std::atomic<size_t> next{0};
-  stopwatch sw;
-  std::vector<std::thread> threads;
-  for (auto& w : ws)
-    threads.emplace_back([&, wp = w.get()] {
-      for (size_t i; (i = next++) < n;)
-        fn(*wp, i);
-    });
-  for (auto& th : threads)
-    th.join();
-  return sw.ms() / 1000.0;
-}
+  /// Runs fn(worker, i) for i in [0, n) across the team; returns seconds.
+  double run(size_t n, std::function<void(bench_worker&, size_t)> fn) {
+    stopwatch sw;
+    std::unique_lock<std::mutex> lk(mu_);
+    fn_ = std::move(fn);
+    n_ = n;
+    next_ = 0;
+    busy_ = ws_.size();
+    ++generation_;
+    cv_.notify_all();
+    done_cv_.wait(lk, [&] { return busy_ == 0; });
+    return sw.ms() / 1000.0;
+  }
+
+ private:
+  void loop(bench_worker& w) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(mu_);
+    while (true) {
+      cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_)
+        return;
+      seen = generation_;
+      for (size_t i; (i = next_++) < n_;) {
+        lk.unlock();
+        fn_(w, i);
+        lk.lock();
+      }
+      if (--busy_ == 0)
+        done_cv_.notify_all();
+    }
+  }
+
+  std::vector<std::unique_ptr<bench_worker>> ws_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::function<void(bench_worker&, size_t)> fn_;
+  size_t n_ = 0, next_ = 0, busy_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+using workers = worker_team;
 
 struct phase_result {
   std::vector<std::string> handles; // created ones ("" for failures)
@@ -88,7 +137,7 @@ phase_result create_many(workers& ws, size_t n, error_log& errs) {
   phase_result r;
   r.handles.resize(n);
   std::atomic<size_t> ok{0};
-  r.seconds = parallel_for(ws, n, [&](bench_worker& w, size_t i) {
+  r.seconds = ws.run(n, [&](bench_worker& w, size_t i) {
     auto h = w.create_idle();
     if (h) {
       r.handles[i] = *h;
@@ -108,7 +157,7 @@ phase_result destroy_many(workers& ws, const std::vector<std::string>& handles, 
       live.push_back(h);
   phase_result r;
   std::atomic<size_t> ok{0};
-  r.seconds = parallel_for(ws, live.size(), [&](bench_worker& w, size_t i) {
+  r.seconds = ws.run(live.size(), [&](bench_worker& w, size_t i) {
     if (auto st = w.destroy(live[i]); st)
       ++ok;
     else
@@ -193,9 +242,10 @@ json run_all(bench_target& t, const burst_options& o) {
     t.stop_exec_sandbox();
   }
   detail["exec_true_ms"] = exec_ok ? to_json(ex) : json(nullptr);
-  workers ws;
+  std::vector<std::unique_ptr<bench_worker>> team;
   for (int i = 0; i < o.inflight; ++i)
-    ws.push_back(t.make_worker());
+    team.push_back(t.make_worker());
+  worker_team ws(std::move(team));
   log(t, "burst of " + std::to_string(o.count) + ", " + std::to_string(o.inflight) + " in flight");
   detail["burst"] = run_burst(ws, o, errs);
   log(t, "memory of " + std::to_string(o.idle) + " idle sandboxes");

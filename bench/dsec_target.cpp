@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 #include "bench/memory.hpp"
 #include "bench/stats.hpp"
@@ -41,7 +42,20 @@ expected<std::string> create(sys::http_client& c, const std::string& layer) {
     return r.err();
   if (!r->contains("id") || !(*r)["id"].is_string())
     return internal_error("POST /v1/sandboxes: answer has no string 'id': " + r->dump());
-  return (*r)["id"].get<std::string>();
+  auto id = (*r)["id"].get<std::string>();
+  // A create answered while still "creating" is not a usable sandbox yet:
+  // wait for it, so the burst counts ready sandboxes only.
+  auto state = r->value("state", "running");
+  for (int i = 0; state == "creating" && i < 30000; ++i) {
+    std::this_thread::sleep_for(2ms);
+    auto g = call(c, "GET", "/v1/sandboxes/" + id);
+    if (!g)
+      return g.err();
+    state = g->value("state", "running");
+  }
+  if (state != "running")
+    return internal_error("create sandbox " + id + ": state '" + state + "', not running");
+  return id;
 }
 
 expected<json> exec(sys::http_client& c, const std::string& id, const json& cmd) {

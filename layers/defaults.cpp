@@ -279,8 +279,9 @@ status build_one(store& s, const std::string& name, const std::string& version,
   auto info = s.build(tree, name, version, "base");
   if (!info)
     return info.err();
-  log("layer defaults: " + ref + ": built " + info->digest + " ("
-      + std::to_string(info->size_bytes / (1024 * 1024)) + " MiB) in "
+  char size[32];
+  std::snprintf(size, sizeof(size), "%.1f MiB", static_cast<double>(info->size_bytes) / (1 << 20));
+  log("layer defaults: " + ref + ": built " + info->digest + " (" + size + ") in "
       + format_seconds(seconds_since(t0)) + " (tree " + format_seconds(
           std::chrono::duration<double>(t1 - t0).count()) + ", image "
       + format_seconds(seconds_since(t1)) + ")");

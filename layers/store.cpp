@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <chrono>
 #include <dirent.h>
 #include <random>
@@ -87,13 +89,28 @@ void sweep_stale_tmp(const std::string& dir) {
   ::closedir(d);
 }
 
-status check_source(const std::string& src_dir, const std::string& kind, const std::string& what) {
+// True if `inner` is `outer` or below it (both resolved through symlinks).
+bool is_within(const std::string& inner, const std::string& outer) {
+  char a[PATH_MAX], b[PATH_MAX];
+  if (!::realpath(inner.c_str(), a) || !::realpath(outer.c_str(), b))
+    return false;
+  std::string in{a}, out{b};
+  return in == out || (in.size() > out.size() && in.compare(0, out.size(), out) == 0
+                       && (out == "/" || in[out.size()] == '/'));
+}
+
+status check_source(const std::string& src_dir, const std::string& kind, const std::string& what,
+                    const std::string& root) {
   struct stat st;
   if (::stat(src_dir.c_str(), &st) != 0)
     return sys_error("build layer " + what + ": source", src_dir, errno,
                      errno == ENOENT ? errc::not_found : errc::invalid_argument);
   if (!S_ISDIR(st.st_mode))
     return invalid_argument("build layer " + what + ": source " + src_dir + " is not a directory");
+  // mkfs would read the image it is writing (and every blob) into the image.
+  if (is_within(root, src_dir))
+    return invalid_argument("build layer " + what + ": source " + src_dir
+                            + " contains the layer store " + root);
   if (kind == "base" && !is_dir_or_symlink(src_dir + "/bin") && !is_dir(src_dir + "/usr/bin", false))
     return invalid_argument("build layer " + what + ": source " + src_dir
                             + " does not look like a root file system (a base layer needs"
@@ -243,7 +260,7 @@ expected<layer_info> store::build(const std::string& src_dir, const std::string&
     if (!st)
       return st.err();
   auto what = name + "@" + version;
-  if (auto st = check_source(src_dir, kind, what); !st)
+  if (auto st = check_source(src_dir, kind, what, root_); !st)
     return st.err();
   auto tmp = make_image(src_dir, what);
   if (!tmp)

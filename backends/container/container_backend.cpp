@@ -175,7 +175,7 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
     return sys_error("send config to init of", p.id, errno);
   if (auto st = await_ready(parts.ctl.get(), parts.pidfd.get(), p.id); !st)
     return st.err();
-  if (auto st = write_meta(p.dir, parts.pid, cfg_.node_id); !st)
+  if (auto st = write_meta(p.dir, {parts.pid, 0, cfg_.node_id, p.spec.env}); !st)
     return st.err();
   if (auto st = open_root(parts); !st)
     return st.err();
@@ -204,6 +204,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
   parts.dir = dir;
   parts.pid = meta->pid;
   parts.reap = false; // init's parent was the previous node process
+  parts.env = meta->env;
   auto pidfd = open_init(*meta, id);
   if (!pidfd)
     return pidfd.err();

@@ -74,6 +74,14 @@ container_sandbox::~container_sandbox() {
   // The loop's handlers hold weak references only; nothing runs after this.
   loop_->remove(ctl_token_, parts_.ctl.get());
   loop_->remove(pid_token_, parts_.pidfd.get());
+  // Dropped without destroy() (the sandbox lives on): every on_done still
+  // runs exactly once, on the loop thread.
+  if (!pending_.empty())
+    loop_->post([todo = std::move(pending_), id = parts_.id] {
+      for (auto& [n, p] : todo)
+        if (p->cb.on_done)
+          p->cb.on_done(unavailable("exec in " + id + ": sandbox handle released"));
+    });
 }
 
 status container_sandbox::start() {
@@ -192,6 +200,11 @@ void container_sandbox::on_channel(uint32_t events) {
   in_.erase(0, off);
   if (!closed && !broken)
     return;
+  pollfd pfd{parts_.pidfd.get(), POLLIN, 0};
+  if (closed && ::poll(&pfd, 1, 0) == 1) {
+    on_init_exit(); // init is gone: report why, not just "channel closed"
+    return;
+  }
   {
     std::lock_guard<std::mutex> g(m_);
     close_channel_locked();
@@ -331,6 +344,8 @@ void container_sandbox::on_exit(std::function<void(std::string)> f) {
 }
 
 status container_sandbox::destroy() {
+  // A second, concurrent destroy() returns only once the first is done.
+  std::lock_guard<std::mutex> once(destroy_m_);
   {
     std::lock_guard<std::mutex> g(m_);
     if (destroyed_)

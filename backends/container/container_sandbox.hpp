@@ -78,6 +78,7 @@ class container_sandbox final : public sandbox,
   sandbox_parts parts_;
   std::shared_ptr<sys::unique_fd> root_; ///< copied by file calls, dropped by destroy
 
+  std::mutex destroy_m_;
   mutable std::mutex m_;
   std::string out_;                 ///< frames not yet written to init
   uint32_t next_id_ = 1;

@@ -51,16 +51,24 @@ class io_loop {
   [[nodiscard]] bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
-  void run();
-  void drain_posted();
+  /// The state the thread uses; shared with it, so a loop whose last owner
+  /// goes away on the loop thread itself (a sandbox released in a handler)
+  /// can detach the thread and let it finish safely.
+  struct core {
+    sys::unique_fd ep;
+    sys::unique_fd wake;
+    std::mutex m;
+    uint64_t next_token = 1;
+    std::unordered_map<uint64_t, std::shared_ptr<handler>> handlers;
+    std::vector<std::function<void()>> posted;
+    bool stop = false;
 
-  sys::unique_fd ep_;
-  sys::unique_fd wake_;
-  std::mutex m_;
-  uint64_t next_token_ = 1;
-  std::unordered_map<uint64_t, std::shared_ptr<handler>> handlers_;
-  std::vector<std::function<void()>> posted_;
-  bool stop_ = false;
+    void run();
+    void drain_posted();
+    void wake_up();
+  };
+
+  std::shared_ptr<core> c_;
   std::thread thread_;
 };
 

@@ -76,6 +76,11 @@ status mount_overlay(const std::string& dir, const std::vector<std::string>& low
     return st;
   if (auto st = set("workdir", work); !st)
     return st;
+  // volatile: no syncs of the upper (umount would otherwise sync the whole
+  // host filesystem, tens of ms under load); the upper never outlives a host
+  // crash anyway, the sandbox dies with the host.
+  if (::fsconfig(fs.get(), FSCONFIG_SET_FLAG, "volatile", nullptr, 0) != 0)
+    return sys_error("overlay volatile", root, errno);
   if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
     return sys_error("mount overlay", root, errno);
   sys::unique_fd mnt{::fsmount(fs.get(), FSMOUNT_CLOEXEC, 0)};
@@ -239,12 +244,17 @@ expected<uint64_t> start_time_of(pid_t pid) {
 
 } // namespace
 
-status write_meta(const std::string& dir, pid_t pid, const std::string& node_id) {
-  auto start = start_time_of(pid);
+status write_meta(const std::string& dir, sandbox_meta m) {
+  auto start = start_time_of(m.pid);
   if (!start)
     return start.err();
+  std::vector<std::string> env;
+  for (auto& [k, v] : m.env) {
+    env.push_back(k);
+    env.push_back(v);
+  }
   auto body = init_proto::writer(init_proto::msg::config, 1)
-                .i32(pid).u64(*start).str(node_id).finish();
+                .i32(m.pid).u64(*start).str(m.node_id).strs(env).finish();
   // No fsync: the meta file guards against a node restart, not a host crash
   // (a host crash takes the sandbox with it).
   auto path = dir + "/meta";
@@ -266,7 +276,10 @@ expected<sandbox_meta> read_meta(const std::string& dir) {
   m.pid = r.i32();
   m.start_time = r.u64();
   m.node_id = r.str();
-  if (!r.done() || m.pid <= 1)
+  auto env = r.strs();
+  for (size_t i = 0; i + 1 < env.size(); i += 2)
+    m.env[env[i]] = env[i + 1];
+  if (!r.done() || m.pid <= 1 || env.size() % 2)
     return internal_error("read " + dir + "/meta: malformed");
   return m;
 }

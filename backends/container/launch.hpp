@@ -57,9 +57,11 @@ struct sandbox_meta {
   pid_t pid = -1;
   uint64_t start_time = 0; ///< field 22 of /proc/<pid>/stat: guards pid reuse
   std::string node_id;
+  std::map<std::string, std::string> env; ///< spec env, needed by every exec
 };
 
-status write_meta(const std::string& dir, pid_t pid, const std::string& node_id);
+/// Writes <dir>/meta for `m` (start_time is filled in from /proc).
+status write_meta(const std::string& dir, sandbox_meta m);
 expected<sandbox_meta> read_meta(const std::string& dir);
 
 /// A pidfd of the init recorded in `m`, after checking it is still that

@@ -59,7 +59,11 @@ double now_ms_f() {
   return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
 }
 
+// Jobs are keyed by a slot number of init's own; `req` is the node's id,
+// unique per connection only: a reconnected node starts counting again, and
+// the old connection's jobs finish silently (`gen` tells them apart).
 struct job {
+  uint32_t req = 0, gen = 0;
   pid_t pid = -1;
   int in = -1, out = -1, err = -1;
   std::string stdin_data;
@@ -79,6 +83,7 @@ struct state {
   std::string ibuf, obuf;
   std::map<uint32_t, job> jobs;
   std::map<pid_t, uint32_t> by_pid;
+  uint32_t gen = 0, next_slot = 0;
 };
 
 state S;
@@ -154,7 +159,8 @@ void finish(uint32_t id) {
   d.timed_out = j.timed_out;
   d.truncated = j.truncated;
   d.duration_ms = j.end - j.start;
-  send_frame(proto::encode(id, d));
+  if (j.gen == S.gen)
+    send_frame(proto::encode(j.req, d));
   S.jobs.erase(it);
 }
 
@@ -220,14 +226,21 @@ std::vector<char*> cstrs(std::vector<std::string>& v) {
 
 void write_stdin(uint32_t id);
 
-void start_exec(uint32_t id, proto::exec_msg m) {
-  if (S.jobs.count(id)) {
-    send_frame(proto::writer(msg::exec_failed, id).str("duplicate request id").finish());
+job* find_req(uint32_t req) {
+  for (auto& [slot, j] : S.jobs)
+    if (j.req == req && j.gen == S.gen)
+      return &j;
+  return nullptr;
+}
+
+void start_exec(uint32_t req, proto::exec_msg m) {
+  if (find_req(req)) {
+    send_frame(proto::writer(msg::exec_failed, req).str("duplicate request id").finish());
     return;
   }
   int in[2], out[2], err[2];
   if (!make_pipe(in, false) || !make_pipe(out, true) || !make_pipe(err, true)) {
-    send_frame(proto::writer(msg::exec_failed, id)
+    send_frame(proto::writer(msg::exec_failed, req)
                  .str(dsec::init::errno_message("pipe", "exec", errno)).finish());
     return; // descriptors of a half-made set leak only on EMFILE; init is reused
   }
@@ -245,11 +258,14 @@ void start_exec(uint32_t id, proto::exec_msg m) {
     ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
-    send_frame(proto::writer(msg::exec_failed, id)
+    send_frame(proto::writer(msg::exec_failed, req)
                  .str(dsec::init::errno_message("fork", m.argv[0], e)).finish());
     return;
   }
+  uint32_t id = ++S.next_slot;
   job& j = S.jobs[id];
+  j.req = req;
+  j.gen = S.gen;
   j.pid = pid;
   j.in = in[1];
   j.out = out[0];
@@ -310,11 +326,10 @@ void read_output(uint32_t id, int stream) {
     size_t keep = std::min(size_t(n), proto::max_output - sent);
     if (keep < size_t(n))
       j.truncated = true;
-    if (keep > 0) {
-      sent += keep;
-      send_frame(proto::writer(msg::output, id).u8(uint8_t(stream))
+    sent += keep;
+    if (keep > 0 && j.gen == S.gen)
+      send_frame(proto::writer(msg::output, j.req).u8(uint8_t(stream))
                    .str(std::string_view(buf, keep)).finish());
-    }
   }
   maybe_finish(id);
 }
@@ -353,9 +368,9 @@ void handle_frame(const proto::header& h, std::string_view body) {
     }
     start_exec(h.id, std::move(m));
   } else if (h.type == msg::kill) {
-    auto it = S.jobs.find(h.id);
-    if (it != S.jobs.end() && !it->second.exited)
-      ::kill(-it->second.pid, SIGKILL);
+    job* j = find_req(h.id);
+    if (j && !j->exited)
+      ::kill(-j->pid, SIGKILL);
   } else {
     drop_connection(); // unknown or out-of-order frame: a broken peer
   }
@@ -399,6 +414,7 @@ void accept_new() {
   if (c < 0)
     return;
   drop_connection(); // the newest node connection wins
+  ++S.gen;
   S.ctl = c;
   ep_add(c, EPOLLIN, key(k_ctl, 0));
 }

@@ -1,14 +1,14 @@
-// `dsec layer` subcommands. Parsing is a flat table of known flags (with or
-// without a value); each subcommand checks which ones it accepts, so a typo
-// is a usage error (exit 2) rather than a silently ignored option.
+// `dsec layer` subcommands. Flags are parsed by cli/args (`--flag value` and
+// `--flag=value`); each subcommand then checks which ones it accepts, so a
+// typo or a misplaced option is a usage error (exit 2), never ignored.
 #include "cli/layer_cmd.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <set>
 
+#include "cli/args.hpp"
 #include "core/json_codec.hpp"
 #include "layers/defaults.hpp"
 #include "layers/store.hpp"
@@ -26,14 +26,6 @@ constexpr const char* usage_text =
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
   "       dsec layer defaults [--state-dir DIR | --store DIR]\n";
 
-struct parsed_args {
-  std::vector<std::string> positional;
-  std::map<std::string, std::string> flags; // without the leading "--"
-};
-
-const std::set<std::string> value_flags = {"name", "version", "kind", "state-dir", "store"};
-const std::set<std::string> bool_flags = {"json"};
-
 int usage(const std::string& why) {
   std::cerr << "dsec layer: " << why << "\n" << usage_text;
   return 2;
@@ -44,35 +36,8 @@ int fail(const error& err) {
   return 1;
 }
 
-// Parses `args`; on a usage error returns its message in `why`.
-bool parse(const std::vector<std::string>& args, parsed_args& out, std::string& why) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto& a = args[i];
-    if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
-      out.positional.push_back(a);
-      continue;
-    }
-    auto eq = a.find('=');
-    auto key = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    if (bool_flags.count(key) && eq == std::string::npos) {
-      out.flags[key] = "true";
-    } else if (!value_flags.count(key)) {
-      why = "unknown option " + a;
-      return false;
-    } else if (eq != std::string::npos) {
-      out.flags[key] = a.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      out.flags[key] = args[++i];
-    } else {
-      why = "option --" + key + " needs a value";
-      return false;
-    }
-  }
-  return true;
-}
-
 // Checks that only `allowed` flags were given.
-bool only(const parsed_args& p, const std::set<std::string>& allowed, std::string& why) {
+bool only(const args& p, const std::set<std::string>& allowed, std::string& why) {
   for (auto& [k, v] : p.flags)
     if (!allowed.count(k)) {
       why = "option --" + k + " does not apply here";
@@ -81,11 +46,10 @@ bool only(const parsed_args& p, const std::set<std::string>& allowed, std::strin
   return true;
 }
 
-std::string store_root(const parsed_args& p) {
-  if (auto it = p.flags.find("store"); it != p.flags.end())
-    return it->second;
-  auto it = p.flags.find("state-dir");
-  return (it != p.flags.end() ? it->second : default_state_dir) + std::string{"/store"};
+std::string store_root(const args& p) {
+  if (p.has("store"))
+    return p.get("store");
+  return p.get("state-dir", default_state_dir) + "/store";
 }
 
 std::string human_size(int64_t bytes) {
@@ -104,20 +68,19 @@ std::string short_digest(const std::string& digest) {
   return digest.substr(colon == std::string::npos ? 0 : colon + 1, 12);
 }
 
-int cmd_build(const parsed_args& p, layers::store& s) {
-  auto info = s.build(p.positional[1], p.flags.at("name"), p.flags.at("version"),
-                      p.flags.count("kind") ? p.flags.at("kind") : "base");
+int cmd_build(const args& p, layers::store& s) {
+  auto info = s.build(p.positional[1], p.get("name"), p.get("version"), p.get("kind", "base"));
   if (!info)
     return fail(info.err());
   std::cout << info->ref << " " << info->digest << "\n";
   return 0;
 }
 
-int cmd_ls(const parsed_args& p, layers::store& s) {
+int cmd_ls(const args& p, layers::store& s) {
   auto all = s.try_list();
   if (!all)
     return fail(all.err());
-  if (p.flags.count("json")) {
+  if (p.has("json")) {
     std::cout << json_codec::encode(*all) << "\n";
     return 0;
   }
@@ -147,16 +110,17 @@ int cmd_defaults(layers::store& s) {
 
 } // namespace
 
-int run_layer_command(const std::vector<std::string>& args) {
-  for (auto& a : args)
-    if (a == "--help" || a == "-h") {
+int run_layer_command(const std::vector<std::string>& words) {
+  for (auto& w : words)
+    if (w == "--help" || w == "-h") {
       std::cout << usage_text;
       return 0;
     }
-  parsed_args p;
+  auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store"}, {"json"});
+  if (!parsed)
+    return usage(parsed.err().message);
+  auto& p = *parsed;
   std::string why;
-  if (!parse(args, p, why))
-    return usage(why);
   if (p.positional.empty())
     return usage("missing subcommand (build, ls or defaults)");
   auto& sub = p.positional[0];
@@ -165,7 +129,7 @@ int run_layer_command(const std::vector<std::string>& args) {
     ok = only(p, {"name", "version", "kind", "state-dir", "store"}, why);
     if (ok && p.positional.size() != 2)
       ok = false, why = "build takes exactly one DIR";
-    if (ok && (!p.flags.count("name") || !p.flags.count("version")))
+    if (ok && (!p.has("name") || !p.has("version")))
       ok = false, why = "build needs --name and --version";
   } else if (sub == "ls") {
     ok = only(p, {"state-dir", "store", "json"}, why);
@@ -176,7 +140,7 @@ int run_layer_command(const std::vector<std::string>& args) {
   }
   if (ok && sub != "build" && p.positional.size() != 1)
     ok = false, why = sub + " takes no arguments";
-  if (ok && p.flags.count("state-dir") && p.flags.count("store"))
+  if (ok && p.has("state-dir") && p.has("store"))
     ok = false, why = "give --state-dir or --store, not both";
   if (!ok)
     return usage(why);

@@ -26,6 +26,22 @@ void worker_pool::post(std::function<void()> job) {
   cv_.notify_one();
 }
 
+size_t worker_pool::run_pending() {
+  size_t n = 0;
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (jobs_.empty())
+        return n;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    job();
+    ++n;
+  }
+}
+
 size_t worker_pool::pending() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return jobs_.size() + running_;

@@ -15,7 +15,7 @@ namespace dsec::sys {
 /// A FIFO job queue served by `threads` threads.
 class worker_pool {
  public:
-  /// Starts `threads` workers.
+  /// Starts `threads` workers (0: jobs run only through run_pending()).
   explicit worker_pool(size_t threads);
   worker_pool(const worker_pool&) = delete;
   worker_pool& operator=(const worker_pool&) = delete;
@@ -24,6 +24,11 @@ class worker_pool {
 
   /// Queues `job`; returns at once.
   void post(std::function<void()> job);
+
+  /// Runs every queued job on the calling thread, including jobs those jobs
+  /// queue; returns how many ran. With zero threads this makes the pool
+  /// deterministic for actor tests.
+  size_t run_pending();
 
   /// Jobs queued or running.
   size_t pending() const;

@@ -242,6 +242,7 @@ TEST_CASE("build rejects bad sources and arguments before running mkfs", "[layer
     {t.path + "/ws", "Bad", "1", "workspace", errc::invalid_argument, "layer name"},
     {t.path + "/ws", "ws/a", "1/2", "workspace", errc::invalid_argument, "layer version"},
     {t.path + "/ws", "ws/a", "1", "layer", errc::invalid_argument, "layer kind"},
+    {t.path, "ws/a", "1", "workspace", errc::invalid_argument, "contains the layer store"},
   };
   for (auto& r : rows) {
     INFO(r.src << " " << r.name << "@" << r.version << " " << r.kind);

@@ -1,0 +1,372 @@
+// Deterministic actor tests: the lifecycle and sandbox actors over a fake
+// backend and fake layers, on CAF's test coordinator, with a worker pool that
+// runs only when the test drives it. No sleeps, no threads, no root.
+#include <catch2/catch.hpp>
+
+#include <optional>
+
+#include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/lifecycle.hpp"
+#include "actors/wire_types.hpp"
+#include "core/inspect.hpp"
+
+using namespace dsec;
+
+namespace {
+
+/// What the fakes saw, shared with the test.
+struct world {
+  int creates = 0;
+  int destroys = 0;
+  int held = 0; // layer mounts currently held
+  bool fail_create = false;
+  std::vector<std::function<void(std::string)>> exit_hooks;
+};
+
+class fake_sandbox final : public backends::sandbox {
+ public:
+  explicit fake_sandbox(std::shared_ptr<world> w) : w_(std::move(w)) {}
+  void exec(exec_request req, backends::exec_callbacks cb) override {
+    if (destroyed_)
+      return cb.on_done(unavailable("gone"));
+    exec_result r;
+    for (auto& a : req.argv)
+      r.stdout_data += a + " ";
+    if (cb.on_output)
+      cb.on_output(exec_chunk{1, r.stdout_data});
+    cb.on_done(r);
+  }
+  status write_file(const std::string& path, std::string_view data, uint32_t) override {
+    files_[path] = std::string{data};
+    return {};
+  }
+  expected<std::string> read_file(const std::string& path, size_t) override {
+    auto it = files_.find(path);
+    if (it == files_.end())
+      return not_found("no " + path);
+    return it->second;
+  }
+  void on_exit(std::function<void(std::string)> f) override { w_->exit_hooks.push_back(f); }
+  status destroy() override {
+    if (!destroyed_) {
+      destroyed_ = true;
+      ++w_->destroys;
+    }
+    return {};
+  }
+  int init_pid() const override { return 1; }
+
+ private:
+  std::shared_ptr<world> w_;
+  std::map<std::string, std::string> files_;
+  bool destroyed_ = false;
+};
+
+class fake_backend final : public backends::backend {
+ public:
+  explicit fake_backend(std::shared_ptr<world> w) : w_(std::move(w)) {}
+  std::string_view name() const override { return "container"; }
+  expected<std::shared_ptr<backends::sandbox>> create(const backends::create_params& p) override {
+    if (w_->fail_create)
+      return internal_error("clone " + p.id + ": EPERM");
+    ++w_->creates;
+    return std::shared_ptr<backends::sandbox>{std::make_shared<fake_sandbox>(w_)};
+  }
+  expected<std::shared_ptr<backends::sandbox>> recover(const std::string&,
+                                                       const std::string&) override {
+    return unavailable("no recover in fakes");
+  }
+
+ private:
+  std::shared_ptr<world> w_;
+};
+
+class fake_layers final : public layer_source {
+ public:
+  explicit fake_layers(std::shared_ptr<world> w) : w_(std::move(w)) {}
+  expected<held_layers> acquire(const std::vector<std::string>& refs) override {
+    held_layers h;
+    for (auto& r : refs) {
+      if (r.rfind("missing", 0) == 0)
+        return not_found("layer " + r + " not found");
+      h.dirs.push_back("/mnt/" + r);
+      h.digests.push_back("sha256:" + r);
+    }
+    w_->held += static_cast<int>(refs.size());
+    return h;
+  }
+  void release(const std::vector<std::string>& digests) override {
+    w_->held -= static_cast<int>(digests.size());
+  }
+  expected<std::vector<layer_info>> list() override {
+    layer_info l;
+    l.ref = "base/busybox@1";
+    return std::vector<layer_info>{l};
+  }
+
+ private:
+  std::shared_ptr<world> w_;
+};
+
+struct fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<world> w = std::make_shared<world>();
+  node_context_ptr ctx = std::make_shared<node_context>();
+  caf::actor lc;
+
+  fixture() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.verbosity", caf::atom("quiet"));
+    add_wire_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+    ctx->config.node_id = "n-test";
+    ctx->config.state_dir = "/nonexistent";
+    ctx->config.max_sandboxes = 3;
+    ctx->container = std::make_shared<fake_backend>(w);
+    ctx->layers = std::make_shared<fake_layers>(w);
+    ctx->pool = std::make_shared<sys::worker_pool>(0);
+    lc = sys->spawn(lifecycle_actor, ctx);
+    drive();
+  }
+
+  ~fixture() {
+    ask<bool>(shutdown_atom::value);
+    caf::anon_send_exit(lc, caf::exit_reason::user_shutdown);
+    drive();
+  }
+
+  void drive() {
+    for (;;) {
+      auto n = sched->run() + ctx->pool->run_pending();
+      if (n == 0)
+        return;
+    }
+  }
+
+  template <class T, class... Ts>
+  expected<T> ask(Ts... xs) {
+    auto out = std::make_shared<std::optional<expected<T>>>();
+    auto dest = lc;
+    sys->spawn([=](caf::event_based_actor* self) {
+      self->request(dest, caf::infinite, xs...)
+        .then([=](T& x) { out->emplace(std::move(x)); },
+              [=](caf::error& e) { out->emplace(from_caf(e)); });
+    });
+    drive();
+    REQUIRE(out->has_value());
+    return std::move(**out);
+  }
+
+  sandbox_spec spec(std::vector<std::string> layers = {"base/busybox@1"}) {
+    sandbox_spec s;
+    s.layers = std::move(layers);
+    s.ttl_s = 0;
+    return s;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "create, get, list by label, exec, files, destroy", "[actor]") {
+  auto s = spec();
+  s.labels = {{"job", "a"}};
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  CHECK(a->state == sandbox_state::running);
+  CHECK(a->node == "n-test");
+  CHECK(a->id.rfind("n-test.", 0) == 0);
+  auto b = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(b.ok());
+  CHECK(w->held == 2);
+
+  auto got = ask<sandbox_info>(info_atom::value, a->id);
+  REQUIRE(got.ok());
+  CHECK(got->labels.at("job") == "a");
+  auto all = ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{});
+  CHECK(all->size() == 2);
+  auto some = ask<std::vector<sandbox_info>>(list_atom::value,
+                                             std::map<std::string, std::string>{{"job", "a"}});
+  REQUIRE(some->size() == 1);
+  CHECK(some->front().id == a->id);
+
+  exec_request req;
+  req.argv = {"echo", "hi"};
+  auto r = ask<exec_result>(exec_atom::value, a->id, req);
+  REQUIRE(r.ok());
+  CHECK(r->stdout_data == "echo hi ");
+  CHECK(ask<bool>(wfile_atom::value, a->id, std::string{"/a"}, std::string{"data"}).ok());
+  auto f = ask<std::string>(rfile_atom::value, a->id, std::string{"/a"}, uint64_t{100});
+  REQUIRE(f.ok());
+  CHECK(*f == "data");
+
+  auto d1 = ask<bool>(destroy_atom::value, a->id);
+  REQUIRE(d1.ok());
+  CHECK(*d1);
+  auto d2 = ask<bool>(destroy_atom::value, a->id);
+  REQUIRE(d2.ok());
+  CHECK_FALSE(*d2); // idempotent
+  CHECK(w->destroys == 1);
+  CHECK(w->held == 1);
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+}
+
+TEST_CASE_METHOD(fixture, "failed creates leave nothing held", "[actor]") {
+  auto e1 = ask<sandbox_info>(create_atom::value, spec({"base/busybox@1", "missing/x@1"}));
+  REQUIRE_FALSE(e1.ok());
+  CHECK(e1.err().code == errc::not_found);
+  w->fail_create = true;
+  auto e2 = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE_FALSE(e2.ok());
+  CHECK(e2.err().message.find("EPERM") != std::string::npos);
+  CHECK(w->held == 0);
+  CHECK(ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{})
+          ->empty());
+}
+
+TEST_CASE_METHOD(fixture, "admission: capacity, backend, network, pinning", "[actor]") {
+  auto s = spec();
+  s.backend = "microvm";
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::invalid_argument);
+  s = spec();
+  s.network.allow = {"pypi.org:443"};
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::invalid_argument);
+  s = spec();
+  s.node = "n-other";
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::not_found);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(ask<sandbox_info>(create_atom::value, spec()).ok());
+  CHECK(ask<sandbox_info>(create_atom::value, spec()).err().code == errc::resource_exhausted);
+}
+
+TEST_CASE_METHOD(fixture, "request_id: same spec same sandbox, other spec conflict", "[actor]") {
+  auto s = spec();
+  s.request_id = "job-7-step-3";
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  auto b = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->id == b->id);
+  CHECK(w->creates == 1);
+  s.memory_mb = 1024;
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::conflict);
+}
+
+TEST_CASE_METHOD(fixture, "bad and unknown ids", "[actor]") {
+  exec_request req;
+  req.argv = {"true"};
+  CHECK(ask<exec_result>(exec_atom::value, std::string{"../etc"}, req).err().code
+        == errc::invalid_argument);
+  CHECK(ask<exec_result>(exec_atom::value, std::string{"n-test.zzz"}, req).err().code
+        == errc::not_found);
+  CHECK(ask<bool>(destroy_atom::value, std::string{"n-test.zzz"}).ok());
+}
+
+TEST_CASE_METHOD(fixture, "ttl destroys the sandbox", "[actor]") {
+  auto s = spec();
+  s.ttl_s = 5;
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  CHECK(a->expires_at_ms == a->created_at_ms + 5000);
+  sched->advance_time(std::chrono::seconds(4));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).ok());
+  sched->advance_time(std::chrono::seconds(2));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+  CHECK(w->destroys == 1);
+  CHECK(w->held == 0);
+}
+
+TEST_CASE_METHOD(fixture, "a sandbox that dies is failed with its reason", "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  REQUIRE(w->exit_hooks.size() == 1);
+  w->exit_hooks[0]("oom");
+  drive();
+  auto info = ask<sandbox_info>(info_atom::value, a->id);
+  REQUIRE(info.ok());
+  CHECK(info->state == sandbox_state::failed);
+  CHECK(info->reason == "oom");
+  CHECK(w->held == 0); // released at once
+  exec_request req;
+  req.argv = {"true"};
+  auto r = ask<exec_result>(exec_atom::value, a->id, req);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("oom") != std::string::npos);
+  CHECK(ask<bool>(destroy_atom::value, a->id).ok());
+}
+
+TEST_CASE_METHOD(fixture, "shutdown destroys every sandbox", "[actor]") {
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(ask<sandbox_info>(create_atom::value, spec()).ok());
+  CHECK(ask<bool>(shutdown_atom::value).ok());
+  CHECK(w->destroys == 3);
+  CHECK(w->held == 0);
+  CHECK(ask<sandbox_info>(create_atom::value, spec()).err().code == errc::unavailable);
+}
+
+namespace {
+
+template <class T>
+T round_trip(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  REQUIRE_FALSE(sink(x));
+  T y;
+  caf::binary_deserializer source{sys, buf};
+  REQUIRE_FALSE(source(y));
+  return y;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "wire types survive serialization", "[actor][wire]") {
+  auto s = spec({"a@1", "b@2"});
+  s.cpu = 0.25;
+  s.labels = {{"k", "v"}};
+  s.network.allow = {"1.2.3.4:80"};
+  s.protect.hidden = {"/x"};
+  auto s2 = round_trip(*sys, s);
+  CHECK(same_request(s, s2));
+  exec_request r;
+  r.argv = {"a", "b"};
+  r.stdin_data = std::string("\0\1", 2);
+  r.timeout_s = 1.5;
+  auto r2 = round_trip(*sys, r);
+  CHECK(r2.argv == r.argv);
+  CHECK(r2.stdin_data == r.stdin_data);
+  CHECK(r2.timeout_s == 1.5);
+  exec_result e;
+  e.exit_code = 137;
+  e.timed_out = true;
+  e.stdout_data = "o";
+  auto e2 = round_trip(*sys, e);
+  CHECK(e2.exit_code == 137);
+  CHECK(e2.timed_out);
+  sandbox_info i;
+  i.id = "n.x";
+  i.state = sandbox_state::failed;
+  i.reason = "oom";
+  auto i2 = round_trip(*sys, i);
+  CHECK(i2.state == sandbox_state::failed);
+  CHECK(i2.reason == "oom");
+  layer_info l;
+  l.digest = "sha256:ab";
+  CHECK(round_trip(*sys, l).digest == l.digest);
+  node_status n;
+  n.sandboxes = 7;
+  CHECK(round_trip(*sys, n).sandboxes == 7);
+  auto err = from_caf(to_caf(error{errc::conflict, "request_id reused"}));
+  CHECK(err.code == errc::conflict);
+  CHECK(err.message == "request_id reused");
+}

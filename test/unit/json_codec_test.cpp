@@ -1,0 +1,144 @@
+// The REST codecs: every malformed spec or exec body is an invalid_argument
+// (or too_large) naming the field, never an exception or a crash; answers
+// encode and decode back.
+#include <catch2/catch.hpp>
+
+#include "core/json_codec.hpp"
+
+using namespace dsec;
+namespace codec = dsec::json_codec;
+
+TEST_CASE("a minimal spec gets the documented defaults", "[codec]") {
+  auto s = codec::parse_spec(R"({"layers":["base/busybox@1"]})");
+  REQUIRE(s.ok());
+  CHECK(s->backend == "container");
+  CHECK(s->layers == std::vector<std::string>{"base/busybox@1"});
+  CHECK(s->memory_mb == 512);
+  CHECK(s->ttl_s == 3600);
+  CHECK(s->cpu_class == "latency");
+}
+
+TEST_CASE("a full spec parses every field", "[codec]") {
+  auto s = codec::parse_spec(R"({"backend":"container","layers":["a@1","b/c@2"],"cpu":0.5,
+    "memory_mb":64,"disk_mb":100,"pids":64,"ttl_s":10,"network":{"mode":"none"},
+    "protect":{"readonly":["/grader"],"hidden":["/answers"]},"env":{"A":"1"},
+    "labels":{"job":"grpo"},"cpu_class":"batch","node":"n-1","request_id":"r1"})");
+  REQUIRE(s.ok());
+  CHECK(s->cpu == 0.5);
+  CHECK(s->memory_mb == 64);
+  CHECK(s->protect.hidden == std::vector<std::string>{"/answers"});
+  CHECK(s->env.at("A") == "1");
+  CHECK(s->labels.at("job") == "grpo");
+  CHECK(s->request_id == "r1");
+}
+
+TEST_CASE("bad specs are invalid_argument naming the field", "[codec]") {
+  struct row {
+    const char* body;
+    errc code;
+    const char* mentions;
+  };
+  row rows[] = {
+    {"{", errc::invalid_argument, "not valid JSON"},
+    {"[]", errc::invalid_argument, "JSON object"},
+    {"{}", errc::invalid_argument, "layers"},
+    {R"({"layers":[]})", errc::invalid_argument, "layers"},
+    {R"({"layers":"base@1"})", errc::invalid_argument, "layers"},
+    {R"({"layers":[1]})", errc::invalid_argument, "layers"},
+    {R"({"layers":["nover"]})", errc::invalid_argument, "name@version"},
+    {R"({"layers":["a@1"],"memory_mb":-5})", errc::invalid_argument, "memory_mb"},
+    {R"({"layers":["a@1"],"memory_mb":"512"})", errc::invalid_argument, "memory_mb"},
+    {R"({"layers":["a@1"],"memory_mb":1.5})", errc::invalid_argument, "whole number"},
+    {R"({"layers":["a@1"],"memory_mb":1e300})", errc::invalid_argument, "memory_mb"},
+    {R"({"layers":["a@1"],"cpu":-1})", errc::invalid_argument, "cpu"},
+    {R"({"layers":["a@1"],"cpu":100000})", errc::invalid_argument, "cpu"},
+    {R"({"layers":["a@1"],"ttl_s":-1})", errc::invalid_argument, "ttl_s"},
+    {R"({"layers":["a@1"],"pids":1})", errc::invalid_argument, "pids"},
+    {R"({"layers":["a@1"],"backend":"docker"})", errc::invalid_argument, "backend"},
+    {R"({"layers":["a@1"],"cpu_class":"fast"})", errc::invalid_argument, "cpu_class"},
+    {R"({"layers":["a@1"],"labels":{"a":1}})", errc::invalid_argument, "labels"},
+    {R"({"layers":["a@1"],"env":[]})", errc::invalid_argument, "env"},
+    {R"({"layers":["a@1"],"network":"open"})", errc::invalid_argument, "network"},
+    {R"({"layers":["a@1"],"network":{"mode":"all"}})", errc::invalid_argument, "network.mode"},
+    {R"({"layers":["a@1"],"memroy_mb":5})", errc::invalid_argument, "memroy_mb"},
+  };
+  for (auto& r : rows) {
+    INFO(r.body);
+    auto s = codec::parse_spec(r.body);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.err().code == r.code);
+    CHECK(s.err().message.find(r.mentions) != std::string::npos);
+  }
+}
+
+TEST_CASE("oversized strings are too_large", "[codec]") {
+  std::string big(5000, 'x');
+  auto s = codec::parse_spec(R"({"layers":["a@1"],"request_id":")" + big + "\"}");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.err().code == errc::too_large);
+}
+
+TEST_CASE("exec bodies: string and argv forms, bad shapes", "[codec]") {
+  auto a = codec::parse_exec(R"({"cmd":"echo hi"})");
+  REQUIRE(a.ok());
+  CHECK(a->argv == std::vector<std::string>{"/bin/sh", "-c", "echo hi"});
+  auto b = codec::parse_exec(R"({"cmd":["ls","-l"],"cwd":"/tmp","env":{"X":"y"},
+    "stdin":"data","timeout_s":2.5})");
+  REQUIRE(b.ok());
+  CHECK(b->argv == std::vector<std::string>{"ls", "-l"});
+  CHECK(b->cwd == "/tmp");
+  CHECK(b->stdin_data == "data");
+  CHECK(b->timeout_s == 2.5);
+  for (auto body : {R"({})", R"({"cmd":""})", R"({"cmd":[]})", R"({"cmd":5})",
+                    R"({"cmd":["a",1]})", R"({"cmd":"x","cwd":"rel"})",
+                    R"({"cmd":"x","timeout_s":-1})", R"({"cmd":"x","timeout_s":"1"})",
+                    R"({"cmd":"x","env":{"A=B":"c"}})", R"({"cmd":"x","stdin":5})",
+                    R"({"cmd":"x","bogus":1})", "nope"}) {
+    INFO(body);
+    auto r = codec::parse_exec(body);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.err().code == errc::invalid_argument);
+  }
+}
+
+TEST_CASE("batch bodies", "[codec]") {
+  auto b = codec::parse_batch(R"({"spec":{"layers":["a@1"]},"count":3})");
+  REQUIRE(b.ok());
+  CHECK(b->second == 3);
+  CHECK_FALSE(codec::parse_batch(R"({"spec":{"layers":["a@1"]},"count":0})").ok());
+  CHECK_FALSE(codec::parse_batch(R"({"spec":{"layers":["a@1"]},"count":5000})").ok());
+  CHECK_FALSE(codec::parse_batch(R"({"count":2})").ok());
+}
+
+TEST_CASE("answers round-trip through the client decoders", "[codec]") {
+  sandbox_info s;
+  s.id = "n-1.abc";
+  s.node = "n-1";
+  s.state = sandbox_state::running;
+  s.backend = "container";
+  s.layers = {"base/busybox@1"};
+  s.labels = {{"job", "x"}};
+  s.created_at_ms = 1700000000123;
+  auto back = codec::decode_sandbox(codec::encode(s));
+  REQUIRE(back.ok());
+  CHECK(back->id == s.id);
+  CHECK(back->state == sandbox_state::running);
+  CHECK(back->labels == s.labels);
+  CHECK(back->created_at_ms == s.created_at_ms);
+
+  exec_result r;
+  r.exit_code = 3;
+  r.stdout_data = std::string("bin\xff\x00ary", 7);
+  r.stderr_data = "err";
+  r.timed_out = true;
+  auto rb = codec::decode_exec_result(codec::encode(r));
+  REQUIRE(rb.ok()); // invalid UTF-8 is replaced, never an exception
+  CHECK(rb->exit_code == 3);
+  CHECK(rb->stderr_data == "err");
+  CHECK(rb->timed_out);
+
+  auto e = codec::decode_error(codec::encode(error{errc::not_found, "sandbox x not found"}), 404);
+  CHECK(e.code == errc::not_found);
+  CHECK(e.message == "sandbox x not found");
+  CHECK(codec::decode_error("<html>", 502).code == errc::internal);
+}

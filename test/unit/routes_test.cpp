@@ -1,0 +1,91 @@
+// The REST route table and the small vocabulary helpers (ids, error names).
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "actors/gateway_routes.hpp"
+#include "core/ids.hpp"
+
+using namespace dsec;
+
+TEST_CASE("routes map methods and paths to actions", "[routes]") {
+  struct row {
+    const char* method;
+    const char* target;
+    route::kind_t kind;
+  };
+  row rows[] = {
+    {"GET", "/healthz", route::healthz},
+    {"GET", "/metrics", route::metrics},
+    {"GET", "/v1/layers", route::list_layers},
+    {"GET", "/v1/nodes", route::list_nodes},
+    {"POST", "/v1/sandboxes", route::create},
+    {"POST", "/v1/sandboxes:batch", route::create_batch},
+    {"GET", "/v1/sandboxes", route::list_sandboxes},
+    {"GET", "/v1/sandboxes/n-1.abc", route::get_sandbox},
+    {"DELETE", "/v1/sandboxes/n-1.abc", route::delete_sandbox},
+    {"POST", "/v1/sandboxes/n-1.abc/exec", route::exec},
+    {"PUT", "/v1/sandboxes/n-1.abc/files?path=/a", route::put_file},
+    {"GET", "/v1/sandboxes/n-1.abc/files?path=/a", route::get_file},
+  };
+  for (auto& r : rows) {
+    INFO(r.method << " " << r.target);
+    bool na = false;
+    auto got = parse_route(r.method, r.target, na);
+    REQUIRE(got.ok());
+    CHECK(got->kind == r.kind);
+  }
+}
+
+TEST_CASE("route errors: unknown path 404, wrong method 405", "[routes]") {
+  bool na = false;
+  auto a = parse_route("GET", "/v2/sandboxes", na);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.err().code == errc::not_found);
+  CHECK_FALSE(na);
+  auto b = parse_route("PATCH", "/v1/sandboxes/x", na);
+  REQUIRE_FALSE(b.ok());
+  CHECK(na);
+  auto c = parse_route("GET", "/v1/sandboxes/x/files?path=%zz", na);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.err().code == errc::invalid_argument);
+}
+
+TEST_CASE("queries are decoded; labels collect", "[routes]") {
+  bool na = false;
+  auto r = parse_route("GET", "/v1/sandboxes?label=job%3Dgrpo&label=step=3&x=1", na);
+  REQUIRE(r.ok());
+  CHECK(r->labels.at("job") == "grpo");
+  CHECK(r->labels.at("step") == "3");
+  CHECK(r->query.at("x") == "1");
+  auto f = parse_route("GET", "/v1/sandboxes/n-1.a/files?path=%2Fwork%2Fa%20b.py", na);
+  REQUIRE(f.ok());
+  CHECK(f->query.at("path") == "/work/a b.py");
+  CHECK_FALSE(parse_route("GET", "/v1/sandboxes?label=novalue", na).ok());
+}
+
+TEST_CASE("error codes map to HTTP statuses", "[routes]") {
+  CHECK(http_status_of(errc::invalid_argument) == 400);
+  CHECK(http_status_of(errc::not_found) == 404);
+  CHECK(http_status_of(errc::conflict) == 409);
+  CHECK(http_status_of(errc::too_large) == 413);
+  CHECK(http_status_of(errc::resource_exhausted) == 429);
+  CHECK(http_status_of(errc::unavailable) == 503);
+  CHECK(to_string(errc::resource_exhausted) == "resource_exhausted");
+  CHECK(errc_from_string("conflict") == errc::conflict);
+}
+
+TEST_CASE("sandbox ids name their owner and are never reused", "[ids]") {
+  auto node = make_node_id();
+  REQUIRE(valid_node_id(node));
+  std::set<std::string> seen;
+  for (int i = 0; i < 2000; ++i) {
+    auto id = make_sandbox_id(node);
+    REQUIRE(valid_sandbox_id(id));
+    CHECK(owner_of(id) == node);
+    CHECK(seen.insert(id).second);
+  }
+  for (auto bad : {"", "x", ".abc", "n-1.", "n-1.ABC", "n-1.a/b", "n-1.../x", "N.abc"})
+    CHECK_FALSE(valid_sandbox_id(bad));
+  CHECK_FALSE(valid_node_id("Bad_Node"));
+}
