@@ -3,7 +3,9 @@
 // requests, destroy every sandbox, unmount every layer, stop the actors.
 #include "actors/node.hpp"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -47,30 +49,74 @@ std::string find_init() {
     return env;
   auto dir = self_dir();
   for (auto cand : {dir + "/dsec-init", dir + "/backends/dsec-init", dir + "/../backends/dsec-init",
-                    dir + "/../lib/dsec/dsec-init"})
+                    dir + "/../libexec/dsec/dsec-init"})
     if (sys::exists(cand))
       return cand;
   return dir + "/dsec-init";
 }
 
+/// The node id: --node-id, else the one this state dir had, else a new one;
+/// kept in <state_dir>/node-id so a restarted node keeps its id (sandbox ids
+/// and cgroup paths name it).
+expected<std::string> settle_node_id(const node_config& cfg) {
+  auto path = cfg.state_dir + "/node-id";
+  std::string id = cfg.node_id;
+  if (id.empty()) {
+    if (auto old = sys::read_file(path); old && !old->empty())
+      id = old->substr(0, old->find('\n'));
+    else
+      id = make_node_id();
+  }
+  if (!valid_node_id(id))
+    return invalid_argument("--node-id \"" + id + "\": use 1-32 characters of a-z, 0-9 and '-'");
+  if (auto st = sys::write_file_atomic(path, id + "\n"); !st)
+    return st.err();
+  return id;
+}
+
+/// Sandboxes left by a node that died (kill -9, power loss) still hold
+/// processes, mounts and cgroups: take each back through the backend and
+/// destroy it. Blocking; runs before any actor starts.
+void reap_stale_sandboxes(const node_context& ctx) {
+  auto root = ctx.config.state_dir + "/sandboxes";
+  DIR* d = ::opendir(root.c_str());
+  if (!d)
+    return;
+  std::vector<std::string> ids;
+  while (auto* e = ::readdir(d))
+    if (e->d_name[0] != '.')
+      ids.emplace_back(e->d_name);
+  ::closedir(d);
+  for (auto& id : ids) {
+    auto dir = root + "/" + id;
+    auto sb = ctx.container->recover(id, dir);
+    status st = sb ? (*sb)->destroy() : status{sb.err()};
+    if (!st) { // best effort: at least the overlay and the directory
+      ::umount2((dir + "/rootfs").c_str(), MNT_DETACH);
+      st = sys::remove_tree(dir);
+    }
+    std::cout << "dsec node " << ctx.config.node_id << ": reaped stale sandbox " << id
+              << (st ? "" : ": " + st.err().message) << std::endl;
+  }
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
-  if (cfg.node_id.empty())
-    cfg.node_id = make_node_id();
-  if (!valid_node_id(cfg.node_id))
-    return invalid_argument("--node-id \"" + cfg.node_id
-                            + "\": use 1-32 characters of a-z, 0-9 and '-'");
   if (cfg.store_dir.empty())
     cfg.store_dir = cfg.state_dir + "/store";
   for (auto& d : {cfg.state_dir, cfg.state_dir + "/sandboxes", cfg.state_dir + "/mounts"})
     if (auto st = sys::make_dirs(d, 0700); !st)
       return st.err();
+  auto id = settle_node_id(cfg);
+  if (!id)
+    return id.err();
+  cfg.node_id = *id;
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
-  if (auto adopted = mounts->adopt_existing(); adopted && *adopted > 0)
-    mounts->release_unused(); // left by a node that died: nothing holds them now
+  if (auto adopted = mounts->adopt_existing(); !adopted)
+    return adopted.err();
   ctx->mounts = mounts;
   ctx->layers = make_store_layer_source(std::make_shared<layers::store>(std::move(*store)), mounts);
   backends::container_config cc;
@@ -80,11 +126,13 @@ expected<node_context_ptr> make_context(node_config cfg) {
     return unavailable("node: the sandbox init binary " + cc.init_path
                        + " is missing (set DSEC_INIT)");
   ctx->container = backends::make_container_backend(cc);
+  ctx->config = std::move(cfg);
+  reap_stale_sandboxes(*ctx);
+  mounts->release_unused(); // layer mounts nothing holds any more
   // Blocking work is mostly short syscalls and waits on processes; 16 threads
   // keep a burst of 16 creates in flight without queueing on 2 cores.
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
-  ctx->config = std::move(cfg);
   return ctx;
 }
 

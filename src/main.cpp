@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   if (cmd == "layer")
     return dsec::cli::run_layer_command(rest);
   if (cmd == "bench")
-    return dsec::run_bench_command(rest);
+    return dsec::bench::run_bench_command(rest);
   if (dsec::cli::is_client_command(cmd))
     return dsec::cli::run_client_command(cmd, rest);
   std::cerr << "dsec: unknown command \"" << cmd << "\"\n" << usage_text;

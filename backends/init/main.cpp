@@ -14,6 +14,7 @@
 // shell convention: a message on stderr and exit code 127 (126 if the command
 // is not executable), not a protocol error.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -25,6 +26,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -180,33 +182,88 @@ void maybe_finish(uint32_t id) {
     j.grace = now_ms() + pipe_grace_ms;
 }
 
-// Runs in the forked child: never returns.
-[[noreturn]] void child(const proto::exec_msg& m, int in, int out, int err,
-                        char** argv, char** envp) {
-  ::setsid();
-  sigset_t all;
-  sigemptyset(&all);
-  ::sigprocmask(SIG_SETMASK, &all, nullptr);
-  for (int s = 1; s < NSIG; ++s)
-    ::signal(s, SIG_DFL);
-  int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    (void)!::write(fd, "0", 1);
-    ::close(fd);
+// What the child of one exec needs; prepared before the clone because the
+// child shares init's memory and must not allocate.
+struct spawn_args {
+  int in, out, err;
+  const char* cwd;
+  char** argv;
+  char** envp;
+};
+
+// True once init lowered its own oom_score_adj; children then reset theirs.
+bool oom_protected = false;
+
+// execvpe() searches the PATH of init's own environment; this searches the
+// PATH of the command's environment, with stack buffers only.
+void exec_search(char** argv, char** envp) {
+  const char* file = argv[0];
+  if (std::strchr(file, '/')) {
+    ::execve(file, argv, envp);
+    return;
   }
-  ::dup2(in, 0);
-  ::dup2(out, 1);
-  ::dup2(err, 2);
-  const char* cwd = m.cwd.empty() ? "/" : m.cwd.c_str();
-  if (::chdir(cwd) != 0) {
-    dprintf(2, "dsec-init: chdir %s: %s\n", cwd, strerror(errno));
+  const char* path = "/usr/local/bin:/usr/bin:/bin";
+  for (char** e = envp; *e; ++e)
+    if (std::strncmp(*e, "PATH=", 5) == 0)
+      path = *e + 5;
+  bool denied = false;
+  char buf[4096];
+  for (const char* p = path;; ++p) {
+    const char* colon = ::strchrnul(p, ':');
+    size_t dl = size_t(colon - p), fl = std::strlen(file);
+    if (dl + fl + 2 <= sizeof(buf)) {
+      std::memcpy(buf, p, dl);
+      size_t off = dl;
+      if (dl)
+        buf[off++] = '/';
+      std::memcpy(buf + off, file, fl + 1);
+      ::execve(buf, argv, envp);
+      if (errno == EACCES)
+        denied = true;
+    }
+    if (*colon == 0)
+      break;
+    p = colon;
+  }
+  if (denied)
+    errno = EACCES;
+}
+
+// SAFETY: runs in a CLONE_VM | CLONE_VFORK child on its own stack while init
+// waits: system calls only, no allocation. Signal dispositions are the
+// child's own copy (no CLONE_SIGHAND); init changed only SIGPIPE.
+int spawn_child(void* p) {
+  auto* a = static_cast<spawn_args*>(p);
+  ::setsid();
+  ::signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (oom_protected) {
+    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)!::write(fd, "0", 1);
+      ::close(fd);
+    }
+  }
+  ::dup2(a->in, 0);
+  ::dup2(a->out, 1);
+  ::dup2(a->err, 2);
+  if (::chdir(a->cwd) != 0) {
+    dprintf(2, "dsec-init: chdir %s: %s\n", a->cwd, strerror(errno));
     ::_exit(127);
   }
-  environ = envp; // execvp searches the PATH of the environment it runs with
-  ::execvp(argv[0], argv);
+  exec_search(a->argv, a->envp);
   int e = errno;
-  dprintf(2, "dsec-init: exec %s: %s\n", argv[0], strerror(e));
+  dprintf(2, "dsec-init: exec %s: %s\n", a->argv[0], strerror(e));
   ::_exit(e == EACCES || e == ENOEXEC ? 126 : 127);
+}
+
+pid_t spawn(spawn_args& a) {
+  // One stack is enough: init is single-threaded and waits for each child
+  // to exec (CLONE_VFORK) before it can start the next.
+  static char stack[64 << 10] alignas(16);
+  return ::clone(spawn_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 }
 
 bool make_pipe(int p[2], bool parent_reads) {
@@ -247,9 +304,9 @@ void start_exec(uint32_t req, proto::exec_msg m) {
   auto argv = cstrs(m.argv);
   auto envp = cstrs(m.env);
   double start = now_ms_f();
-  pid_t pid = ::fork();
-  if (pid == 0)
-    child(m, in[0], out[1], err[1], argv.data(), envp.data());
+  spawn_args args{in[0], out[1], err[1], m.cwd.empty() ? "/" : m.cwd.c_str(), argv.data(),
+                  envp.data()};
+  pid_t pid = spawn(args);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -496,7 +553,7 @@ bool bootstrap() {
     err = dsec::init::setup_namespaces(cfg);
   // Best effort: root here lacks CAP_SYS_RESOURCE on some hosts (EACCES).
   if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-    (void)!::write(fd, "-1000", 5);
+    oom_protected = ::write(fd, "-1000", 5) == 5;
     ::close(fd);
   }
   if (err.empty())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what dsec needs to build, run and test on Debian 12, as root.
+# Idempotent: does nothing (and skips `apt-get update`) when all is present.
+set -euo pipefail
+
+packages=(
+  meson ninja-build pkg-config g++ ccache
+  libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libssl-dev
+  libseccomp-dev libcap-dev catch2
+  erofs-utils busybox-static debootstrap iproute2 procps curl
+  python3 python3-pytest
+  crun bubblewrap util-linux
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "deps.sh: run as root (apt-get, mounts and cgroups need it)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+fi

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The first of the README's two commands: install what is missing, build,
+# build the default layers, start a node in the background and show a sandbox
+# working through the CLI. The node keeps running afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATE=${DSEC_STATE_DIR:-/var/lib/dsec}
+REST=${DSEC_REST:-127.0.0.1:7070}
+LISTEN=${DSEC_LISTEN:-127.0.0.1:7700}
+
+bash scripts/deps.sh
+bash scripts/build.sh
+DSEC=$PWD/build/src/dsec
+
+echo "== default layers (the first run debootstraps base/python@3.11: a few minutes)"
+"$DSEC" layer defaults --state-dir "$STATE"
+"$DSEC" layer ls --state-dir "$STATE"
+
+if curl -fsS "http://$REST/healthz" >/dev/null 2>&1; then
+  echo "== a node already answers on $REST; using it"
+else
+  echo "== starting dsec node (log: $STATE/node.log)"
+  setsid "$DSEC" node --state-dir "$STATE" --rest "$REST" --listen "$LISTEN" \
+    >"$STATE/node.log" 2>&1 < /dev/null &
+  echo $! > "$STATE/node.pid"
+  for _ in $(seq 1 100); do
+    curl -fsS "http://$REST/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+fi
+curl -fsS "http://$REST/healthz"; echo
+
+echo "== a sandbox at work"
+export DSEC_REST=$REST
+ID=$("$DSEC" create --layer base/python@3.11 --memory-mb 256 --label demo=quickstart)
+echo "created $ID"
+"$DSEC" exec "$ID" -- python3 -c 'import platform; print("hello from", platform.node(), "python", platform.python_version())'
+echo 'print(6 * 7)' | "$DSEC" cp - "$ID:/work/answer.py"
+"$DSEC" exec "$ID" 'cd /work && python3 answer.py'
+"$DSEC" exec "$ID" 'echo "pid 1 is $(cat /proc/1/comm); processes: $(ls /proc | grep -c "^[0-9]")"'
+"$DSEC" ls
+"$DSEC" rm "$ID"
+cat <<MSG
+
+dsec node is running (REST $REST, native $LISTEN, state $STATE).
+Try:   $DSEC create --layer base/busybox@1
+       curl -s http://$REST/v1/sandboxes
+Stop:  kill \$(cat $STATE/node.pid)
+MSG

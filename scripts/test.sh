@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The second of the README's two commands (and what CI runs): install what is
+# missing, build, prepare the test layer store, run every test: unit, actor,
+# privileged integration (Catch2 via meson test) and end-to-end (pytest
+# against real nodes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/deps.sh
+bash scripts/build.sh
+
+export DSEC_BIN=$PWD/build/src/dsec
+export DSEC_TEST_STORE=${DSEC_TEST_STORE:-/var/lib/dsec-test/store}
+echo "== test layer store $DSEC_TEST_STORE"
+"$DSEC_BIN" layer defaults --store "$DSEC_TEST_STORE"
+
+echo "== unit, actor and integration tests"
+meson test -C build --print-errorlogs --num-processes 1
+
+echo "== end-to-end tests"
+/usr/bin/python3 -m pytest test/e2e -q -p no:cacheprovider
