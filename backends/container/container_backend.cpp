@@ -11,20 +11,13 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/launch.hpp"
@@ -117,13 +110,69 @@ class container_backend final : public backend {
     return "dsec/" + cfg_.node_id + "/" + id;
   }
 
+  // create() steps, each registering its undo on `undo` at once.
+  status make_root(const create_params& p, sys::cleanup_stack& undo);
+  status make_cgroup(const create_params& p, sandbox_parts& parts, sys::cleanup_stack& undo);
+  status start_init(const create_params& p, sandbox_parts& parts, sys::cleanup_stack& undo);
+
   expected<std::shared_ptr<sandbox>> adopt(sandbox_parts parts);
+  void remove_leftovers(const std::string& id, const std::string& dir);
 
   container_config cfg_;
   std::shared_ptr<io_loop> loop_;
   launch_image init_;
   error init_error_;
 };
+
+status container_backend::make_root(const create_params& p, sys::cleanup_stack& undo) {
+  auto slash = p.dir.find_last_of('/');
+  if (slash > 0)
+    if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
+      return st;
+  if (::mkdir(p.dir.c_str(), 0700) != 0)
+    return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
+  undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
+  if (auto st = mount_overlay(p.dir, p.lower_dirs); !st)
+    return st;
+  undo.push([dir = p.dir] {
+    auto r = dir + "/rootfs";
+    if (::umount2(r.c_str(), 0) != 0)
+      ::umount2(r.c_str(), MNT_DETACH);
+  });
+  return {};
+}
+
+status container_backend::make_cgroup(const create_params& p, sandbox_parts& parts,
+                                      sys::cleanup_stack& undo) {
+  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id));
+  if (!cg)
+    return cg.err();
+  parts.cgroup = std::move(*cg);
+  undo.push([c = parts.cgroup.get()] { (void)c->remove(); });
+  return parts.cgroup->apply({p.spec.cpu, p.spec.memory_mb << 20, p.spec.pids});
+}
+
+// Clone, join the cgroups, then let init set itself up: it must be inside
+// the cgroups before its cgroup namespace and its first child exist.
+status container_backend::start_init(const create_params& p, sandbox_parts& parts,
+                                     sys::cleanup_stack& undo) {
+  auto sock = make_control_socket(p.dir);
+  if (!sock)
+    return sock.err();
+  auto child = launch_init(init_, sock->listener.get());
+  if (!child)
+    return child.err();
+  parts.pid = child->pid;
+  parts.pidfd = std::move(child->pidfd);
+  undo.push([fd = parts.pidfd.get()] { kill_and_reap(fd); });
+  if (auto st = parts.cgroup->add_process(parts.pid); !st)
+    return st;
+  parts.ctl = std::move(sock->client);
+  auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs"});
+  if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
+    return sys_error("send config to init of", p.id, errno);
+  return await_ready(parts.ctl.get(), parts.pidfd.get(), p.id);
+}
 
 expected<std::shared_ptr<sandbox>> container_backend::create(const create_params& p) {
   if (init_error_)
@@ -135,45 +184,11 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
   parts.id = p.id;
   parts.dir = p.dir;
   parts.env = p.spec.env;
-  auto slash = p.dir.find_last_of('/');
-  if (slash > 0)
-    if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
-      return st.err();
-  if (::mkdir(p.dir.c_str(), 0700) != 0)
-    return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
-  undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
-  if (auto st = mount_overlay(p.dir, p.lower_dirs); !st)
+  if (auto st = make_root(p, undo); !st)
     return st.err();
-  undo.push([dir = p.dir] {
-    auto r = dir + "/rootfs";
-    if (::umount2(r.c_str(), 0) != 0)
-      ::umount2(r.c_str(), MNT_DETACH);
-  });
-  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id));
-  if (!cg)
-    return cg.err();
-  parts.cgroup = std::move(*cg);
-  undo.push([c = parts.cgroup.get()] { (void)c->remove(); });
-  sys::cgroup_limits lim{p.spec.cpu, p.spec.memory_mb << 20, p.spec.pids};
-  if (auto st = parts.cgroup->apply(lim); !st)
+  if (auto st = make_cgroup(p, parts, undo); !st)
     return st.err();
-  auto sock = make_control_socket(p.dir);
-  if (!sock)
-    return sock.err();
-  auto child = launch_init(init_, sock->listener.get());
-  if (!child)
-    return child.err();
-  parts.pid = child->pid;
-  parts.pidfd = std::move(child->pidfd);
-  undo.push([fd = parts.pidfd.get()] { kill_and_reap(fd); });
-  if (auto st = parts.cgroup->add_process(parts.pid); !st)
-    return st.err();
-  parts.ctl = std::move(sock->client);
-  proto::config_msg cfgm{p.id, p.dir + "/rootfs"};
-  auto frame = proto::encode(cfgm);
-  if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
-    return sys_error("send config to init of", p.id, errno);
-  if (auto st = await_ready(parts.ctl.get(), parts.pidfd.get(), p.id); !st)
+  if (auto st = start_init(p, parts, undo); !st)
     return st.err();
   if (auto st = write_meta(p.dir, {parts.pid, 0, cfg_.node_id, p.spec.env}); !st)
     return st.err();
@@ -195,28 +210,43 @@ expected<std::shared_ptr<sandbox>> container_backend::adopt(sandbox_parts parts)
 expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string& id,
                                                               const std::string& dir) {
   auto meta = read_meta(dir);
-  if (!meta)
-    return meta.err();
-  if (meta->node_id != cfg_.node_id)
+  if (meta && meta->node_id != cfg_.node_id)
     return invalid_argument("recover " + id + ": sandbox belongs to node " + meta->node_id);
+  auto pidfd = meta ? open_init(*meta, id) : expected<sys::unique_fd>(meta.err());
+  auto ctl = pidfd ? connect_control_socket(dir) : expected<sys::unique_fd>(pidfd.err());
+  if (!ctl) {
+    // A node that died mid-create (no meta) or a sandbox whose init is gone:
+    // release what is left so the node's restart leaves nothing behind.
+    if (sys::exists(dir))
+      remove_leftovers(id, dir);
+    return not_found("recover " + id + ": " + ctl.err().message + "; leftovers removed");
+  }
   sandbox_parts parts;
   parts.id = id;
   parts.dir = dir;
   parts.pid = meta->pid;
   parts.reap = false; // init's parent was the previous node process
   parts.env = meta->env;
-  auto pidfd = open_init(*meta, id);
-  if (!pidfd)
-    return pidfd.err();
   parts.pidfd = std::move(*pidfd);
-  auto ctl = connect_control_socket(dir);
-  if (!ctl)
-    return ctl.err();
   parts.ctl = std::move(*ctl);
   parts.cgroup = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
   if (auto st = open_root(parts); !st)
     return st.err();
   return adopt(std::move(parts));
+}
+
+void container_backend::remove_leftovers(const std::string& id, const std::string& dir) {
+  auto cg = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  for (pid_t pid : cg->processes()) {
+    sys::unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
+    if (fd)
+      kill_and_reap(fd.get());
+  }
+  (void)cg->remove();
+  auto rootfs = dir + "/rootfs";
+  if (::umount2(rootfs.c_str(), 0) != 0)
+    ::umount2(rootfs.c_str(), MNT_DETACH);
+  (void)sys::remove_tree(dir);
 }
 
 } // namespace

@@ -2,8 +2,9 @@
 // memfd) with a listening unix socket as fd 3; init accepts the node's
 // connection, reads `config`, sets the sandbox up on itself (setup.cpp),
 // drops every privilege and answers `ready`. Then one epoll loop: exec
-// requests fork children (own session, default signals, oom_score_adj 0,
-// pipes for stdio), their output streams back as `output` frames, their end
+// requests start children (spawn.cpp: own session, default signals,
+// oom_score_adj 0, pipes for stdio), output streams back as `output` frames
+// (at most 16 MiB per stream, then `truncated`), the end
 // as `done`; zombies of any origin are reaped; timeouts kill the process
 // group. A new connection on the listening socket replaces the old one, so a
 // restarted node can reconnect. Nothing of init is inherited by children:
@@ -33,6 +34,7 @@
 
 #include "backends/init/protocol.hpp"
 #include "backends/init/setup.hpp"
+#include "backends/init/spawn.hpp"
 
 namespace proto = dsec::init_proto;
 using proto::msg;
@@ -182,90 +184,6 @@ void maybe_finish(uint32_t id) {
     j.grace = now_ms() + pipe_grace_ms;
 }
 
-// What the child of one exec needs; prepared before the clone because the
-// child shares init's memory and must not allocate.
-struct spawn_args {
-  int in, out, err;
-  const char* cwd;
-  char** argv;
-  char** envp;
-};
-
-// True once init lowered its own oom_score_adj; children then reset theirs.
-bool oom_protected = false;
-
-// execvpe() searches the PATH of init's own environment; this searches the
-// PATH of the command's environment, with stack buffers only.
-void exec_search(char** argv, char** envp) {
-  const char* file = argv[0];
-  if (std::strchr(file, '/')) {
-    ::execve(file, argv, envp);
-    return;
-  }
-  const char* path = "/usr/local/bin:/usr/bin:/bin";
-  for (char** e = envp; *e; ++e)
-    if (std::strncmp(*e, "PATH=", 5) == 0)
-      path = *e + 5;
-  bool denied = false;
-  char buf[4096];
-  for (const char* p = path;; ++p) {
-    const char* colon = ::strchrnul(p, ':');
-    size_t dl = size_t(colon - p), fl = std::strlen(file);
-    if (dl + fl + 2 <= sizeof(buf)) {
-      std::memcpy(buf, p, dl);
-      size_t off = dl;
-      if (dl)
-        buf[off++] = '/';
-      std::memcpy(buf + off, file, fl + 1);
-      ::execve(buf, argv, envp);
-      if (errno == EACCES)
-        denied = true;
-    }
-    if (*colon == 0)
-      break;
-    p = colon;
-  }
-  if (denied)
-    errno = EACCES;
-}
-
-// SAFETY: runs in a CLONE_VM | CLONE_VFORK child on its own stack while init
-// waits: system calls only, no allocation. Signal dispositions are the
-// child's own copy (no CLONE_SIGHAND); init changed only SIGPIPE.
-int spawn_child(void* p) {
-  auto* a = static_cast<spawn_args*>(p);
-  ::setsid();
-  ::signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (oom_protected) {
-    int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      (void)!::write(fd, "0", 1);
-      ::close(fd);
-    }
-  }
-  ::dup2(a->in, 0);
-  ::dup2(a->out, 1);
-  ::dup2(a->err, 2);
-  if (::chdir(a->cwd) != 0) {
-    dprintf(2, "dsec-init: chdir %s: %s\n", a->cwd, strerror(errno));
-    ::_exit(127);
-  }
-  exec_search(a->argv, a->envp);
-  int e = errno;
-  dprintf(2, "dsec-init: exec %s: %s\n", a->argv[0], strerror(e));
-  ::_exit(e == EACCES || e == ENOEXEC ? 126 : 127);
-}
-
-pid_t spawn(spawn_args& a) {
-  // One stack is enough: init is single-threaded and waits for each child
-  // to exec (CLONE_VFORK) before it can start the next.
-  static char stack[64 << 10] alignas(16);
-  return ::clone(spawn_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-}
-
 bool make_pipe(int p[2], bool parent_reads) {
   if (::pipe2(p, O_CLOEXEC) != 0)
     return false;
@@ -295,18 +213,22 @@ void start_exec(uint32_t req, proto::exec_msg m) {
     send_frame(proto::writer(msg::exec_failed, req).str("duplicate request id").finish());
     return;
   }
-  int in[2], out[2], err[2];
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (!make_pipe(in, false) || !make_pipe(out, true) || !make_pipe(err, true)) {
+    int e = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
+      if (fd >= 0)
+        ::close(fd);
     send_frame(proto::writer(msg::exec_failed, req)
-                 .str(dsec::init::errno_message("pipe", "exec", errno)).finish());
-    return; // descriptors of a half-made set leak only on EMFILE; init is reused
+                 .str(dsec::init::errno_message("pipe", "exec", e)).finish());
+    return;
   }
   auto argv = cstrs(m.argv);
   auto envp = cstrs(m.env);
   double start = now_ms_f();
-  spawn_args args{in[0], out[1], err[1], m.cwd.empty() ? "/" : m.cwd.c_str(), argv.data(),
-                  envp.data()};
-  pid_t pid = spawn(args);
+  const char* cwd = m.cwd.empty() ? "/" : m.cwd.c_str();
+  dsec::init::spawn_args args{in[0], out[1], err[1], cwd, argv.data(), envp.data()};
+  pid_t pid = dsec::init::spawn(args);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -316,7 +238,7 @@ void start_exec(uint32_t req, proto::exec_msg m) {
     ::close(out[0]);
     ::close(err[0]);
     send_frame(proto::writer(msg::exec_failed, req)
-                 .str(dsec::init::errno_message("fork", m.argv[0], e)).finish());
+                 .str(dsec::init::errno_message("clone", m.argv[0], e)).finish());
     return;
   }
   uint32_t id = ++S.next_slot;
@@ -553,7 +475,7 @@ bool bootstrap() {
     err = dsec::init::setup_namespaces(cfg);
   // Best effort: root here lacks CAP_SYS_RESOURCE on some hosts (EACCES).
   if (int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
-    oom_protected = ::write(fd, "-1000", 5) == 5;
+    dsec::init::oom_protected = ::write(fd, "-1000", 5) == 5;
     ::close(fd);
   }
   if (err.empty())

@@ -47,6 +47,9 @@ class cgroup {
   /// Moves `pid` (a whole process) into every directory of the group.
   virtual status add_process(pid_t pid) = 0;
 
+  /// Processes in the group (from the pids controller), for cleanup.
+  virtual std::vector<pid_t> processes() const = 0;
+
   /// OOM counters of the memory controller.
   virtual memory_events memory() const = 0;
 

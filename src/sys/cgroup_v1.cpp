@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "sys/cgroup.hpp"
@@ -99,6 +100,18 @@ class cgroup_v1 final : public cgroup {
       if (auto st = write_knob(d + "/cgroup.procs", p); !st)
         return st;
     return {};
+  }
+
+  std::vector<pid_t> processes() const override {
+    std::vector<pid_t> out;
+    auto text = read_file(dir("pids") + "/cgroup.procs");
+    if (!text)
+      return out;
+    const char* p = text->c_str();
+    char* end = nullptr;
+    for (long v; (v = std::strtol(p, &end, 10)) > 0 && end != p; p = end)
+      out.push_back(static_cast<pid_t>(v));
+    return out;
   }
 
   memory_events memory() const override {

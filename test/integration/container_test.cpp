@@ -16,7 +16,9 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <atomic>
 #include <future>
+#include <thread>
 #include <sstream>
 
 #include "backends/container/container_backend.hpp"
@@ -108,11 +110,13 @@ std::shared_ptr<backends::sandbox> make(sandbox_spec spec = {}) {
   return *r;
 }
 
+// Runs one exec and waits; no Catch2 macros, so threads may call it.
 expected<exec_result> run(backends::sandbox& sb, exec_request req) {
   auto done = std::make_shared<std::promise<expected<exec_result>>>();
   auto fut = done->get_future();
   sb.exec(std::move(req), {nullptr, [done](expected<exec_result> r) { done->set_value(std::move(r)); }});
-  REQUIRE(fut.wait_for(seconds(30)) == std::future_status::ready);
+  if (fut.wait_for(seconds(30)) != std::future_status::ready)
+    return error{errc::timeout, "exec did not finish within 30 s"};
   return fut.get();
 }
 
@@ -207,6 +211,36 @@ TEST_CASE("container: burst of 20 sequential creates", "[container][timing]") {
     REQUIRE(sb->destroy());
   }
   std::fprintf(stderr, "[timing] create+exec+destroy: %.2f ms each\n", ms_since(t0) / 20);
+}
+
+TEST_CASE("container: parallel creates from several threads", "[container][timing]") {
+  if (!is_root())
+    return;
+  const int threads = 4, each = 5;
+  std::vector<backends::create_params> params;
+  for (int i = 0; i < threads * each; ++i)
+    params.push_back(w().params());
+  std::atomic<int> ok{0};
+  auto t0 = steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < each; ++i) {
+        auto r = w().backend->create(params[t * each + i]);
+        if (!r)
+          continue;
+        auto e = run(**r, {{"hostname"}, "", {}, "", 0});
+        if (e && e->stdout_data == params[t * each + i].id + "\n" && (*r)->destroy())
+          ++ok;
+      }
+    });
+  for (auto& th : pool)
+    th.join();
+  std::fprintf(stderr, "[timing] %d sandboxes on %d threads: %.2f ms each (wall / count)\n",
+               threads * each, threads, ms_since(t0) / (threads * each));
+  CHECK(ok == threads * each);
+  for (auto& p : params)
+    require_gone(p.id, p.dir, -1);
 }
 
 TEST_CASE("container: exit codes, stderr, stdin, cwd, env", "[container]") {
@@ -520,6 +554,18 @@ TEST_CASE("container: recover after a node restart", "[container]") {
   require_gone(p.id, p.dir, -1);
   CHECK_FALSE(node2->recover(p.id, p.dir));
   CHECK(node2->recover("x", w().tmp + "/nothing").err().code == errc::not_found);
+
+  // A node killed mid-create leaves a dir without meta and a live init:
+  // recover() removes all of it.
+  auto p3 = w().params();
+  auto third = *w().backend->create(p3);
+  int pid3 = third->init_pid();
+  REQUIRE(::unlink((p3.dir + "/meta").c_str()) == 0);
+  auto gone = node2->recover(p3.id, p3.dir);
+  REQUIRE_FALSE(gone);
+  CHECK(gone.err().code == errc::not_found);
+  require_gone(p3.id, p3.dir, -1);
+  CHECK((::kill(pid3, 0) != 0 || sys::read_file("/proc/" + std::to_string(pid3) + "/stat")->find(") Z") != std::string::npos));
 }
 
 TEST_CASE("protocol: malformed frames are errors, never crashes", "[protocol]") {

@@ -1,0 +1,136 @@
+# Resource limits: memory, pids, disk, cpu and ttl. A sandbox that hits its
+# limit suffers alone: neighbours and the node keep working.
+
+import os
+import time
+
+import pytest
+
+from conftest import CGROUP_ROOTS, cgroup_dirs, wait_for
+
+
+def cg_file(node, sid, controller, name):
+    return os.path.join(CGROUP_ROOTS[controller], "dsec", node.node_id, sid, name)
+
+
+def read_cg(node, sid, controller, name):
+    try:
+        with open(cg_file(node, sid, controller, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def test_memory_limit_kills_the_hog_only(client, node):
+    hog = client.create_ok(memory_mb=32)
+    neighbour = client.create_ok(memory_mb=256)
+    v1 = read_cg(node, hog, "memory", "memory.limit_in_bytes")
+    v2 = read_cg(node, hog, "unified", "memory.max")
+    assert v1 is not None or v2 is not None, "no memory cgroup for the sandbox in v1 or v2"
+    limit = int(v1) if v1 is not None else int(v2)
+    assert limit <= 32 * 1024 * 1024, f"memory limit is {limit} bytes, asked 32 MiB"
+
+    r = client.sh(hog, "dd if=/dev/zero of=/dev/null bs=100M count=1", timeout_s=60)
+    assert r["exit_code"] != 0, f"100 MB allocation succeeded under a 32 MB limit: {r}"
+    assert r["exit_code"] in (137, 1, -9), r
+    assert client.sh(neighbour, "echo alive")["stdout"] == "alive\n"
+    assert client.healthz()[0] == 200
+    status, sb = client.get(hog)
+    assert status == 200, sb
+
+
+def test_memory_hog_sandbox_survives_for_next_exec(client):
+    hog = client.create_ok(memory_mb=32)
+    client.sh(hog, "dd if=/dev/zero of=/dev/null bs=100M count=1", timeout_s=60)
+    r = client.sh(hog, "echo still-here", timeout_s=30)
+    assert r["stdout"] == "still-here\n", f"the OOM took the sandbox's init with it: {r}"
+
+
+def test_memory_within_limit_works(client):
+    sid = client.create_ok(memory_mb=256)
+    r = client.sh(sid, "dd if=/dev/zero of=/dev/null bs=64M count=1", timeout_s=60)
+    assert r["exit_code"] == 0, r
+
+
+def test_pids_limit_bounds_a_fork_bomb(client, node):
+    sid = client.create_ok(pids=32)
+    neighbour = client.create_ok()
+    v1 = read_cg(node, sid, "pids", "pids.max")
+    v2 = read_cg(node, sid, "unified", "pids.max")
+    assert v1 == "32" or v2 == "32", f"pids.max v1={v1} v2={v2}, asked 32"
+
+    t0 = time.monotonic()
+    r = client.sh(sid, "while true; do sleep 100 & done", timeout_s=5)
+    assert r["timed_out"] is True, r
+    assert time.monotonic() - t0 < 30, "fork loop with timeout_s=5 took too long to answer"
+    assert "fork" in r["stderr"].lower() or "resource" in r["stderr"].lower(), \
+        f"no fork failure reported: stderr {r['stderr'][-500:]!r}"
+    # The timeout killed the loop and its children: the sandbox answers again.
+    r = wait_for(lambda: client.exec(sid, "echo alive", timeout_s=10)[1], 30,
+                 what="sandbox answering after the fork loop")
+    assert r.get("stdout") == "alive\n", r
+    procs = client.sh(sid, "ls /proc | grep -c '^[0-9]'")["stdout"].strip()
+    assert int(procs) < 32, f"{procs} processes left after the timeout"
+    assert client.sh(neighbour, "echo ok")["stdout"] == "ok\n"
+    assert client.healthz()[0] == 200
+
+
+def test_pids_limit_counts_running_processes(client):
+    sid = client.create_ok(pids=32)
+    r = client.sh(sid, "n=0; for i in $(seq 1 60); do sleep 20 & if [ $? -eq 0 ]; then "
+                       "n=$((n+1)); fi; done; echo started=$n; ls /proc | grep -c '^[0-9]'",
+                  timeout_s=60)
+    count = int(r["stdout"].split()[-1])
+    assert count <= 32, f"{count} processes alive with pids=32: {r}"
+
+
+def test_disk_limit(client):
+    sid = client.create_ok(disk_mb=50)
+    r = client.sh(sid, "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; sync; "
+                       "du -m /tmp/fill | cut -f1", timeout_s=120)
+    used = int(r["stdout"].split()[-1])
+    assert used <= 60, f"wrote {used} MB into a disk_mb=50 sandbox: {r['stdout'][-300:]}"
+    client.sh(sid, "rm -f /tmp/fill")
+    assert client.sh(sid, "echo ok > /tmp/small && cat /tmp/small")["stdout"] == "ok\n"
+
+
+def test_cpu_limit_in_cgroup(client, node):
+    sid = client.create_ok(cpu=0.5)
+    quota = read_cg(node, sid, "cpu", "cpu.cfs_quota_us")
+    period = read_cg(node, sid, "cpu", "cpu.cfs_period_us")
+    if quota is not None and period is not None:
+        assert abs(int(quota) / int(period) - 0.5) < 0.01, (quota, period)
+        return
+    cpu_max = read_cg(node, sid, "unified", "cpu.max")
+    assert cpu_max is not None, "no cpu cgroup for the sandbox in v1 or v2"
+    q, p = cpu_max.split()
+    assert q != "max" and abs(int(q) / int(p) - 0.5) < 0.01, cpu_max
+
+
+def test_ttl_expires(client, node):
+    t0 = time.monotonic()
+    status, sb = client.create(ttl_s=2)
+    assert status == 201, sb
+    sid = sb["id"]
+    assert sb["expires_at"] is not None and 1 <= sb["expires_at"] - sb["created_at"] <= 3, sb
+    wait_for(lambda: client.get(sid)[0] == 404, 15, interval=0.2, what=f"{sid} to expire")
+    took = time.monotonic() - t0
+    assert took < 8, f"ttl_s=2 sandbox took {took:.1f}s to disappear"
+    wait_for(lambda: not cgroup_or_dir(node, sid), 10, what=f"{sid} cgroups and dir removed")
+    status, out = client.list()
+    assert sid not in [s["id"] for s in out["sandboxes"]], out
+
+
+def cgroup_or_dir(node, sid):
+    left = cgroup_dirs(node.node_id, sid)
+    d = os.path.join(node.state_dir, "sandboxes", sid)
+    if os.path.exists(d):
+        left.append(d)
+    return left
+
+
+@pytest.mark.parametrize("n", [8])
+def test_many_sandboxes_at_once(client, n):
+    ids = [client.create_ok(memory_mb=64) for _ in range(n)]
+    for sid in ids:
+        assert client.sh(sid, "hostname")["exit_code"] == 0
