@@ -22,6 +22,7 @@
 #include "core/ids.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec {
@@ -223,6 +224,9 @@ int run_node(node_config cfg) {
   }
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
+    std::cerr << "dsec node: " << st.err().message << "\n";
+  // The node's own cgroup parents (dsec/<node-id>); empty once every sandbox is gone.
+  if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
   return rc;
 }
