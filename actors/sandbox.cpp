@@ -129,13 +129,31 @@ error not_running(const sandbox_actor_state& st) {
   return unavailable(std::move(msg));
 }
 
+/// Answers `rp` with an error unless the sandbox takes operations now.
+bool accepts_ops(sandbox_actor_ptr self, caf::response_promise& rp) {
+  auto& st = self->state;
+  if (st.info.state == sandbox_state::running && !st.destroying && st.sb)
+    return true;
+  rp.deliver(to_caf(not_running(st)));
+  return false;
+}
+
+/// Ends an operation started with ++inflight: answers and maybe quits.
+template <class T>
+void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& res) {
+  --self->state.inflight;
+  if (res)
+    rp.deliver(std::move(*res));
+  else
+    rp.deliver(to_caf(res.err()));
+  maybe_quit(self);
+}
+
 void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exec_chunk)> sink) {
   auto rp = self->make_response_promise();
-  auto& st = self->state;
-  if (st.info.state != sandbox_state::running || st.destroying || !st.sb) {
-    rp.deliver(to_caf(not_running(st)));
+  if (!accepts_ops(self, rp))
     return;
-  }
+  auto& st = self->state;
   ++st.inflight;
   ++st.ctx->execs_total;
   auto hdl = caf::actor_cast<caf::actor>(self);
@@ -143,14 +161,7 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
   if (sink)
     cb.on_output = std::move(sink);
   cb.on_done = [hdl, rp, self](expected<exec_result> res) mutable {
-    run_in(hdl, [self, rp, res = std::move(res)]() mutable {
-      --self->state.inflight;
-      if (res)
-        rp.deliver(std::move(*res));
-      else
-        rp.deliver(to_caf(res.err()));
-      maybe_quit(self);
-    });
+    run_in(hdl, [self, rp, res = std::move(res)]() mutable { finish_op(self, rp, res); });
   };
   st.sb->exec(std::move(req), std::move(cb));
 }
@@ -158,22 +169,13 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
 template <class Work>
 void file_op(sandbox_actor_ptr self, Work work) {
   auto rp = self->make_response_promise();
-  auto& st = self->state;
-  if (st.info.state != sandbox_state::running || st.destroying || !st.sb) {
-    rp.deliver(to_caf(not_running(st)));
+  if (!accepts_ops(self, rp))
     return;
-  }
+  auto& st = self->state;
   ++st.inflight;
   auto sb = st.sb;
   run_blocking(self, *st.ctx->pool, [sb, work] { return work(*sb); },
-               [self, rp](auto& res) mutable {
-                 --self->state.inflight;
-                 if (res)
-                   rp.deliver(std::move(*res));
-                 else
-                   rp.deliver(to_caf(res.err()));
-                 maybe_quit(self);
-               });
+               [self, rp](auto& res) mutable { finish_op(self, rp, res); });
 }
 
 } // namespace

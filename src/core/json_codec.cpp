@@ -41,34 +41,34 @@ status get_string(const json& j, const char* key, std::string& out) {
   return {};
 }
 
-status get_int(const json& j, const char* key, int64_t& out, int64_t lo, int64_t hi) {
+/// Reads a number field within [lo, hi]; `whole` also demands an integer.
+status get_number(const json& j, const char* key, double& out, double lo, double hi, bool whole) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null())
     return {};
   if (!it->is_number())
     return bad(key, "must be a number");
   double d = it->get<double>();
-  if (!std::isfinite(d) || d != std::floor(d))
+  if (whole && std::isfinite(d) && d != std::floor(d))
     return bad(key, "must be a whole number");
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-    return bad(key, "must be between " + std::to_string(lo) + " and " + std::to_string(hi)
-                      + ", got " + it->dump());
-  out = static_cast<int64_t>(d);
-  return {};
-}
-
-status get_double(const json& j, const char* key, double& out, double lo, double hi) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null())
-    return {};
-  if (!it->is_number())
-    return bad(key, "must be a number");
-  double d = it->get<double>();
   if (!std::isfinite(d) || d < lo || d > hi)
-    return bad(key, "must be between " + json(lo).dump() + " and " + json(hi).dump()
+    return bad(key, "must be between " + json(whole ? json(static_cast<int64_t>(lo)) : json(lo)).dump()
+                      + " and " + (whole ? json(static_cast<int64_t>(hi)) : json(hi)).dump()
                       + ", got " + it->dump());
   out = d;
   return {};
+}
+
+status get_int(const json& j, const char* key, int64_t& out, int64_t lo, int64_t hi) {
+  double d = static_cast<double>(out);
+  auto st = get_number(j, key, d, static_cast<double>(lo), static_cast<double>(hi), true);
+  if (st)
+    out = static_cast<int64_t>(d);
+  return st;
+}
+
+status get_double(const json& j, const char* key, double& out, double lo, double hi) {
+  return get_number(j, key, out, lo, hi, false);
 }
 
 status get_string_list(const json& j, const char* key, std::vector<std::string>& out,
