@@ -106,6 +106,11 @@ int emit(const json& report, const std::string& out) {
 }
 
 int run_burst(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") {
+      std::cout << bench_usage();
+      return 0;
+    }
   auto o = parse_burst_options(args);
   if (!o) {
     std::cerr << o.err().message << '\n' << bench_usage();

@@ -101,6 +101,13 @@ expected<json> probe_node(const std::string& host, uint16_t port) {
 
 dsec_target::dsec_target(dsec_target_config cfg, const json& health)
   : cfg_(std::move(cfg)), client_(cfg_.host, cfg_.port) {
+  // The container backend nests sandboxes as <root>/<node-id>/<sandbox>; other
+  // nodes on the same machine share <root>, so narrow it to this node's dir.
+  if (health.is_object() && health.contains("node") && health["node"].is_string()) {
+    auto own = cfg_.cgroup + "/" + health["node"].get<std::string>();
+    if (!read_small_file(own + "/memory.usage_in_bytes").empty())
+      cfg_.cgroup = own;
+  }
   if (health.is_object() && health.contains("pid") && health["pid"].is_number_integer()) {
     cfg_.node_pid = health["pid"].get<pid_t>();
     pid_source_ = "/healthz pid";

@@ -22,7 +22,8 @@ struct dsec_target_config {
   std::string layer = "base/busybox@1";
   /// The node's pid; -1 = ask /healthz, then look for a `dsec node` process.
   pid_t node_pid = -1;
-  /// The v1 memory cgroup under which the node puts its sandboxes.
+  /// The v1 memory cgroup under which the node puts its sandboxes; its
+  /// subdirectory named after the node (from /healthz "node") if that exists.
   std::string cgroup = "/sys/fs/cgroup/memory/dsec";
 };
 

@@ -306,7 +306,8 @@ def assert_error(status, body, want_status, want_code=None):
 class Node:
     """One `dsec node` process with its own state dir, ports and log."""
 
-    def __init__(self, bin_path, store_dir, node_id=None):
+    def __init__(self, bin_path, store_dir, node_id=None, extra_args=()):
+        self.extra_args = list(extra_args)
         self.bin = bin_path
         self.store = store_dir
         self.node_id = node_id or f"e2e-{uuid.uuid4().hex[:6]}"
@@ -333,7 +334,7 @@ class Node:
         self.proc = subprocess.Popen(
             [self.bin, "node", "--state-dir", self.state_dir, "--store", self.store,
              "--rest", self.rest, "--listen", f"127.0.0.1:{self.listen_port}",
-             "--node-id", self.node_id],
+             "--node-id", self.node_id, *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + HEALTH_WAIT_S
@@ -475,8 +476,8 @@ class NodeFactory:
         self.bin, self.store = bin_path, store_dir
         self.nodes = []
 
-    def start(self):
-        n = Node(self.bin, self.store)
+    def start(self, *extra_args):
+        n = Node(self.bin, self.store, extra_args=extra_args)
         self.nodes.append(n)
         return n.start()
 

@@ -5,7 +5,7 @@
 import os
 import threading
 
-from conftest import (BUSYBOX, assert_clean, cgroup_dirs, mounts_under, procs_in_node_cgroups,
+from conftest import (BUSYBOX, CGROUP_ROOTS, assert_clean, cgroup_dirs, mounts_under, procs_in_node_cgroups,
                       wait_for)
 
 
@@ -122,3 +122,15 @@ def test_deleting_during_create_burst(node_factory):
         t.join(240)
     c.created.clear()
     assert_clean(node, allow_layer_mounts=True)
+
+
+def test_node_cgroup_dirs_removed_after_stop(node_factory):
+    # Each node run must not leave dsec/<node-id> behind in every controller:
+    # node ids differ per run, so leftovers accumulate on a long-lived host.
+    node = node_factory.start()
+    node.client.create_ok()
+    node.client.created.clear()
+    assert node.stop() == 0, node.log_tail()
+    left = [os.path.join(root, "dsec", node.node_id) for root in CGROUP_ROOTS.values()
+            if os.path.isdir(os.path.join(root, "dsec", node.node_id))]
+    assert left == [], f"node cgroup dirs left after SIGTERM: {left}"

@@ -2,6 +2,8 @@
 # cwd, env, timeouts, concurrency, large output and NDJSON streaming.
 
 import hashlib
+import json
+import socket
 import threading
 import time
 
@@ -215,3 +217,18 @@ def test_stream_on_unknown_sandbox_is_404(client, node):
                               {"cmd": "true"})
     assert_error(status, out, 404, "not_found")
 
+
+
+def test_stream_client_disconnect_stops_the_command(client, sandbox, node):
+    # A trainer killed mid-rollout drops its connection; the command it was
+    # streaming must not burn a CPU forever, and the node must stay healthy.
+    body = json.dumps({"cmd": "yes"}).encode()
+    s = socket.create_connection(("127.0.0.1", node.rest_port), timeout=30)
+    s.sendall(f"POST /v1/sandboxes/{sandbox}/exec?stream=1 HTTP/1.1\r\nHost: x\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+              .encode() + body)
+    assert s.recv(64).startswith(b"HTTP/1.1 200"), "stream did not start"
+    s.close()
+    assert client.healthz()[0] == 200
+    wait_for(lambda: "yes" not in client.sh(sandbox, "ps -o args")["stdout"].split(), 15,
+             what="the streamed command to stop after its client disconnected")

@@ -3,6 +3,8 @@
 
 import hashlib
 import os
+import socket
+import time
 import uuid
 
 import pytest
@@ -205,3 +207,38 @@ def test_symlink_swap_race_does_not_escape(client, sandbox, host_marker):
                 assert got != content, "GET through a swapped symlink returned the HOST file"
     finally:
         t.join(60)
+
+
+# -- special files planted by the agent ---------------------------------------------
+
+def test_get_fifo_answers_at_once(client, sandbox):
+    client.sh(sandbox, "mkfifo /tmp/fifo")
+    t0 = time.monotonic()
+    status, out = client.get_file(sandbox, "/tmp/fifo")
+    assert 400 <= status < 500, (status, out)
+    assert time.monotonic() - t0 < 5
+
+
+def test_put_fifo_does_not_wedge_the_sandbox(node_factory):
+    # An agent plants a FIFO where the trainer will upload. The PUT must fail
+    # fast (nobody reads the FIFO) and the sandbox must stay deletable.
+    node = node_factory.start()
+    c = node.client
+    sid = c.create_ok()
+    c.created.remove(sid)
+    c.sh(sid, "mkfifo /tmp/fifo")
+    t0 = time.monotonic()
+    try:
+        status, _, body = c.raw("PUT", c.files_path(sid, "/tmp/fifo"), b"x", timeout=30)
+        put = f"{status} {body[:200]!r}" if not 400 <= status < 500 else None
+    except socket.timeout:
+        put = f"PUT onto a FIFO hung for {time.monotonic() - t0:.0f}s"
+    try:
+        status, out = c.call("DELETE", f"/v1/sandboxes/{sid}", timeout=30)
+        delete = None if status == 200 else f"DELETE answered {status} {out}"
+    except socket.timeout:
+        delete = "DELETE of the sandbox then hung for 30s"
+    rc = node.stop()
+    stop = None if rc == 0 else f"SIGTERM then exit code {rc} (None = hung > 60 s, killed)"
+    problems = [p for p in (put, delete, stop) if p]
+    assert not problems, "; ".join(problems)

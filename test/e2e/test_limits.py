@@ -1,6 +1,7 @@
 # Resource limits: memory, pids, disk, cpu and ttl. A sandbox that hits its
 # limit suffers alone: neighbours and the node keep working.
 
+import json
 import os
 import time
 
@@ -152,3 +153,16 @@ def test_many_sandboxes_at_once(client, n):
     ids = [client.create_ok(memory_mb=64) for _ in range(n)]
     for sid in ids:
         assert client.sh(sid, "hostname")["exit_code"] == 0
+
+
+def test_capacity_answers_429_with_retry_after(node_factory):
+    node = node_factory.start("--max-sandboxes", "2")
+    c = node.client
+    a = c.create_ok()
+    c.create_ok()
+    status, hdrs, body = c.raw("POST", "/v1/sandboxes", {"layers": ["base/busybox@1"]})
+    assert status == 429, body
+    assert json.loads(body)["error"]["code"] == "resource_exhausted", body
+    assert "retry-after" in hdrs, hdrs
+    c.delete(a)
+    c.create_ok()
