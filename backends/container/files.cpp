@@ -110,13 +110,19 @@ status write_in_root(int root, const std::string& path, std::string_view data, u
     return parts.err();
   if (auto parent = open_parent(root, *parts, path); !parent)
     return parent.err();
+  // O_NONBLOCK: a FIFO planted by the agent must not block the node's worker
+  // (ENXIO without a reader, or an fd that fails the regular-file check).
   sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),
-                                 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode & 07777)};
+                                 O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode & 07777)};
+  if (!fd && errno == ENXIO)
+    return invalid_argument("write " + path + ": not a regular file");
   if (!fd)
     return sys_error("open", path, errno, code_of(errno));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return invalid_argument("write " + path + ": not a regular file");
+  if (::ftruncate(fd.get(), 0) != 0) // only now that it is known to be a regular file
+    return sys_error("truncate", path, errno, code_of(errno));
   while (!data.empty()) {
     auto n = ::write(fd.get(), data.data(), data.size());
     if (n < 0 && errno == EINTR)

