@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -17,6 +18,7 @@
 #include "actors/atoms.hpp"
 #include "actors/gateway.hpp"
 #include "actors/lifecycle.hpp"
+#include "actors/node_supervisor.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
 #include "core/ids.hpp"
@@ -159,6 +161,52 @@ void block_signals(sigset_t& set) {
   ::signal(SIGPIPE, SIG_IGN);
 }
 
+/// Runs the actors until a signal or a dead child stops the supervisor.
+int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ctx,
+          const std::pair<std::string, uint16_t>& rest,
+          const std::pair<std::string, uint16_t>& listen, sigset_t sigs) {
+  auto sup = sys.spawn(node_supervisor, ctx);
+  caf::scoped_actor self{sys};
+  caf::actor lifecycle, gateway;
+  self->request(sup, std::chrono::seconds(10), caf::get_atom::value)
+    .receive([&](caf::actor& l, caf::actor& g) { lifecycle = l, gateway = g; },
+             [&](caf::error&) {});
+  auto server = start_http_server(rest.first, rest.second, node.config.max_body_bytes,
+                                  [gateway](http_call c) {
+                                    caf::anon_send(gateway, http_atom::value, std::move(c));
+                                  });
+  auto published = server ? sys.middleman().publish(lifecycle, listen.second,
+                                                    listen.first.c_str(), true)
+                          : caf::expected<uint16_t>{caf::sec::runtime_error};
+  if (!server || !published) {
+    std::cerr << "dsec node: "
+              << (!server ? server.err().message
+                          : "listen on " + node.config.listen + ": " + sys.render(published.error()))
+              << "\n";
+    caf::anon_send(sup, shutdown_atom::value);
+    self->wait_for(sup);
+    return 1;
+  }
+  std::cout << "dsec node " << node.config.node_id << " serving REST on " << rest.first << ":"
+            << (*server)->port() << ", native on " << node.config.listen << ", state "
+            << node.config.state_dir << std::endl;
+  // The signal thread stops taking requests, then asks for an orderly stop.
+  std::thread signals([&, sup] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    (*server)->stop();
+    caf::anon_send(sup, shutdown_atom::value);
+  });
+  int rc = 0;
+  self->monitor(sup);
+  self->receive([&](caf::down_msg& dm) { rc = dm.reason ? 1 : 0; });
+  pthread_kill(signals.native_handle(), SIGTERM); // wakes it if the stop came from inside
+  signals.join();
+  (*server)->stop();
+  sys.middleman().unpublish(lifecycle, listen.second);
+  return rc;
+}
+
 } // namespace
 
 int run_node(node_config cfg) {
@@ -185,42 +233,7 @@ int run_node(node_config cfg) {
   int rc = 0;
   {
     caf::actor_system sys{acfg};
-    auto lifecycle = sys.spawn(lifecycle_actor, *ctx);
-    auto gateway = sys.spawn(gateway_actor, *ctx, lifecycle);
-    auto server = start_http_server(rest->first, rest->second, node.config.max_body_bytes,
-                                    [gateway](http_call c) {
-                                      caf::anon_send(gateway, http_atom::value, std::move(c));
-                                    });
-    auto published = server ? sys.middleman().publish(lifecycle, listen->second,
-                                                      listen->first.c_str(), true)
-                            : caf::expected<uint16_t>{caf::sec::runtime_error};
-    if (!server) {
-      std::cerr << "dsec node: " << server.err().message << "\n";
-      rc = 1;
-    } else if (!published) {
-      std::cerr << "dsec node: listen on " << node.config.listen << ": "
-                << sys.render(published.error()) << "\n";
-      rc = 1;
-    } else {
-      std::cout << "dsec node " << node.config.node_id << " serving REST on "
-                << rest->first << ":" << (*server)->port() << ", native on " << node.config.listen
-                << ", state " << node.config.state_dir << std::endl;
-      int sig = 0;
-      sigwait(&sigs, &sig);
-      std::cout << "dsec node " << node.config.node_id << ": signal " << sig
-                << ", destroying sandboxes and stopping" << std::endl;
-    }
-    if (server)
-      (*server)->stop();
-    caf::scoped_actor self{sys};
-    self->request(lifecycle, std::chrono::seconds(120), shutdown_atom::value)
-      .receive([](bool) {},
-               [&](caf::error& err) {
-                 std::cerr << "dsec node: shutdown: " << sys.render(err) << "\n";
-               });
-    self->send_exit(gateway, caf::exit_reason::user_shutdown);
-    self->send_exit(lifecycle, caf::exit_reason::user_shutdown);
-    sys.middleman().unpublish(lifecycle, listen->second);
+    rc = serve(sys, node, *ctx, *rest, *listen, sigs);
   }
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
