@@ -2,7 +2,8 @@
 // init image, overlay through the new mount API (no page-sized option
 // string, so any number of layers), control socket bound through
 // /proc/self/fd so long sandbox dirs fit in sun_path, the vfork-style clone
-// of init, and the meta file.
+// of init (which joins the sandbox cgroups before it execs), and the meta
+// file.
 #include "backends/container/launch.hpp"
 
 #include <fcntl.h>
@@ -151,7 +152,12 @@ namespace {
 
 struct child_args {
   int memfd, listener, devnull;
+  const int* join;
+  size_t n_join;
 };
+
+// Exit statuses of a child that failed before init ran.
+constexpr int exit_join_failed = 125, exit_fds_failed = 126, exit_exec_failed = 127;
 
 // SAFETY: runs in a CLONE_VM | CLONE_VFORK child of a multithreaded process,
 // on its own small stack, with every signal blocked: raw system calls only,
@@ -159,31 +165,45 @@ struct child_args {
 // dup2 calls below cannot clobber each other.
 int child_main(void* p) {
   auto* a = static_cast<child_args*>(p);
+  // "0" names the writer itself: the whole (one-task) process moves.
+  for (size_t i = 0; i < a->n_join; ++i)
+    if (::write(a->join[i], "0", 1) != 1)
+      ::_exit(exit_join_failed);
   int memfd = ::fcntl(a->memfd, F_DUPFD_CLOEXEC, 10);
   int listener = ::fcntl(a->listener, F_DUPFD_CLOEXEC, 10);
   int devnull = ::fcntl(a->devnull, F_DUPFD_CLOEXEC, 10);
   if (memfd < 0 || listener < 0 || devnull < 0)
-    ::_exit(126);
+    ::_exit(exit_fds_failed);
   if (::dup2(devnull, 0) < 0 || ::dup2(devnull, 1) < 0 || ::dup2(devnull, 2) < 0 ||
       ::dup2(listener, 3) < 0)
-    ::_exit(126);
+    ::_exit(exit_fds_failed);
   // Everything of the node above fd 3 closes at exec; the memfd too (the
   // kernel keeps the image mapped).
   ::syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
   static const char* const argv[] = {"dsec-init", nullptr};
   static const char* const envp[] = {nullptr};
   ::syscall(SYS_execveat, memfd, "", argv, envp, AT_EMPTY_PATH);
-  ::_exit(127);
+  ::_exit(exit_exec_failed);
+}
+
+const char* failed_step(int status) {
+  switch (status) {
+  case exit_join_failed: return "join cgroups";
+  case exit_fds_failed: return "set up descriptors";
+  case exit_exec_failed: return "exec";
+  default: return "start";
+  }
 }
 
 } // namespace
 
-expected<launched> launch_init(const launch_image& img, int listener) {
+expected<launched> launch_init(const launch_image& img, int listener,
+                               const std::vector<int>& join) {
   // 64 KiB: child_main needs a few hundred bytes; the rest is headroom for
   // the libc clone trampoline and signal frames that cannot occur (blocked).
   constexpr size_t stack_size = 64 << 10;
   std::vector<char> stack(stack_size);
-  child_args args{img.memfd.get(), listener, img.devnull.get()};
+  child_args args{img.memfd.get(), listener, img.devnull.get(), join.data(), join.size()};
   int pidfd = -1;
   sigset_t all, old;
   sigfillset(&all);
@@ -205,7 +225,8 @@ expected<launched> launch_init(const launch_image& img, int listener) {
   if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
       si.si_pid == pid) {
     kill_and_reap(l.pidfd.get());
-    return internal_error("exec dsec-init: child exited with status " +
+    return internal_error(std::string(failed_step(si.si_status)) +
+                          " dsec-init: child exited with status " +
                           std::to_string(si.si_status));
   }
   return l;

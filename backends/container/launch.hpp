@@ -46,8 +46,12 @@ struct launched {
 };
 
 /// Clones init into new pid, mount, uts, ipc and net namespaces with
-/// `listener` as its fd 3 and nothing else of ours open.
-expected<launched> launch_init(const launch_image& img, int listener);
+/// `listener` as its fd 3 and nothing else of ours open. Before it execs,
+/// the child writes itself into every `cgroup.procs` of `join` (open for
+/// writing), so init runs, and its memory is charged, inside the sandbox's
+/// cgroups from its first instruction.
+expected<launched> launch_init(const launch_image& img, int listener,
+                               const std::vector<int>& join);
 
 /// SIGKILL through the pidfd and wait for the exit (reaps if it is a child).
 void kill_and_reap(int pidfd);

@@ -471,6 +471,9 @@ bool bootstrap() {
   if (h.type != msg::config || !proto::decode(std::string_view(S.ibuf).substr(proto::header_size, h.length), cfg))
     err = "config: malformed frame";
   S.ibuf.erase(0, proto::header_size + h.length);
+  // Refuse a program of the wrong shape before touching anything.
+  if (const char* why = err.empty() ? proto::filter_shape_error(cfg.seccomp_bpf) : nullptr)
+    err = std::string("seccomp filter: ") + why;
   if (err.empty())
     err = dsec::init::setup_namespaces(cfg);
   // Best effort: root here lacks CAP_SYS_RESOURCE on some hosts (EACCES).
@@ -479,7 +482,7 @@ bool bootstrap() {
     ::close(fd);
   }
   if (err.empty())
-    err = dsec::init::drop_privileges();
+    err = dsec::init::drop_privileges(cfg.seccomp_bpf);
   std::string frame = err.empty() ? proto::writer(msg::ready, 0).finish()
                                   : proto::writer(msg::failed, 0).str(err).finish();
   if (::send(S.ctl, frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))

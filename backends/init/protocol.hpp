@@ -10,9 +10,9 @@
 // checked: a malformed or oversized frame makes `reader::ok()` false, which
 // both ends treat as a broken channel (drop it), never as a crash.
 //
-// Conversation: the node connects, sends `config` (id 0); init sets up the
-// sandbox and answers `ready` or `failed` (a message naming operation, object
-// and errno). Then the node sends `exec` frames with fresh ids; init answers
+// Conversation: the node connects and sends `config` (id 0), which may be
+// queued before init even runs; init sets up the sandbox and answers `ready`
+// or `failed` (a message naming operation, object and errno). Then the node sends `exec` frames with fresh ids; init answers
 // each with any number of `output` frames, then one `done` (or `exec_failed`).
 // A node that restarts reconnects; init keeps running execs and sends their
 // frames on the newest connection. Wire values are append only.
@@ -29,7 +29,7 @@ namespace dsec::init_proto {
 /// Frame types. Append only.
 enum class msg : uint8_t {
   // node -> init
-  config = 1, ///< hostname, rootfs path (host view); answered by ready/failed
+  config = 1, ///< hostname, rootfs path (host view), seccomp program; ready/failed
   exec = 2,   ///< argv, env, cwd, stdin, timeout_ms
   kill = 3,   ///< SIGKILL the process group of request `id`
   // init -> node
@@ -50,6 +50,10 @@ constexpr uint32_t max_body = 64u << 20;
 constexpr size_t max_output = 16u << 20;
 /// Largest output chunk init sends at once (one pipe read).
 constexpr size_t max_chunk = 64u << 10;
+/// Size of one classic BPF instruction (`struct sock_filter`) on the wire.
+constexpr size_t filter_insn_size = 8;
+/// Most instructions a seccomp program may have (the kernel's BPF_MAXINSNS).
+constexpr size_t max_filter_insns = 4096;
 
 /// Builds one frame in a byte string.
 class writer {
@@ -169,6 +173,9 @@ class reader {
 struct config_msg {
   std::string hostname;
   std::string rootfs; ///< absolute host path of the merged root, in init's mount ns
+  /// The seccomp filter as raw `struct sock_filter` array, compiled once by
+  /// the node; init refuses to start without a well-formed one.
+  std::string seccomp_bpf;
 };
 
 /// Body of `exec`.
@@ -181,14 +188,27 @@ struct exec_msg {
 };
 
 inline std::string encode(const config_msg& m) {
-  return writer(msg::config, 0).str(m.hostname).str(m.rootfs).finish();
+  return writer(msg::config, 0).str(m.hostname).str(m.rootfs).str(m.seccomp_bpf).finish();
 }
 
 inline bool decode(std::string_view body, config_msg& m) {
   reader r(body);
   m.hostname = r.str();
   m.rootfs = r.str();
+  m.seccomp_bpf = r.str();
   return r.done();
+}
+
+/// Why `prog` cannot be a seccomp program (empty, not whole instructions,
+/// too long), or nullptr if its shape is fine. The kernel checks the rest.
+inline const char* filter_shape_error(std::string_view prog) {
+  if (prog.empty())
+    return "empty program";
+  if (prog.size() % filter_insn_size != 0)
+    return "not a whole number of instructions";
+  if (prog.size() / filter_insn_size > max_filter_insns)
+    return "more than 4096 instructions";
+  return nullptr;
 }
 
 inline std::string encode(uint32_t id, const exec_msg& m) {

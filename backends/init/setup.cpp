@@ -1,8 +1,9 @@
 // What dsec-init does to itself before it runs anything for the agent: the
 // filesystem view (private mounts, minimal /dev, new /proc with masked paths,
 // read-only /sys, pivot_root), hostname, loopback, then the privilege drop
-// (securebits, capabilities, no_new_privs, seccomp). Runs single-threaded in
-// a static binary, so no async-signal-safety concerns as in a forked node.
+// (securebits, capabilities, no_new_privs, the seccomp program the node
+// compiled). Runs single-threaded in a static binary, so no
+// async-signal-safety concerns as in a forked node.
 #include "backends/init/setup.hpp"
 
 #include <fcntl.h>
@@ -10,7 +11,8 @@
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -23,6 +25,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace dsec::init {
 
@@ -204,84 +207,33 @@ std::string drop_capabilities() {
   return {};
 }
 
-struct rule {
-  const char* name;
-  int err;
-};
-
-// Syscalls an agent never needs and that widen the kernel surface or escape
-// the sandbox. ENOSYS for clone3 so glibc falls back to clone, whose flags a
-// classic filter can inspect.
-constexpr rule denied[] = {
-  {"mount", EPERM}, {"umount2", EPERM}, {"pivot_root", EPERM}, {"ptrace", EPERM},
-  {"bpf", EPERM}, {"kexec_load", EPERM}, {"kexec_file_load", EPERM},
-  {"keyctl", EPERM}, {"add_key", EPERM}, {"request_key", EPERM},
-  {"unshare", EPERM}, {"setns", EPERM}, {"clone3", ENOSYS},
-  {"perf_event_open", EPERM}, {"userfaultfd", EPERM}, {"io_uring_setup", EPERM},
-  {"io_uring_enter", EPERM}, {"io_uring_register", EPERM},
-  {"open_by_handle_at", EPERM}, {"name_to_handle_at", EPERM},
-  {"init_module", EPERM}, {"finit_module", EPERM}, {"delete_module", EPERM},
-  {"swapon", EPERM}, {"swapoff", EPERM}, {"reboot", EPERM}, {"acct", EPERM},
-  {"quotactl", EPERM}, {"fsopen", EPERM}, {"fsconfig", EPERM}, {"fsmount", EPERM},
-  {"fspick", EPERM}, {"move_mount", EPERM}, {"open_tree", EPERM},
-  {"mount_setattr", EPERM}, {"settimeofday", EPERM}, {"clock_settime", EPERM},
-  {"clock_adjtime", EPERM}, {"adjtimex", EPERM}, {"lookup_dcookie", EPERM},
-};
-
-std::string add_rules(scmp_filter_ctx ctx) {
-  for (auto& r : denied) {
-    int nr = seccomp_syscall_resolve_name(r.name);
-    if (nr == __NR_SCMP_ERROR)
-      return std::string("seccomp resolve ") + r.name + ": unknown syscall";
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(r.err), nr, 0);
-    if (rc != 0)
-      return errno_message("seccomp_rule_add", r.name, -rc);
-  }
-  // clone with any namespace flag; CLONE_NEWTIME (0x80) is left out: in
-  // clone's flags that bit belongs to the exit signal.
-  const uint64_t ns_flags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID, CLONE_NEWNET,
-                               CLONE_NEWUTS,  CLONE_NEWIPC, CLONE_NEWCGROUP};
-  for (auto f : ns_flags) {
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                              SCMP_A0(SCMP_CMP_MASKED_EQ, f, f));
-    if (rc != 0)
-      return errno_message("seccomp_rule_add", "clone", -rc);
-  }
-  // The kernel reads ioctl's request as 32 bits: compare only those, so a
-  // request with high bits set cannot slip past.
-  const uint64_t ioctls[] = {TIOCSTI, TIOCLINUX};
-  for (auto req : ioctls) {
-    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                              SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, req));
-    if (rc != 0)
-      return errno_message("seccomp_rule_add", "ioctl", -rc);
-  }
-  return {};
-}
-
-std::string load_seccomp() {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-  if (!ctx)
-    return "seccomp_init: failed";
-  std::string err;
-  int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+// SAFETY: `prog` comes from the node, which compiled it with libseccomp
+// (backends/container/seccomp_filter.cpp). Its shape is checked here and its
+// instructions by the kernel; any failure refuses the sandbox, so init never
+// runs the agent unfiltered. TSYNC: init is single-threaded, but the filter
+// must cover every thread should that change.
+std::string install_filter(const std::string& prog) {
+  if (const char* why = init_proto::filter_shape_error(prog))
+    return std::string("seccomp filter: ") + why;
+  static_assert(sizeof(sock_filter) == init_proto::filter_insn_size);
+  std::vector<sock_filter> insns(prog.size() / sizeof(sock_filter));
+  std::memcpy(insns.data(), prog.data(), prog.size());
+  sock_fprog fprog{static_cast<unsigned short>(insns.size()), insns.data()};
+  long rc = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
+  if (rc > 0)
+    return "seccomp SET_MODE_FILTER: thread " + std::to_string(rc) + " could not sync";
   if (rc != 0)
-    err = errno_message("seccomp_attr_set", "TSYNC", -rc);
-  if (err.empty())
-    err = add_rules(ctx);
-  if (err.empty() && (rc = seccomp_load(ctx)) != 0)
-    err = errno_message("seccomp_load", "filter", -rc);
-  seccomp_release(ctx);
-  return err;
+    return errno_message("seccomp SET_MODE_FILTER", "sandbox filter", errno);
+  return {};
 }
 
 } // namespace
 
-std::string drop_privileges() {
+std::string drop_privileges(const std::string& seccomp_bpf) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return errno_message("prctl", "PR_SET_NO_NEW_PRIVS", errno);
   TRY(drop_capabilities());
-  return load_seccomp();
+  return install_filter(seccomp_bpf);
 }
 
 } // namespace dsec::init

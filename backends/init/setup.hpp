@@ -18,8 +18,10 @@ std::string errno_message(const char* op, const std::string& obj, int err);
 /// cfg.rootfs, hostname, loopback up.
 std::string setup_namespaces(const init_proto::config_msg& cfg);
 
-/// no_new_privs, securebits, every capability set emptied, then the seccomp
-/// filter loaded with TSYNC. After this init itself has no privilege left.
-std::string drop_privileges();
+/// no_new_privs, securebits, every capability set emptied, then
+/// `seccomp_bpf` (raw sock_filter instructions from the node) installed with
+/// TSYNC. After this init itself has no privilege left. A malformed program
+/// is an error: init never runs unfiltered.
+std::string drop_privileges(const std::string& seccomp_bpf);
 
 } // namespace dsec::init
