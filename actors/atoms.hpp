@@ -9,6 +9,7 @@ namespace dsec {
 using create_atom = caf::atom_constant<caf::atom("create")>;
 using exec_atom = caf::atom_constant<caf::atom("exec")>;
 using stream_atom = caf::atom_constant<caf::atom("stream")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using destroy_atom = caf::atom_constant<caf::atom("destroy")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;

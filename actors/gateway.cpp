@@ -174,8 +174,13 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
       static_cast<int64_t>(req->timeout_s * 1000) + 60000)};
   auto it = r.query.find("stream");
   bool stream = it != r.query.end() && (it->second == "1" || it->second == "true");
+  // A client that goes away takes its command with it.
+  auto token = self->state.next_token++;
+  c->on_disconnect([lc = self->state.lifecycle, id = r.id, token] {
+    caf::anon_send(lc, cancel_atom::value, id, token);
+  });
   if (!stream) {
-    self->request(self->state.lifecycle, timeout, exec_atom::value, r.id, std::move(*req))
+    self->request(self->state.lifecycle, timeout, exec_atom::value, r.id, std::move(*req), token)
       .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
     return;
   }
@@ -184,7 +189,8 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
     ss->ensure_started(c);
     c->write_chunk(codec::encode_event(chunk));
   }};
-  self->request(self->state.lifecycle, timeout, stream_atom::value, r.id, std::move(*req), sink)
+  self->request(self->state.lifecycle, timeout, stream_atom::value, r.id, std::move(*req), sink,
+                token)
     .then(
       [c, ss](exec_result& res) {
         ss->ensure_started(c);

@@ -25,6 +25,8 @@ struct gateway_state {
   caf::actor lifecycle;
   int64_t requests_total = 0;
   int64_t errors_total = 0;
+  /// Source of exec cancel tokens (0 means "not cancellable").
+  uint64_t next_token = 1;
 };
 
 using gateway_actor_ptr = caf::stateful_actor<gateway_state>*;

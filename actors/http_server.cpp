@@ -50,6 +50,7 @@ class exchange final : public http_exchange {
   void begin_stream(int status, std::string content_type) override;
   void write_chunk(std::string data) override;
   void end_stream() override;
+  void on_disconnect(std::function<void()> f) override;
 
  private:
   std::shared_ptr<session> session_;
@@ -62,6 +63,15 @@ class session : public std::enable_shared_from_this<session> {
     : sock_(std::move(sock)), max_body_(max_body), handler_(handler) {}
 
   void start() { read_next(); }
+
+  /// Registers a disconnect callback for the exchange in flight.
+  void add_disconnect_hook(std::function<void()> f) {
+    net::post(sock_.get_executor(), [self = shared_from_this(), f = std::move(f)]() mutable {
+      if (self->closed_)
+        return f();
+      self->hooks_.push_back(std::move(f));
+    });
+  }
 
   /// Queues raw bytes; `last` ends the exchange (read next or close).
   void send(std::string bytes, bool last, bool keep_alive) {
@@ -108,6 +118,9 @@ class session : public std::enable_shared_from_this<session> {
                   true, false);
     }
     auto req = parser_->release();
+    ++gen_;
+    hooks_.clear();
+    watch_peer();
     auto ex = std::make_shared<exchange>(shared_from_this(), req.keep_alive());
     ex->method = std::string(req.method_string().data(), req.method_string().size());
     ex->target = std::string(req.target().data(), req.target().size());
@@ -123,6 +136,7 @@ class session : public std::enable_shared_from_this<session> {
                        if (ec)
                          return self->close();
                        if (done.last) {
+                         self->hooks_.clear(); // answered: nothing left to cancel
                          if (!done.keep_alive)
                            return self->close();
                          self->read_next();
@@ -132,7 +146,28 @@ class session : public std::enable_shared_from_this<session> {
                      });
   }
 
+  /// While a request is served, notices the client closing its end: the
+  /// socket turns readable and a peek reads EOF. Pipelined bytes end the watch.
+  void watch_peer() {
+    sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen = gen_](
+                                               beast::error_code ec) {
+      if (ec || gen != self->gen_ || self->closed_)
+        return;
+      char c;
+      auto n = ::recv(self->sock_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        self->close();
+    });
+  }
+
   void close() {
+    if (!closed_) {
+      closed_ = true;
+      auto hooks = std::move(hooks_);
+      hooks_.clear();
+      for (auto& f : hooks)
+        f();
+    }
     beast::error_code ignored;
     sock_.shutdown(tcp::socket::shutdown_both, ignored);
     sock_.close(ignored);
@@ -144,6 +179,10 @@ class session : public std::enable_shared_from_this<session> {
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<pending> out_;
+  /// Bumped per request, so a stale peer watch does nothing.
+  uint64_t gen_ = 0;
+  bool closed_ = false;
+  std::vector<std::function<void()>> hooks_;
 };
 
 void exchange::respond(http_answer a) {
@@ -168,6 +207,10 @@ void exchange::write_chunk(std::string data) {
 }
 
 void exchange::end_stream() { session_->send("0\r\n\r\n", true, keep_alive_); }
+
+void exchange::on_disconnect(std::function<void()> f) {
+  session_->add_disconnect_hook(std::move(f));
+}
 
 class server final : public http_server {
  public:

@@ -39,6 +39,9 @@ class http_exchange {
   virtual void begin_stream(int status, std::string content_type) = 0;
   virtual void write_chunk(std::string data) = 0;
   virtual void end_stream() = 0;
+  /// Calls `f` (on the server thread) if the client goes away before the
+  /// answer is complete; at once if it already has. Used to cancel execs.
+  virtual void on_disconnect(std::function<void()> f) = 0;
 };
 
 using http_call = std::shared_ptr<http_exchange>;

@@ -8,9 +8,12 @@
 //   (info_atom, std::string id)               -> sandbox_info | error
 //   (list_atom, std::map<string,string> lbl)  -> std::vector<sandbox_info>
 //   (destroy_atom, std::string id)            -> bool existed | error
-//   (exec_atom, std::string id, exec_request) -> exec_result | error
-//   (stream_atom, std::string id, exec_request, chunk_sink)
+//   (exec_atom, std::string id, exec_request, uint64_t token)
+//                                             -> exec_result | error
+//   (stream_atom, std::string id, exec_request, chunk_sink, uint64_t token)
 //                                             -> exec_result | error (chunks to the sink)
+//   (cancel_atom, std::string id, uint64_t token) -> nothing; kills that exec
+//     (token: chosen by the caller, unique per caller; 0 = not cancellable)
 //   (wfile_atom, id, path, std::string data)  -> bool | error
 //   (rfile_atom, id, path)                    -> std::string | error
 //   (layers_atom)                             -> std::vector<layer_info> | error
@@ -20,8 +23,9 @@
 //
 // sandbox (one per sandbox; spawned and supervised by lifecycle):
 //   (start_atom)                              -> sandbox_info | error (once, by lifecycle)
-//   (exec_atom, exec_request)                 -> exec_result | error
-//   (stream_atom, exec_request, chunk_sink)   -> exec_result | error
+//   (exec_atom, exec_request, uint64_t token) -> exec_result | error
+//   (stream_atom, exec_request, chunk_sink, uint64_t token) -> exec_result | error
+//   (cancel_atom, uint64_t token)             -> nothing
 //   (wfile_atom, path, data)                  -> bool | error
 //   (rfile_atom, path)                        -> std::string | error
 //   (destroy_atom)                            -> bool | error; the actor quits after it

@@ -174,16 +174,23 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return caf::make_message(false); // idempotent: already gone
       return self->delegate(it->second.actor, destroy_atom::value);
     },
-    [self](exec_atom, const std::string& id, exec_request& req) -> caf::result<caf::message> {
+    [self](exec_atom, const std::string& id, exec_request& req,
+           uint64_t token) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
-        return self->delegate(e.actor, exec_atom::value, std::move(req));
+        return self->delegate(e.actor, exec_atom::value, std::move(req), token);
       });
     },
-    [self](stream_atom, const std::string& id, exec_request& req,
-           chunk_sink& sink) -> caf::result<caf::message> {
+    [self](stream_atom, const std::string& id, exec_request& req, chunk_sink& sink,
+           uint64_t token) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
-        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink));
+        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink),
+                              token);
       });
+    },
+    [self](cancel_atom, const std::string& id, uint64_t token) {
+      auto it = self->state.sandboxes.find(id);
+      if (it != self->state.sandboxes.end())
+        self->send(it->second.actor, cancel_atom::value, token);
     },
     [self](wfile_atom, const std::string& id, std::string& path,
            std::string& data) -> caf::result<caf::message> {

@@ -149,7 +149,8 @@ void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& r
   maybe_quit(self);
 }
 
-void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exec_chunk)> sink) {
+void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exec_chunk)> sink,
+                uint64_t token) {
   auto rp = self->make_response_promise();
   if (!accepts_ops(self, rp))
     return;
@@ -160,10 +161,16 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
   backends::exec_callbacks cb;
   if (sink)
     cb.on_output = std::move(sink);
-  cb.on_done = [hdl, rp, self](expected<exec_result> res) mutable {
-    run_in(hdl, [self, rp, res = std::move(res)]() mutable { finish_op(self, rp, res); });
+  cb.on_done = [hdl, rp, self, token](expected<exec_result> res) mutable {
+    run_in(hdl, [self, rp, token, res = std::move(res)]() mutable {
+      if (token != 0)
+        self->state.cancellable.erase(token);
+      finish_op(self, rp, res);
+    });
   };
-  st.sb->exec(std::move(req), std::move(cb));
+  auto exec_id = st.sb->exec(std::move(req), std::move(cb));
+  if (token != 0)
+    st.cancellable[token] = exec_id;
 }
 
 template <class Work>
@@ -234,9 +241,17 @@ caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::a
                      }
                    });
     },
-    [self](exec_atom, exec_request& req) { start_exec(self, std::move(req), nullptr); },
-    [self](stream_atom, exec_request& req, chunk_sink& sink) {
-      start_exec(self, std::move(req), std::move(sink.fn));
+    [self](exec_atom, exec_request& req, uint64_t token) {
+      start_exec(self, std::move(req), nullptr, token);
+    },
+    [self](stream_atom, exec_request& req, chunk_sink& sink, uint64_t token) {
+      start_exec(self, std::move(req), std::move(sink.fn), token);
+    },
+    [self](cancel_atom, uint64_t token) {
+      auto& st = self->state;
+      auto it = st.cancellable.find(token);
+      if (it != st.cancellable.end() && st.sb)
+        st.sb->cancel(it->second);
     },
     [self](wfile_atom, std::string& path, std::string& data) {
       file_op(self, [path, data = std::move(data)](backends::sandbox& sb) -> expected<bool> {

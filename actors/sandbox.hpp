@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -29,6 +30,8 @@ struct sandbox_actor_state {
   std::vector<std::string> digests;
   /// Execs started and not yet reported back.
   int inflight = 0;
+  /// Caller tokens of running execs -> backend exec ids (for cancel).
+  std::unordered_map<uint64_t, uint64_t> cancellable;
   /// Set once destroy has begun; later destroys wait for the first.
   bool destroying = false;
   bool destroyed = false;

@@ -44,7 +44,12 @@ class sandbox {
   virtual ~sandbox() = default;
 
   /// Starts `req`; never blocks. Errors (sandbox gone) arrive via on_done.
-  virtual void exec(exec_request req, exec_callbacks cb) = 0;
+  /// Returns an id for cancel().
+  virtual uint64_t exec(exec_request req, exec_callbacks cb) = 0;
+
+  /// Kills the process group of a running exec (its on_done still comes,
+  /// with the signal as exit code). Unknown or finished ids are ignored.
+  virtual void cancel(uint64_t exec_id) = 0;
 
   /// Writes a file at absolute `path` inside the sandbox, creating parent
   /// directories. Resolved inside the sandbox root: no symlink leads out.

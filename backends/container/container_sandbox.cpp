@@ -105,7 +105,7 @@ status container_sandbox::start() {
 
 // -- exec ---------------------------------------------------------------------
 
-void container_sandbox::exec(exec_request req, exec_callbacks cb) {
+uint64_t container_sandbox::exec(exec_request req, exec_callbacks cb) {
   std::unique_lock<std::mutex> g(m_);
   uint32_t id = next_id_++;
   auto frame = encode_exec(id, req, parts_.env);
@@ -122,13 +122,26 @@ void container_sandbox::exec(exec_request req, exec_callbacks cb) {
       if (cb.on_done)
         cb.on_done(err);
     });
-    return;
+    return id;
   }
   auto p = std::make_shared<pending_exec>();
   p->cb = std::move(cb);
   pending_[id] = std::move(p);
   bool was_empty = out_.empty();
   out_ += *frame;
+  if (was_empty)
+    flush_locked();
+  return id;
+}
+
+void container_sandbox::cancel(uint64_t exec_id) {
+  std::lock_guard<std::mutex> g(m_);
+  auto id = static_cast<uint32_t>(exec_id);
+  if (exec_id > UINT32_MAX || !pending_.count(id) || destroyed_ || dead_ || !channel_open_)
+    return;
+  // Init SIGKILLs the command's process group; its `done` frame follows.
+  bool was_empty = out_.empty();
+  out_ += proto::writer(proto::msg::kill, id).finish();
   if (was_empty)
     flush_locked();
 }

@@ -48,7 +48,8 @@ class container_sandbox final : public sandbox,
 
   // -- sandbox interface ----------------------------------------------------
 
-  void exec(exec_request req, exec_callbacks cb) override;
+  uint64_t exec(exec_request req, exec_callbacks cb) override;
+  void cancel(uint64_t exec_id) override;
   status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
   expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
   void on_exit(std::function<void(std::string reason)> f) override;

@@ -25,6 +25,7 @@ struct world {
   int creates = 0;
   int destroys = 0;
   int held = 0; // layer mounts currently held
+  int cancels = 0;
   bool fail_create = false;
   std::vector<std::function<void(std::string)>> exit_hooks;
 };
@@ -32,14 +33,32 @@ struct world {
 class fake_sandbox final : public backends::sandbox {
  public:
   explicit fake_sandbox(std::shared_ptr<world> w) : w_(std::move(w)) {}
-  void exec(exec_request req, backends::exec_callbacks cb) override {
-    if (destroyed_)
-      return cb.on_done(unavailable("gone"));
+  uint64_t exec(exec_request req, backends::exec_callbacks cb) override {
+    if (req.argv.size() == 1 && req.argv[0] == "hang") { // finishes only when cancelled
+      hung_[++next_] = std::move(cb);
+      return next_;
+    }
+    if (destroyed_) {
+      cb.on_done(unavailable("gone"));
+      return 0;
+    }
     exec_result r;
     for (auto& a : req.argv)
       r.stdout_data += a + " ";
     if (cb.on_output)
       cb.on_output(exec_chunk{1, r.stdout_data});
+    cb.on_done(r);
+    return ++next_;
+  }
+  void cancel(uint64_t exec_id) override {
+    auto it = hung_.find(exec_id);
+    if (it == hung_.end())
+      return;
+    exec_result r;
+    r.exit_code = 137;
+    auto cb = std::move(it->second);
+    hung_.erase(it);
+    ++w_->cancels;
     cb.on_done(r);
   }
   status write_file(const std::string& path, std::string_view data, uint32_t) override {
@@ -65,6 +84,8 @@ class fake_sandbox final : public backends::sandbox {
  private:
   std::shared_ptr<world> w_;
   std::map<std::string, std::string> files_;
+  std::map<uint64_t, backends::exec_callbacks> hung_;
+  uint64_t next_ = 0;
   bool destroyed_ = false;
 };
 
@@ -200,7 +221,7 @@ TEST_CASE_METHOD(fixture, "create, get, list by label, exec, files, destroy", "[
 
   exec_request req;
   req.argv = {"echo", "hi"};
-  auto r = ask<exec_result>(exec_atom::value, a->id, req);
+  auto r = ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
   REQUIRE(r.ok());
   CHECK(r->stdout_data == "echo hi ");
   CHECK(ask<bool>(wfile_atom::value, a->id, std::string{"/a"}, std::string{"data"}).ok());
@@ -263,9 +284,9 @@ TEST_CASE_METHOD(fixture, "request_id: same spec same sandbox, other spec confli
 TEST_CASE_METHOD(fixture, "bad and unknown ids", "[actor]") {
   exec_request req;
   req.argv = {"true"};
-  CHECK(ask<exec_result>(exec_atom::value, std::string{"../etc"}, req).err().code
+  CHECK(ask<exec_result>(exec_atom::value, std::string{"../etc"}, req, uint64_t{1}).err().code
         == errc::invalid_argument);
-  CHECK(ask<exec_result>(exec_atom::value, std::string{"n-test.zzz"}, req).err().code
+  CHECK(ask<exec_result>(exec_atom::value, std::string{"n-test.zzz"}, req, uint64_t{1}).err().code
         == errc::not_found);
   CHECK(ask<bool>(destroy_atom::value, std::string{"n-test.zzz"}).ok());
 }
@@ -299,11 +320,37 @@ TEST_CASE_METHOD(fixture, "a sandbox that dies is failed with its reason", "[act
   CHECK(w->held == 0); // released at once
   exec_request req;
   req.argv = {"true"};
-  auto r = ask<exec_result>(exec_atom::value, a->id, req);
+  auto r = ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().code == errc::unavailable);
   CHECK(r.err().message.find("oom") != std::string::npos);
   CHECK(ask<bool>(destroy_atom::value, a->id).ok());
+}
+
+TEST_CASE_METHOD(fixture, "cancel by token kills only that exec", "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  exec_request hang;
+  hang.argv = {"hang"};
+  auto out = std::make_shared<std::optional<expected<exec_result>>>();
+  auto dest = lc;
+  auto id = a->id;
+  sys->spawn([=](caf::event_based_actor* self) {
+    self->request(dest, caf::infinite, exec_atom::value, id, hang, uint64_t{42})
+      .then([=](exec_result& x) { out->emplace(std::move(x)); },
+            [=](caf::error& e) { out->emplace(from_caf(e)); });
+  });
+  drive();
+  CHECK_FALSE(out->has_value()); // still running
+  caf::anon_send(lc, cancel_atom::value, id, uint64_t{7}); // someone else's token
+  drive();
+  CHECK_FALSE(out->has_value());
+  caf::anon_send(lc, cancel_atom::value, id, uint64_t{42});
+  drive();
+  REQUIRE(out->has_value());
+  REQUIRE((*out)->ok());
+  CHECK((**out)->exit_code == 137);
+  CHECK(w->cancels == 1);
 }
 
 TEST_CASE_METHOD(fixture, "shutdown destroys every sandbox", "[actor]") {

@@ -219,8 +219,6 @@ def test_stream_on_unknown_sandbox_is_404(client, node):
 
 
 
-@pytest.mark.xfail(strict=True, reason="exec cancellation when the client goes away is not implemented: "
-                   "the command runs on until its timeout_s or the sandbox's end")
 def test_stream_client_disconnect_stops_the_command(client, sandbox, node):
     # A trainer killed mid-rollout drops its connection; the command it was
     # streaming must not burn a CPU forever, and the node must stay healthy.
@@ -234,3 +232,18 @@ def test_stream_client_disconnect_stops_the_command(client, sandbox, node):
     assert client.healthz()[0] == 200
     wait_for(lambda: "yes" not in client.sh(sandbox, "ps -o args")["stdout"].split(), 15,
              what="the streamed command to stop after its client disconnected")
+
+
+def test_quiet_exec_is_cancelled_when_its_client_disconnects(client, sandbox, node):
+    # No output to fail on: the node must notice the closed connection itself.
+    body = json.dumps({"cmd": ["sleep", "1000"]}).encode()
+    s = socket.create_connection(("127.0.0.1", node.rest_port), timeout=30)
+    s.sendall(f"POST /v1/sandboxes/{sandbox}/exec HTTP/1.1\r\nHost: x\r\n"
+              f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+              .encode() + body)
+    wait_for(lambda: "sleep" in client.sh(sandbox, "ps -o args")["stdout"], 15,
+             what="the command to start")
+    s.close()
+    wait_for(lambda: "sleep" not in client.sh(sandbox, "ps -o args")["stdout"], 15,
+             what="the command to be killed after its client disconnected")
+    assert client.sh(sandbox, "echo still-here")["stdout"] == "still-here\n"
