@@ -80,12 +80,7 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
   auto actor = self->spawn(sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self), id, spec);
   sandbox_entry entry;
   entry.actor = actor;
-  entry.info.id = id;
-  entry.info.node = st.ctx->config.node_id;
-  entry.info.state = sandbox_state::creating;
-  entry.info.backend = spec.backend;
-  entry.info.layers = spec.layers;
-  entry.info.labels = spec.labels;
+  entry.info = initial_info(id, st.ctx->config.node_id, spec);
   if (!spec.request_id.empty())
     st.by_request[spec.request_id] = id;
   entry.spec = std::move(spec);
@@ -98,8 +93,7 @@ void on_gone(lifecycle_actor_ptr self, const std::string& id) {
   auto it = st.sandboxes.find(id);
   if (it == st.sandboxes.end())
     return;
-  if (it->second.info.state == sandbox_state::creating
-      || (it->second.info.state == sandbox_state::failed && it->second.info.created_at_ms == 0))
+  if (it->second.info.state == sandbox_state::creating) // never ran: its create failed
     ++st.create_failures_total;
   else
     ++st.destroys_total;

@@ -68,6 +68,20 @@ void maybe_quit(sandbox_actor_ptr self) {
   }
 }
 
+/// Takes the backend sandbox and the layer mounts out of `st` and returns the
+/// blocking job that releases them.
+std::function<status()> take_teardown(sandbox_actor_state& st) {
+  auto digests = std::move(st.digests);
+  st.digests.clear();
+  return [ctx = st.ctx, sb = st.sb, digests] {
+    status res;
+    if (sb)
+      res = sb->destroy();
+    ctx->layers->release(digests);
+    return res;
+  };
+}
+
 /// Tears the sandbox down (once); every caller's promise is answered when done.
 void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   auto& st = self->state;
@@ -79,18 +93,7 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   if (st.info.reason.empty() && !why.empty())
     st.info.reason = why;
   notify_lifecycle(self);
-  auto ctx = st.ctx;
-  auto sb = st.sb;
-  auto digests = std::move(st.digests);
-  st.digests.clear();
-  run_blocking(self, *ctx->pool,
-               [ctx, sb, digests] {
-                 status res;
-                 if (sb)
-                   res = sb->destroy();
-                 ctx->layers->release(digests);
-                 return res;
-               },
+  run_blocking(self, *st.ctx->pool, take_teardown(st),
                [self](status& res) {
                  if (!res)
                    caf::aout(self) << "sandbox " << self->state.info.id
@@ -110,15 +113,7 @@ void on_died(sandbox_actor_ptr self, const std::string& reason) {
   st.info.state = sandbox_state::failed;
   st.info.reason = reason;
   notify_lifecycle(self);
-  auto ctx = st.ctx;
-  auto sb = st.sb;
-  auto digests = std::move(st.digests);
-  st.digests.clear();
-  ctx->pool->post([ctx, sb, digests] {
-    if (sb)
-      sb->destroy();
-    ctx->layers->release(digests);
-  });
+  st.ctx->pool->post([job = take_teardown(st)] { (void)job(); });
 }
 
 error not_running(const sandbox_actor_state& st) {
@@ -187,21 +182,28 @@ void file_op(sandbox_actor_ptr self, Work work) {
 
 } // namespace
 
+sandbox_info initial_info(const std::string& id, const std::string& node,
+                          const sandbox_spec& spec) {
+  sandbox_info info;
+  info.id = id;
+  info.node = node;
+  info.state = sandbox_state::creating;
+  info.backend = spec.backend;
+  info.layers = spec.layers;
+  info.labels = spec.labels;
+  info.cpu = spec.cpu;
+  info.memory_mb = spec.memory_mb;
+  info.disk_mb = spec.disk_mb;
+  info.created_at_ms = now_ms();
+  return info;
+}
+
 caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
                             std::string id, sandbox_spec spec) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
-  st.info.id = id;
-  st.info.node = st.ctx->config.node_id;
-  st.info.state = sandbox_state::creating;
-  st.info.backend = spec.backend;
-  st.info.layers = spec.layers;
-  st.info.labels = spec.labels;
-  st.info.cpu = spec.cpu;
-  st.info.memory_mb = spec.memory_mb;
-  st.info.disk_mb = spec.disk_mb;
-  st.info.created_at_ms = now_ms();
+  st.info = initial_info(id, st.ctx->config.node_id, spec);
   st.spec = std::move(spec);
   return {
     [self](start_atom) {

@@ -40,6 +40,10 @@ struct sandbox_actor_state {
 
 using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;
 
+/// What a sandbox looks like before it runs (state creating).
+sandbox_info initial_info(const std::string& id, const std::string& node,
+                          const sandbox_spec& spec);
+
 /// Spawned by lifecycle with the id and spec; waits for (start_atom).
 caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
                             std::string id, sandbox_spec spec);

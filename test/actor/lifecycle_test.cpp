@@ -251,6 +251,11 @@ TEST_CASE_METHOD(fixture, "failed creates leave nothing held", "[actor]") {
   CHECK(w->held == 0);
   CHECK(ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{})
           ->empty());
+  auto st = ask<node_status>(status_atom::value);
+  REQUIRE(st.ok());
+  CHECK(st->create_failures_total == 2);
+  CHECK(st->creates_total == 0);
+  CHECK(st->sandboxes == 0);
 }
 
 TEST_CASE_METHOD(fixture, "admission: capacity, backend, network, pinning", "[actor]") {
