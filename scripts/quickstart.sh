@@ -9,7 +9,7 @@ REST=${DSEC_REST:-127.0.0.1:7070}
 LISTEN=${DSEC_LISTEN:-127.0.0.1:7700}
 
 bash scripts/deps.sh
-bash scripts/build.sh
+bash scripts/build.sh src/dsec backends/dsec-init # the tests are built by scripts/test.sh
 DSEC=$PWD/build/src/dsec
 
 echo "== default layers (the first run debootstraps base/python@3.11: a few minutes)"
