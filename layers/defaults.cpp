@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -235,8 +236,10 @@ status make_python_rootfs(const std::string& dir, const log_fn& log) {
 class staging_dir {
  public:
   static expected<staging_dir> create() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string{base && *base ? base : "/var/tmp"} + "/dsec-layer-XXXXXX";
+    const char* env = std::getenv("TMPDIR");
+    std::string base = env && *env ? env : "/var/tmp";
+    sweep_stale(base);
+    std::string tmpl = base + "/dsec-layer-XXXXXX";
     if (!::mkdtemp(tmpl.data()))
       return sys_error("create staging directory", tmpl, errno);
     return staging_dir{tmpl};
@@ -244,13 +247,36 @@ class staging_dir {
   staging_dir(staging_dir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
   staging_dir& operator=(staging_dir&&) = delete;
   ~staging_dir() {
-    if (!path_.empty())
-      (void)sys::remove_tree(path_);
+    if (path_.empty())
+      return;
+    sys::unmount_below(path_); // debootstrap's /proc if it failed half-way
+    (void)sys::remove_tree(path_);
   }
   const std::string& path() const { return path_; }
 
  private:
   explicit staging_dir(std::string p) : path_(std::move(p)) {}
+
+  /// Staging dirs older than a day belong to a build that was killed (a
+  /// running debootstrap touches its tree far more often): unmount, remove.
+  static void sweep_stale(const std::string& base) {
+    DIR* d = ::opendir(base.c_str());
+    if (!d)
+      return;
+    auto now = ::time(nullptr);
+    while (auto* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      struct stat st;
+      auto path = base + "/" + name;
+      if (name.rfind("dsec-layer-", 0) != 0 || ::lstat(path.c_str(), &st) != 0
+          || !S_ISDIR(st.st_mode) || now - st.st_mtime < 24 * 3600)
+        continue;
+      sys::unmount_below(path);
+      (void)sys::remove_tree(path);
+    }
+    ::closedir(d);
+  }
+
   std::string path_;
 };
 

@@ -2,15 +2,18 @@
 #include "sys/fs.hpp"
 
 #include <dirent.h>
+#include <sys/mount.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "sys/fd.hpp"
 
@@ -136,6 +139,24 @@ status remove_tree(const std::string& path) {
   if (::lstat(path.c_str(), &st) != 0)
     return errno == ENOENT ? status{} : status{sys_error("stat", path, errno)};
   return remove_at(AT_FDCWD, path.c_str(), st.st_dev, path);
+}
+
+void unmount_below(const std::string& dir) {
+  std::vector<std::string> below;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  auto prefix = dir + "/";
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string id, parent, devno, root, mnt;
+    ls >> id >> parent >> devno >> root >> mnt;
+    if (mnt.compare(0, prefix.size(), prefix) == 0)
+      below.push_back(mnt);
+  }
+  std::sort(below.begin(), below.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  for (auto& m : below)
+    ::umount2(m.c_str(), MNT_DETACH);
 }
 
 bool exists(const std::string& path) {

@@ -28,6 +28,10 @@ status write_text(const std::string& path, std::string_view data);
 /// fail with EBUSY rather than delete another filesystem's files).
 status remove_tree(const std::string& path);
 
+/// Lazily unmounts every mount below `dir` (deepest first), e.g. the /proc
+/// that debootstrap mounts into a tree it was building when it was killed.
+void unmount_below(const std::string& dir);
+
 /// True if `path` exists (lstat).
 bool exists(const std::string& path);
 

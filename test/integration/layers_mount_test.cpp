@@ -266,3 +266,22 @@ TEST_CASE("a restarted node adopts existing mounts and recovered sandboxes re-ac
   CHECK(after.mounted() == 0);
   CHECK(fixture::mounts_under(f.mounts()).empty());
 }
+
+TEST_CASE("unmount_below clears nested mounts a killed build left", "[layers][mount]") {
+  char tmpl[] = "/var/tmp/dsec-unmount-test-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl));
+  std::string dir = tmpl;
+  REQUIRE(sys::make_dirs(dir + "/rootfs/proc"));
+  REQUIRE(::mount("proc", (dir + "/rootfs/proc").c_str(), "proc", 0, nullptr) == 0);
+  REQUIRE(sys::make_dirs(dir + "/rootfs/tmp"));
+  REQUIRE(::mount("tmpfs", (dir + "/rootfs/tmp").c_str(), "tmpfs", 0, nullptr) == 0);
+  REQUIRE(sys::make_dirs(dir + "/rootfs/tmp/inner"));
+  REQUIRE(::mount("tmpfs", (dir + "/rootfs/tmp/inner").c_str(), "tmpfs", 0, nullptr) == 0);
+  CHECK_FALSE(sys::remove_tree(dir)); // never crosses into another filesystem
+  sys::unmount_below(dir);
+  CHECK_FALSE(sys::is_mount_point(dir + "/rootfs/proc"));
+  CHECK_FALSE(sys::is_mount_point(dir + "/rootfs/tmp"));
+  CHECK_FALSE(sys::is_mount_point(dir + "/rootfs/tmp/inner"));
+  CHECK(sys::remove_tree(dir));
+  CHECK_FALSE(sys::exists(dir));
+}
