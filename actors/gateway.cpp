@@ -14,8 +14,6 @@
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 
-#include <nlohmann/json.hpp>
-
 namespace dsec {
 
 namespace {
@@ -25,12 +23,6 @@ using namespace std::chrono_literals;
 
 /// Creates and file transfers are bounded; a stuck backend answers 504.
 constexpr auto op_timeout = std::chrono::seconds(300);
-
-std::string codec_path_json(const std::string& path, size_t n) {
-  return "{\"path\":" + nlohmann::json(path).dump(-1, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace)
-         + ",\"size\":" + std::to_string(n) + "}";
-}
 
 void reply(const http_call& c, int status, std::string body,
            std::string content_type = "application/json") {
@@ -92,10 +84,7 @@ void handle_nodes(gateway_actor_ptr self, const http_call& c) {
     .then(
       [self, c](node_status& st) {
         auto& cfg = self->state.ctx->config;
-        reply(c, 200,
-              "{\"nodes\":[{\"id\":\"" + st.node_id + "\",\"address\":\"" + cfg.listen
-                + "\",\"rest\":\"" + cfg.rest + "\",\"state\":\"alive\",\"load\":{\"sandboxes\":"
-                + std::to_string(st.sandboxes) + "}}]}");
+        reply(c, 200, codec::encode_nodes(st, cfg.listen, cfg.rest));
       },
       on_error(c));
 }
@@ -144,8 +133,7 @@ void handle_delete(gateway_actor_ptr self, const http_call& c, const route& r) {
   self->request(self->state.lifecycle, op_timeout, destroy_atom::value, r.id)
     .then(
       [c, id = r.id](bool existed) {
-        reply(c, 200, std::string{"{\"id\":\""} + id + "\",\"deleted\":"
-                        + (existed ? "true" : "false") + "}");
+        reply(c, 200, codec::encode_deleted(id, existed));
       },
       on_error(c));
 }
@@ -228,7 +216,7 @@ void handle_put_file(gateway_actor_ptr self, const http_call& c, const route& r)
   self->request(self->state.lifecycle, op_timeout, wfile_atom::value, r.id, *path, c->body)
     .then(
       [c, p = *path, n = c->body.size()](bool) {
-        reply(c, 200, codec_path_json(p, n));
+        reply(c, 200, codec::encode_file_written(p, n));
       },
       on_error(c));
 }

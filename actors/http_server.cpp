@@ -10,6 +10,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "core/json_codec.hpp"
+
 namespace dsec {
 
 namespace {
@@ -34,9 +36,6 @@ std::string head(int status, const std::string& content_type, bool keep_alive,
   return h;
 }
 
-std::string error_body(const char* code, const std::string& msg) {
-  return std::string{"{\"error\":{\"code\":\""} + code + "\",\"message\":\"" + msg + "\"}}";
-}
 
 class session;
 
@@ -104,19 +103,11 @@ class session : public std::enable_shared_from_this<session> {
     if (ec == http::error::end_of_stream || ec == net::error::eof
         || ec == net::error::connection_reset || ec == net::error::operation_aborted)
       return close();
-    if (ec == http::error::body_limit) {
-      auto body = error_body("too_large", "request body larger than "
-                                            + std::to_string(max_body_) + " bytes");
-      return send(head(413, "application/json", false, {}) + "Content-Length: "
-                    + std::to_string(body.size()) + "\r\n\r\n" + body,
-                  true, false);
-    }
-    if (ec) {
-      auto body = error_body("invalid_argument", "malformed HTTP request: " + ec.message());
-      return send(head(400, "application/json", false, {}) + "Content-Length: "
-                    + std::to_string(body.size()) + "\r\n\r\n" + body,
-                  true, false);
-    }
+    if (ec == http::error::body_limit)
+      return refuse(413, too_large("request body larger than " + std::to_string(max_body_)
+                                   + " bytes"));
+    if (ec)
+      return refuse(400, invalid_argument("malformed HTTP request: " + ec.message()));
     auto req = parser_->release();
     ++gen_;
     hooks_.clear();
@@ -126,6 +117,14 @@ class session : public std::enable_shared_from_this<session> {
     ex->target = std::string(req.target().data(), req.target().size());
     ex->body = std::move(req.body());
     handler_(std::move(ex));
+  }
+
+  /// Answers a request that never reached the gateway, then closes.
+  void refuse(int status, const error& err) {
+    auto body = json_codec::encode(err);
+    send(head(status, "application/json", false, {}) + "Content-Length: "
+           + std::to_string(body.size()) + "\r\n\r\n" + body,
+         true, false);
   }
 
   void write_front() {

@@ -26,6 +26,7 @@
 #include "layers/store.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
+#include "sys/http_client.hpp"
 
 namespace dsec {
 
@@ -139,20 +140,6 @@ expected<node_context_ptr> make_context(node_config cfg) {
   return ctx;
 }
 
-expected<std::pair<std::string, uint16_t>> split_host_port(const std::string& s) {
-  auto colon = s.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    return invalid_argument("address \"" + s + "\" must be HOST:PORT");
-  auto host = s.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  char* end = nullptr;
-  auto port = std::strtol(s.c_str() + colon + 1, &end, 10);
-  if (*end != '\0' || port < 0 || port > 65535)
-    return invalid_argument("address \"" + s + "\": bad port");
-  return std::make_pair(host, static_cast<uint16_t>(port));
-}
-
 void block_signals(sigset_t& set) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -212,8 +199,8 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
 int run_node(node_config cfg) {
   sigset_t sigs;
   block_signals(sigs); // before any thread starts, so all inherit the mask
-  auto rest = split_host_port(cfg.rest);
-  auto listen = split_host_port(cfg.listen);
+  auto rest = sys::parse_host_port(cfg.rest, true);
+  auto listen = sys::parse_host_port(cfg.listen, true);
   if (!rest || !listen) {
     std::cerr << "dsec node: " << (rest ? listen.err() : rest.err()).message << "\n";
     return 2;
@@ -238,9 +225,11 @@ int run_node(node_config cfg) {
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
-  // The node's own cgroup parents (dsec/<node-id>); empty once every sandbox is gone.
+  // The node's own cgroup parents (dsec/<node-id>); empty once every sandbox is
+  // gone. The shared "dsec" parent goes too when no other node uses it.
   if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
+  sys::prune_cgroup_v1("/sys/fs/cgroup", "dsec");
   return rc;
 }
 

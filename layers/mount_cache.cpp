@@ -13,8 +13,6 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "layers/digest.hpp"
@@ -37,39 +35,12 @@ bool is_hex64(const std::string& s) {
   return true;
 }
 
-// mountinfo escapes space, tab, newline and backslash as \ooo.
-std::string unescape_mountinfo(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      auto oct = s.substr(i + 1, 3);
-      if (oct.find_first_not_of("01234567") == std::string::npos) {
-        out.push_back(static_cast<char>(std::stoi(oct, nullptr, 8)));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
-// Mount points of erofs file systems, from /proc/self/mountinfo.
+// Mount points of erofs file systems.
 std::vector<std::string> erofs_mount_points() {
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, devno, root, mnt, field;
-    ls >> id >> parent >> devno >> root >> mnt;
-    while (ls >> field && field != "-") {
-    }
-    std::string fstype;
-    ls >> fstype;
-    if (fstype == "erofs")
-      out.push_back(unescape_mountinfo(mnt));
-  }
+  for (auto& m : sys::mounts())
+    if (m.fstype == "erofs")
+      out.push_back(m.point);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <chrono>
 #include <dirent.h>
+#include <mutex>
 #include <random>
 
 #include "layers/catalog.hpp"
@@ -179,7 +180,35 @@ expected<layer_ref> parse_ref(const std::string& ref) {
 
 // -- store --------------------------------------------------------------------
 
-store::store(std::string root) : root_(std::move(root)) {}
+struct store::catalog_cache {
+  std::mutex mtx;
+  struct stat seen {};
+  std::shared_ptr<const catalog_map> entries;
+};
+
+store::store(std::string root)
+  : root_(std::move(root)), cache_(std::make_shared<catalog_cache>()) {}
+
+expected<std::shared_ptr<const store::catalog_map>> store::load_catalog() const {
+  auto path = root_ + "/catalog.json";
+  struct stat st {};
+  bool present = ::stat(path.c_str(), &st) == 0;
+  std::lock_guard<std::mutex> guard{cache_->mtx};
+  auto& c = *cache_;
+  if (c.entries && present && st.st_ino == c.seen.st_ino && st.st_size == c.seen.st_size
+      && st.st_mtim.tv_sec == c.seen.st_mtim.tv_sec
+      && st.st_mtim.tv_nsec == c.seen.st_mtim.tv_nsec)
+    return c.entries;
+  auto cat = catalog::load(path);
+  if (!cat)
+    return cat.err();
+  auto fresh = std::make_shared<const catalog_map>(std::move(*cat));
+  if (present) { // a missing catalog is not cached: the first build creates it
+    c.seen = st;
+    c.entries = fresh;
+  }
+  return fresh;
+}
 
 expected<store> store::open(const std::string& root) {
   if (root.empty())
@@ -205,22 +234,22 @@ expected<layer_info> store::resolve(const std::string& ref) const {
   auto parsed = parse_ref(ref);
   if (!parsed)
     return parsed.err();
-  auto cat = catalog::load(root_ + "/catalog.json");
+  auto cat = load_catalog();
   if (!cat)
     return cat.err();
-  auto it = cat->find(ref);
-  if (it == cat->end())
+  auto it = (*cat)->find(ref);
+  if (it == (*cat)->end())
     return not_found("layer " + ref + " not found in store " + root_);
   return it->second;
 }
 
 expected<std::vector<layer_info>> store::try_list() const {
-  auto cat = catalog::load(root_ + "/catalog.json");
+  auto cat = load_catalog();
   if (!cat)
     return cat.err();
   std::vector<layer_info> out;
-  out.reserve(cat->size());
-  for (auto& [ref, info] : *cat)
+  out.reserve((*cat)->size());
+  for (auto& [ref, info] : **cat)
     out.push_back(info);
   return out;
 }

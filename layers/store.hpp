@@ -15,6 +15,8 @@
 // unreferenced blob, never a torn catalog or a blob whose name lies.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,7 +98,16 @@ class store {
   expected<std::string> make_image(const std::string& src_dir, const std::string& what) const;
   expected<layer_info> commit(const std::string& tmp_image, layer_info info);
 
+  using catalog_map = std::map<std::string, layer_info>;
+  struct catalog_cache;
+
+  /// The catalog, parsed again only when the file changed: every writer
+  /// renames a new file into place, so inode, size and mtime name a version.
+  /// Keeps the create path (one resolve per layer) at one stat.
+  expected<std::shared_ptr<const catalog_map>> load_catalog() const;
+
   std::string root_;
+  std::shared_ptr<catalog_cache> cache_;
 };
 
 } // namespace dsec::layers

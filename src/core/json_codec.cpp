@@ -375,6 +375,24 @@ std::string encode(const node_status& st) {
 
 std::string encode(const error& err) { return dump(to_json(err)); }
 
+std::string encode_nodes(const node_status& st, const std::string& address,
+                         const std::string& rest) {
+  json node = {{"id", st.node_id},
+               {"address", address},
+               {"rest", rest},
+               {"state", "alive"},
+               {"load", {{"sandboxes", st.sandboxes}}}};
+  return dump(json{{"nodes", json::array({std::move(node)})}});
+}
+
+std::string encode_deleted(const std::string& id, bool existed) {
+  return dump(json{{"id", id}, {"deleted", existed}});
+}
+
+std::string encode_file_written(const std::string& path, size_t size) {
+  return dump(json{{"path", path}, {"size", size}});
+}
+
 std::string encode_batch(const std::vector<sandbox_info>& created,
                          const std::vector<error>& errors) {
   json ok = json::array(), bad_items = json::array();

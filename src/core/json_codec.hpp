@@ -41,6 +41,14 @@ std::string encode_exit_event(const exec_result& res);
 /// `{"layers":[...]}`.
 std::string encode(const std::vector<layer_info>& list);
 std::string encode(const node_status& st);
+/// `{"nodes":[{"id","address","rest","state":"alive","load":{"sandboxes"}}]}`
+/// for a single node.
+std::string encode_nodes(const node_status& st, const std::string& address,
+                         const std::string& rest);
+/// `{"id":"...","deleted":true|false}`.
+std::string encode_deleted(const std::string& id, bool existed);
+/// `{"path":"...","size":N}` after a file upload.
+std::string encode_file_written(const std::string& path, size_t size);
 /// `{"error":{"code":"...","message":"..."}}`.
 std::string encode(const error& err);
 /// Batch create answer: created sandboxes and per-item errors.

@@ -74,6 +74,11 @@ class cgroup {
 expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
                                                    const std::string& rel);
 
+/// Removes the directories of `rel` and then of each of its parents (up to
+/// `root`) in every hierarchy, as long as they are empty: one rmdir each, no
+/// retry, errors ignored. Shared parents such as "dsec" go with the last node.
+void prune_cgroup_v1(const std::string& root, const std::string& rel);
+
 /// Opens existing directories of `rel` (after a node restart) without
 /// creating anything; remove() and memory() work on them.
 std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel);

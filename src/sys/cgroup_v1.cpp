@@ -177,6 +177,17 @@ expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
   return std::unique_ptr<cgroup>(std::move(cg));
 }
 
+void prune_cgroup_v1(const std::string& root, const std::string& rel) {
+  std::string r = rel;
+  while (!r.empty()) {
+    for (auto c : controllers)
+      ::rmdir((root + "/" + c + "/" + r).c_str());
+    ::rmdir((root + "/unified/" + r).c_str());
+    auto slash = r.find_last_of('/');
+    r.resize(slash == std::string::npos ? 0 : slash);
+  }
+}
+
 std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel) {
   return std::make_unique<cgroup_v1>(root, rel);
 }

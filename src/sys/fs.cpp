@@ -141,18 +141,49 @@ status remove_tree(const std::string& path) {
   return remove_at(AT_FDCWD, path.c_str(), st.st_dev, path);
 }
 
-void unmount_below(const std::string& dir) {
-  std::vector<std::string> below;
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string unescape_mountinfo(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      auto oct = s.substr(i + 1, 3);
+      if (oct.find_first_not_of("01234567") == std::string::npos) {
+        out.push_back(static_cast<char>(std::stoi(oct, nullptr, 8)));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+std::vector<mount_entry> mounts() {
+  std::vector<mount_entry> out;
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  auto prefix = dir + "/";
   while (std::getline(in, line)) {
     std::istringstream ls(line);
-    std::string id, parent, devno, root, mnt;
+    std::string id, parent, devno, root, mnt, field, fstype;
     ls >> id >> parent >> devno >> root >> mnt;
-    if (mnt.compare(0, prefix.size(), prefix) == 0)
-      below.push_back(mnt);
+    while (ls >> field && field != "-") { // optional fields end at "-"
+    }
+    ls >> fstype;
+    out.push_back({unescape_mountinfo(mnt), fstype});
   }
+  return out;
+}
+
+void unmount_below(const std::string& dir) {
+  std::vector<std::string> below;
+  auto prefix = dir + "/";
+  for (auto& m : mounts())
+    if (m.point.compare(0, prefix.size(), prefix) == 0)
+      below.push_back(m.point);
   std::sort(below.begin(), below.end(),
             [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
   for (auto& m : below)
@@ -165,15 +196,9 @@ bool exists(const std::string& path) {
 }
 
 bool is_mount_point(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, devno, root, mnt;
-    ls >> id >> parent >> devno >> root >> mnt;
-    if (mnt == path)
+  for (auto& m : mounts())
+    if (m.point == path)
       return true;
-  }
   return false;
 }
 

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 #include <sys/types.h>
 
 #include "core/error.hpp"
@@ -27,6 +28,16 @@ status write_text(const std::string& path, std::string_view data);
 /// rm -rf that never crosses a mount point (a mount below `path` makes it
 /// fail with EBUSY rather than delete another filesystem's files).
 status remove_tree(const std::string& path);
+
+/// One line of /proc/self/mountinfo.
+struct mount_entry {
+  /// Where it is mounted, with mountinfo's \ooo escapes decoded.
+  std::string point;
+  std::string fstype;
+};
+
+/// Every mount of this process's mount namespace, in mount order.
+std::vector<mount_entry> mounts();
 
 /// Lazily unmounts every mount below `dir` (deepest first), e.g. the /proc
 /// that debootstrap mounts into a tree it was building when it was killed.

@@ -77,7 +77,8 @@ error malformed(std::string what) {
 
 // -- host:port ----------------------------------------------------------------
 
-expected<std::pair<std::string, uint16_t>> parse_host_port(std::string_view text) {
+expected<std::pair<std::string, uint16_t>> parse_host_port(std::string_view text,
+                                                           bool allow_port_zero) {
   auto fail = [&](std::string_view why) {
     return invalid_argument("parse host:port '" + std::string(text) + "': " + std::string(why));
   };
@@ -106,8 +107,8 @@ expected<std::pair<std::string, uint16_t>> parse_host_port(std::string_view text
   auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc{} || end != port.data() + port.size())
     return fail("port is not a number");
-  if (value == 0 || value > 65535)
-    return fail("port out of range 1..65535");
+  if ((value == 0 && !allow_port_zero) || value > 65535)
+    return fail(allow_port_zero ? "port out of range 0..65535" : "port out of range 1..65535");
   return std::pair<std::string, uint16_t>{std::string(host), static_cast<uint16_t>(value)};
 }
 

@@ -28,6 +28,7 @@
 #include "backends/container/launch.hpp"
 #include "backends/container/seccomp_filter.hpp"
 #include "backends/init/protocol.hpp"
+#include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"
 
@@ -79,8 +80,7 @@ struct world {
     backend.reset();
     ::umount2(erofs_dir.c_str(), MNT_DETACH);
     (void)sys::remove_tree(tmp);
-    for (auto c : {"cpu", "memory", "pids", "freezer", "unified"})
-      ::rmdir(("/sys/fs/cgroup/" + std::string(c) + "/dsec/" + node_id).c_str());
+    sys::prune_cgroup_v1("/sys/fs/cgroup", "dsec/" + node_id);
   }
 
   backends::create_params params(sandbox_spec spec = {}) {

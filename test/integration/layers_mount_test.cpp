@@ -9,9 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,15 +45,9 @@ struct fixture {
   // Mount points at or below `prefix` in /proc/self/mountinfo (one per mount).
   static std::vector<std::string> mounts_under(const std::string& prefix) {
     std::vector<std::string> out;
-    std::ifstream in("/proc/self/mountinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string id, parent, dev, root, mnt;
-      ls >> id >> parent >> dev >> root >> mnt;
-      if (mnt.compare(0, prefix.size(), prefix) == 0)
-        out.push_back(mnt);
-    }
+    for (auto& m : sys::mounts())
+      if (m.point.compare(0, prefix.size(), prefix) == 0)
+        out.push_back(m.point);
     return out;
   }
 
