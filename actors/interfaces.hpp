@@ -12,8 +12,12 @@
 //                                             -> exec_result | error
 //   (stream_atom, std::string id, exec_request, chunk_sink, uint64_t token)
 //                                             -> exec_result | error (chunks to the sink)
+//   (stream_atom, std::string id, exec_request, caf::actor sink, uint64_t token)
+//                                             -> exec_result | error; the remote form:
+//     the sink actor gets (stream_atom, uint64_t token, exec_chunk) per chunk
 //   (cancel_atom, std::string id, uint64_t token) -> nothing; kills that exec
-//     (token: chosen by the caller, unique per caller; 0 = not cancellable)
+//     (token: chosen by the caller, unique per caller; 0 = not cancellable;
+//      remote clients pick random 64-bit tokens so they never collide)
 //   (wfile_atom, id, path, std::string data)  -> bool | error
 //   (rfile_atom, id, path)                    -> std::string | error
 //   (layers_atom)                             -> std::vector<layer_info> | error

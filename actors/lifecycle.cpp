@@ -10,6 +10,7 @@
 #include "actors/sandbox.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
+#include "core/validate.hpp"
 
 namespace dsec {
 
@@ -74,6 +75,9 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
       }
     }
   }
+  // Native clients reach here without the JSON parser's checks.
+  if (auto valid = validate(spec); !valid)
+    return to_caf(valid.err());
   if (auto err = admission_error(st, spec))
     return to_caf(err);
   auto id = make_sandbox_id(st.ctx->config.node_id);
@@ -170,6 +174,8 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     },
     [self](exec_atom, const std::string& id, exec_request& req,
            uint64_t token) -> caf::result<caf::message> {
+      if (auto valid = validate(req); !valid)
+        return to_caf(valid.err());
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, exec_atom::value, std::move(req), token);
       });
@@ -181,6 +187,20 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
                               token);
       });
     },
+    // Native clients (the Python SDK) stream to an actor of theirs: every chunk
+    // reaches it as (stream_atom, token, exec_chunk) before the final answer,
+    // which leaves the node after the last chunk on the same connection.
+    [self](stream_atom, const std::string& id, exec_request& req, const caf::actor& sink,
+           uint64_t token) -> caf::result<caf::message> {
+      if (auto valid = validate(req); !valid)
+        return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        chunk_sink fwd{[sink, token](exec_chunk c) {
+          caf::anon_send(sink, stream_atom::value, token, std::move(c));
+        }};
+        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(fwd), token);
+      });
+    },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto it = self->state.sandboxes.find(id);
       if (it != self->state.sandboxes.end())
@@ -188,12 +208,19 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     },
     [self](wfile_atom, const std::string& id, std::string& path,
            std::string& data) -> caf::result<caf::message> {
+      auto max = self->state.ctx->config.max_file_bytes;
+      if (data.size() > max)
+        return to_caf(too_large("write " + path + " in sandbox " + id + ": "
+                                + std::to_string(data.size()) + " bytes, over the node's limit of "
+                                + std::to_string(max)));
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, wfile_atom::value, std::move(path), std::move(data));
       });
     },
     [self](rfile_atom, const std::string& id, std::string& path,
            uint64_t max_bytes) -> caf::result<caf::message> {
+      // A caller may ask for less than the node's limit, never more.
+      max_bytes = std::min<uint64_t>(max_bytes, self->state.ctx->config.max_file_bytes);
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
       });

@@ -212,11 +212,7 @@ int run_node(node_config cfg) {
   }
   auto& node = **ctx;
   caf::actor_system_config acfg;
-  // sharing: the work-stealing default spin-polls and starves 2-core machines.
-  acfg.set("scheduler.policy", caf::atom("sharing"));
-  acfg.set("logger.verbosity", caf::atom("quiet"));
-  acfg.load<caf::io::middleman>();
-  add_wire_types(acfg);
+  configure_native_protocol(acfg);
   int rc = 0;
   {
     caf::actor_system sys{acfg};

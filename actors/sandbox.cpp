@@ -156,10 +156,14 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
   backends::exec_callbacks cb;
   if (sink)
     cb.on_output = std::move(sink);
-  cb.on_done = [hdl, rp, self, token](expected<exec_result> res) mutable {
-    run_in(hdl, [self, rp, token, res = std::move(res)]() mutable {
+  auto started = std::chrono::steady_clock::now();
+  cb.on_done = [hdl, rp, self, token, started](expected<exec_result> res) mutable {
+    run_in(hdl, [self, rp, token, started, res = std::move(res)]() mutable {
       if (token != 0)
         self->state.cancellable.erase(token);
+      if (res)
+        res->node_ms = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - started).count();
       finish_op(self, rp, res);
     });
   };

@@ -2,6 +2,7 @@
 #include "actors/wire_types.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 
 #include "actors/caf_error.hpp"
 #include "core/error.hpp"
@@ -27,6 +28,15 @@ void add_wire_types(caf::actor_system_config& cfg) {
                            return "dsec: " + std::string{to_string(static_cast<errc>(code))}
                                   + " " + caf::to_string(ctx);
                          });
+}
+
+void configure_native_protocol(caf::actor_system_config& cfg) {
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::seconds(1)});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(10)});
+  cfg.load<caf::io::middleman>();
+  add_wire_types(cfg);
 }
 
 } // namespace dsec

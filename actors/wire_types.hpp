@@ -11,4 +11,13 @@ namespace dsec {
 /// Adds dsec's message types and error category to `cfg`.
 void add_wire_types(caf::actor_system_config& cfg);
 
+/// Everything both ends of the native protocol (node, Python bindings) set:
+/// the sharing scheduler (work stealing spin-polls and starves 2-core
+/// machines), a quiet logger, the middleman with heartbeats, and the wire types.
+/// Heartbeats every second and a 10 s connection timeout turn a silent peer
+/// (partition, frozen host) into a closed connection, hence `down_msg` and an
+/// `unavailable` error, instead of a request that waits forever; 10 s rides out
+/// a peer stalled for a few seconds.
+void configure_native_protocol(caf::actor_system_config& cfg);
+
 } // namespace dsec

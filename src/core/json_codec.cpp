@@ -3,6 +3,8 @@
 // replacements rather than failing.
 #include "core/json_codec.hpp"
 
+#include "core/validate.hpp"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -194,7 +196,8 @@ json to_json(const sandbox_info& s) {
 
 json to_json(const exec_result& r) {
   return {{"exit_code", r.exit_code}, {"stdout", r.stdout_data},  {"stderr", r.stderr_data},
-          {"timed_out", r.timed_out}, {"duration_ms", r.duration_ms}, {"truncated", r.truncated}};
+          {"timed_out", r.timed_out}, {"duration_ms", r.duration_ms}, {"truncated", r.truncated},
+          {"node_ms", r.node_ms}};
 }
 
 json to_json(const layer_info& l) {
@@ -209,46 +212,6 @@ json to_json(const error& e) {
 }
 
 } // namespace
-
-bool valid_layer_ref(std::string_view ref) {
-  auto at = ref.rfind('@');
-  if (at == std::string_view::npos || at == 0 || at + 1 == ref.size() || ref.size() > 200)
-    return false;
-  for (char c : ref)
-    if (c <= ' ' || c == '\\' || c == '"' || c == 0x7f)
-      return false;
-  return true;
-}
-
-status validate(const sandbox_spec& s) {
-  if (s.backend != "container" && s.backend != "microvm" && s.backend != "vm"
-      && s.backend != "fncall")
-    return bad("backend", "must be one of container, microvm, vm, fncall; got \"" + s.backend + "\"");
-  if (s.layers.empty())
-    return bad("layers", "at least one layer ref (name@version) is required");
-  if (s.layers.size() > spec_limits::max_layers)
-    return too_large("layers: more than 128 layers");
-  for (auto& l : s.layers)
-    if (!valid_layer_ref(l))
-      return bad("layers", "\"" + l + "\" is not a name@version ref");
-  if (!(s.cpu >= 0) || s.cpu > spec_limits::max_cpu)
-    return bad("cpu", "must be between 0 and 256");
-  if (s.memory_mb < spec_limits::min_memory_mb || s.memory_mb > spec_limits::max_memory_mb)
-    return bad("memory_mb", "must be between 8 and 1048576");
-  if (s.disk_mb < 1 || s.disk_mb > spec_limits::max_disk_mb)
-    return bad("disk_mb", "must be between 1 and 4194304");
-  if (s.pids < 8 || s.pids > spec_limits::max_pids)
-    return bad("pids", "must be between 8 and 1048576");
-  if (s.ttl_s < 0 || s.ttl_s > spec_limits::max_ttl_s)
-    return bad("ttl_s", "must be between 0 and 2592000");
-  if (s.cpu_class != "latency" && s.cpu_class != "batch")
-    return bad("cpu_class", "must be \"latency\" or \"batch\", got \"" + s.cpu_class + "\"");
-  for (auto& [k, v] : s.env)
-    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos
-        || v.find('\0') != std::string::npos)
-      return bad("env", "names must be non-empty without '=' or NUL");
-  return {};
-}
 
 expected<sandbox_spec> parse_spec(std::string_view body) {
   auto j = parse_object(body, "spec");
@@ -321,17 +284,13 @@ expected<exec_request> parse_exec(std::string_view body) {
   if (!(st = get_string(*j, "cwd", r.cwd)) || !(st = get_string_map(*j, "env", r.env, spec_limits::max_env))
       || !(st = get_double(*j, "timeout_s", r.timeout_s, 0, 7 * 24 * 3600.0)))
     return st.err();
-  if (!r.cwd.empty() && r.cwd[0] != '/')
-    return bad("cwd", "must be an absolute path, got \"" + r.cwd + "\"");
-  for (auto& [k, v] : r.env)
-    if (k.find('=') != std::string::npos || k.find('\0') != std::string::npos
-        || v.find('\0') != std::string::npos)
-      return bad("env", "names must not contain '=' or NUL");
   if (auto in = j->find("stdin"); in != j->end() && !in->is_null()) {
     if (!in->is_string())
       return bad("stdin", "must be a string");
     r.stdin_data = in->get<std::string>();
   }
+  if (auto st = validate(r); !st)
+    return st.err();
   return r;
 }
 
@@ -482,6 +441,7 @@ expected<exec_result> decode_exec_result(std::string_view body) {
   r.timed_out = value_or<bool>(*j, "timed_out", false);
   r.duration_ms = value_or<double>(*j, "duration_ms", 0);
   r.truncated = value_or<bool>(*j, "truncated", false);
+  r.node_ms = value_or<double>(*j, "node_ms", 0);
   return r;
 }
 

@@ -16,18 +16,12 @@ namespace dsec::json_codec {
 /// Parses and validates a sandbox spec (POST /v1/sandboxes body).
 expected<sandbox_spec> parse_spec(std::string_view body);
 
-/// Checks ranges and shapes of a spec built in code (the parser calls it too).
-status validate(const sandbox_spec& spec);
-
 /// Parses a batch create body `{"spec": {...}, "count": N}`.
 expected<std::pair<sandbox_spec, int>> parse_batch(std::string_view body);
 
 /// Parses and validates an exec request (POST /v1/sandboxes/{id}/exec body).
 /// `cmd` may be a string (run by /bin/sh -c) or an argv array.
 expected<exec_request> parse_exec(std::string_view body);
-
-/// True if `ref` looks like `name@version`.
-bool valid_layer_ref(std::string_view ref);
 
 std::string encode(const sandbox_info& info);
 /// `{"sandboxes":[...]}`.

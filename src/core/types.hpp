@@ -106,6 +106,9 @@ struct exec_result {
   double duration_ms = 0;
   /// True when output beyond the per-stream cap was dropped.
   bool truncated = false;
+  /// Time the node spent on the exec, from the sandbox actor taking the request
+  /// to its answer: what a client's round trip is compared against.
+  double node_ms = 0;
 };
 
 /// A chunk of exec output for streaming. stream: 1 = stdout, 2 = stderr.

@@ -296,6 +296,58 @@ TEST_CASE_METHOD(fixture, "bad and unknown ids", "[actor]") {
   CHECK(ask<bool>(destroy_atom::value, std::string{"n-test.zzz"}).ok());
 }
 
+TEST_CASE_METHOD(fixture, "native callers: specs and execs are validated without JSON",
+                 "[actor]") {
+  auto s = spec();
+  s.memory_mb = 1;
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::invalid_argument);
+  s = spec({});
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::invalid_argument);
+  s = spec();
+  s.env = {{"A=B", "x"}};
+  CHECK(ask<sandbox_info>(create_atom::value, s).err().code == errc::invalid_argument);
+  CHECK(w->creates == 0);
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  exec_request req;
+  CHECK(ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0}).err().code
+        == errc::invalid_argument); // empty argv
+  req.argv = {"true"};
+  req.cwd = "relative";
+  CHECK(ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0}).err().code
+        == errc::invalid_argument);
+}
+
+TEST_CASE_METHOD(fixture, "remote streaming: chunks reach the sink actor before the answer",
+                 "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  auto events = std::make_shared<std::vector<std::string>>();
+  auto sink = sys->spawn([events](caf::event_based_actor*) -> caf::behavior {
+    return {[events](stream_atom, uint64_t token, exec_chunk& c) {
+      events->push_back(std::to_string(token) + ":" + c.data);
+    }};
+  });
+  exec_request req;
+  req.argv = {"echo", "hi"};
+  auto r = ask<exec_result>(stream_atom::value, a->id, req, sink, uint64_t{42});
+  REQUIRE(r.ok());
+  drive();
+  REQUIRE(events->size() == 1);
+  CHECK(events->front() == "42:echo hi ");
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_METHOD(fixture, "files: writes past the node limit are refused",
+                 "[actor]") {
+  ctx->config.max_file_bytes = 8;
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  CHECK(ask<bool>(wfile_atom::value, a->id, std::string{"/a"}, std::string(9, 'x')).err().code
+        == errc::too_large);
+  CHECK(ask<bool>(wfile_atom::value, a->id, std::string{"/a"}, std::string(8, 'x')).ok());
+}
+
 TEST_CASE_METHOD(fixture, "ttl destroys the sandbox", "[actor]") {
   auto s = spec();
   s.ttl_s = 5;
@@ -401,10 +453,12 @@ TEST_CASE_METHOD(fixture, "wire types survive serialization", "[actor][wire]") {
   exec_result e;
   e.exit_code = 137;
   e.timed_out = true;
+  e.node_ms = 2.5;
   e.stdout_data = "o";
   auto e2 = round_trip(*sys, e);
   CHECK(e2.exit_code == 137);
   CHECK(e2.timed_out);
+  CHECK(e2.node_ms == 2.5);
   sandbox_info i;
   i.id = "n.x";
   i.state = sandbox_state::failed;

@@ -1,0 +1,478 @@
+// The native client (see native_client.hpp).
+//
+// Shape: one process-wide actor_system (made on first use, torn down by
+// client::shutdown()); per connection, one event-based "client actor" per
+// connection *lifetime*. The actor connects through the middleman (never
+// blocking), holds the node's lifecycle handle, issues every call as a CAF
+// request and tracks it in `pending`. When the node goes away, the actor fails
+// everything pending with `unavailable`, marks itself dead and quits; the
+// next call spawns a fresh actor, which reconnects.
+//
+// A call is a `pending_call<T>`: it answers exactly once, whoever gets there
+// first (the reply, the down handler, or its destructor when the job never
+// reached a live actor), so no caller can wait forever.
+#include "bindings/client/native_client.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/wire_types.hpp"
+#include "core/inspect.hpp"
+#include "sys/http_client.hpp"
+
+namespace dsec::client {
+
+namespace {
+
+/// A call in flight, type-erased for the pending table.
+struct call_base {
+  virtual ~call_base() = default;
+  virtual void fail(error err) = 0;
+};
+
+template <class T>
+struct pending_call final : call_base {
+  done_fn<T> done;
+  std::string what;
+
+  pending_call(done_fn<T> d, std::string w) : done(std::move(d)), what(std::move(w)) {}
+
+  void finish(expected<T> r) {
+    if (!done)
+      return;
+    auto d = std::move(done);
+    done = nullptr;
+    d(std::move(r));
+  }
+
+  void fail(error err) override { finish(std::move(err)); }
+
+  ~pending_call() override {
+    finish(unavailable(what + ": the connection to the node closed before an answer"));
+  }
+};
+
+struct client_state;
+using client_actor_ptr = caf::stateful_actor<client_state>*;
+
+/// Work for the client actor, sent from any thread. In-process only.
+struct job {
+  std::function<void(client_actor_ptr)> run;
+  std::shared_ptr<call_base> call; // failed if the connection is gone
+};
+
+} // namespace
+} // namespace dsec::client
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::client::job)
+
+namespace dsec::client {
+
+namespace {
+
+using call_atom = caf::atom_constant<caf::atom("call")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+
+struct client_state {
+  static inline const char* name = "dsec-client";
+  std::string host;
+  uint16_t port = 0;
+  options opts;
+  caf::actor lifecycle;
+  bool connecting = false;
+  /// Jobs that arrived before the connection was up.
+  std::vector<job> waiting;
+  uint64_t next_ticket = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<call_base>> pending;
+  /// Exec token -> where its streamed chunks go.
+  std::unordered_map<uint64_t, chunk_fn> streams;
+  /// Shared with the connection: set once this actor takes no more calls.
+  std::shared_ptr<std::atomic<bool>> dead;
+
+  std::string where() const { return "node " + host + ":" + std::to_string(port); }
+};
+
+/// Fails every call of this connection lifetime and quits.
+void fail_all_and_quit(client_actor_ptr self, const error& err) {
+  auto& st = self->state;
+  st.dead->store(true);
+  auto pending = std::move(st.pending);
+  auto waiting = std::move(st.waiting);
+  st.pending.clear();
+  st.waiting.clear();
+  st.streams.clear();
+  for (auto& [ticket, call] : pending)
+    call->fail(err);
+  for (auto& j : waiting)
+    j.call->fail(err);
+  self->quit();
+}
+
+void run_job(client_actor_ptr self, job& j) {
+  if (self->state.dead->load())
+    return j.call->fail(unavailable(self->state.where() + ": connection closed"));
+  j.run(self);
+}
+
+void connect(client_actor_ptr self) {
+  auto& st = self->state;
+  st.connecting = true;
+  auto mm = self->home_system().middleman().actor_handle();
+  self->request(mm, caf::duration{st.opts.connect_timeout}, caf::connect_atom::value, st.host,
+                st.port)
+    .then(
+      [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        auto& st = self->state;
+        st.connecting = false;
+        if (!ptr)
+          return fail_all_and_quit(self, unavailable("connect " + st.where()
+                                                     + ": no dsec node is published there"));
+        st.lifecycle = caf::actor_cast<caf::actor>(std::move(ptr));
+        self->monitor(st.lifecycle);
+        auto waiting = std::move(st.waiting);
+        st.waiting.clear();
+        for (auto& j : waiting)
+          run_job(self, j);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        fail_all_and_quit(self, unavailable("connect " + st.where() + ": "
+                                            + (err == caf::sec::request_timeout
+                                                 ? std::string{"timed out"}
+                                                 : self->home_system().render(err))));
+      });
+}
+
+caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t port, options opts,
+                           std::shared_ptr<std::atomic<bool>> dead) {
+  auto& st = self->state;
+  st.host = std::move(host);
+  st.port = port;
+  st.opts = opts;
+  st.dead = std::move(dead);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    if (dm.source != self->state.lifecycle.address())
+      return;
+    fail_all_and_quit(self, unavailable(self->state.where() + " went away ("
+                                        + self->home_system().render(dm.reason) + ")"));
+  });
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    fail_all_and_quit(self, unavailable(self->state.where() + ": client shut down"));
+  });
+  return {
+    [self](call_atom, job& j) {
+      auto& st = self->state;
+      if (st.lifecycle)
+        return run_job(self, j);
+      st.waiting.push_back(std::move(j));
+      if (!st.connecting)
+        connect(self);
+    },
+    // Streamed output of an exec (the remote form of stream_atom).
+    [self](stream_atom, uint64_t token, exec_chunk& c) {
+      auto it = self->state.streams.find(token);
+      if (it != self->state.streams.end())
+        it->second(std::move(c));
+    },
+    [self](close_atom) {
+      fail_all_and_quit(self, unavailable(self->state.where() + ": connection closed by client"));
+    },
+  };
+}
+
+// -- the process-wide actor system --------------------------------------------
+
+struct runtime {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  /// Every client actor spawned (weak), so shutdown() can stop the live ones:
+  /// ~actor_system waits for all actors.
+  std::vector<caf::actor_addr> clients;
+
+  runtime() {
+    configure_native_protocol(cfg);
+    // Two workers: callbacks are short; more threads only contend on 2 cores.
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+/// Guards the runtime and every connection's actor handle. Lock order:
+/// runtime_mu, then a connection's mutex.
+std::mutex runtime_mu;
+runtime* the_runtime = nullptr;
+/// Set by shutdown(): no system will be made again.
+bool stopped = false;
+
+/// Spawns a client actor in the process-wide system (made on first use).
+/// Requires runtime_mu.
+caf::actor spawn_client(const std::string& host, uint16_t port, const options& opts,
+                        std::shared_ptr<std::atomic<bool>> dead) {
+  if (!the_runtime)
+    the_runtime = new runtime;
+  auto& clients = the_runtime->clients;
+  if (clients.size() >= 64) // forget the ones that are gone
+    clients.erase(std::remove_if(clients.begin(), clients.end(),
+                                 [](auto& a) { return !caf::actor_cast<caf::actor>(a); }),
+                  clients.end());
+  auto a = the_runtime->sys->spawn(client_actor, host, port, opts, std::move(dead));
+  clients.push_back(a.address());
+  return a;
+}
+
+} // namespace
+
+// -- connection -----------------------------------------------------------------
+
+
+namespace {
+/// Live connections, so shutdown() can drop their actor handles before the
+/// system goes. Requires runtime_mu.
+std::unordered_set<connection::impl*> live_connections;
+} // namespace
+
+struct connection::impl {
+  std::string address;
+  std::string host;
+  uint16_t port = 0;
+  options opts;
+  std::mutex mu;
+  caf::actor actor;
+  std::shared_ptr<std::atomic<bool>> dead;
+  bool closed = false;
+
+  impl() {
+    std::lock_guard<std::mutex> g{runtime_mu};
+    live_connections.insert(this);
+  }
+
+  ~impl() {
+    std::lock_guard<std::mutex> g{runtime_mu};
+    live_connections.erase(this);
+    actor = nullptr;
+  }
+
+  /// Hands `j` to the live client actor, spawning one (which reconnects) if
+  /// needed. Under runtime_mu, so the system cannot go away meanwhile.
+  void post(job j) {
+    std::lock_guard<std::mutex> g{runtime_mu};
+    std::unique_lock<std::mutex> lock{mu};
+    if (closed || stopped) {
+      lock.unlock();
+      return j.call->fail(unavailable("node " + address + ": connection closed by client"));
+    }
+    if (!actor || dead->load()) {
+      dead = std::make_shared<std::atomic<bool>>(false);
+      actor = spawn_client(host, port, opts, dead);
+    }
+    caf::anon_send(actor, call_atom::value, std::move(j));
+  }
+
+  /// Sends `msg` to the lifecycle actor and answers `done` with a T.
+  template <class T>
+  void call(caf::message msg, caf::duration timeout, std::string what, done_fn<T> done,
+            uint64_t stream_token = 0, chunk_fn chunk = nullptr) {
+    auto pc = std::make_shared<pending_call<T>>(std::move(done), std::move(what));
+    job j;
+    j.call = pc;
+    j.run = [pc, msg = std::move(msg), timeout, stream_token,
+             chunk = std::move(chunk)](client_actor_ptr self) mutable {
+      auto& st = self->state;
+      auto ticket = ++st.next_ticket;
+      st.pending.emplace(ticket, pc);
+      if (chunk) {
+        st.streams.emplace(stream_token, std::move(chunk));
+        // The sink is this actor: built here, where `self` is known.
+        msg = caf::make_message(stream_atom::value, msg.get_as<std::string>(0),
+                                msg.get_as<exec_request>(1), caf::actor_cast<caf::actor>(self),
+                                stream_token);
+      }
+      auto settle = [self, ticket, stream_token, streamed = chunk == nullptr ? false : true] {
+        if (streamed)
+          self->state.streams.erase(stream_token);
+        return self->state.pending.erase(ticket) > 0;
+      };
+      self->request(st.lifecycle, timeout, std::move(msg))
+        .then(
+          [pc, settle](T& x) {
+            if (settle())
+              pc->finish(std::move(x));
+          },
+          [pc, settle](caf::error& err) {
+            if (settle())
+              pc->finish(from_caf(err));
+          });
+    };
+    post(std::move(j));
+  }
+
+  caf::duration op_timeout() const { return caf::duration{opts.call_timeout}; }
+};
+
+connection::connection(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+connection::~connection() { close(); }
+
+expected<connection_ptr> connection::open(const std::string& addr, options opts) {
+  auto hp = sys::parse_host_port(addr, false);
+  if (!hp)
+    return invalid_argument("connect: " + hp.err().message);
+  auto p = std::make_unique<impl>();
+  p->address = addr;
+  p->host = hp->first;
+  p->port = hp->second;
+  p->opts = opts;
+  connection_ptr conn{new connection(std::move(p))};
+  // A status call proves a dsec node answers there, within the connect bound.
+  auto prom = std::make_shared<std::promise<expected<node_status>>>();
+  auto fut = prom->get_future();
+  conn->status([prom](expected<node_status> r) { prom->set_value(std::move(r)); });
+  if (fut.wait_for(opts.connect_timeout + std::chrono::seconds(1)) != std::future_status::ready) {
+    conn->close();
+    return unavailable("connect " + addr + ": no answer within "
+                       + std::to_string(opts.connect_timeout.count()) + " ms");
+  }
+  auto st = fut.get();
+  if (!st)
+    return st.err();
+  return conn;
+}
+
+const std::string& connection::address() const { return impl_->address; }
+
+void connection::close() {
+  std::lock_guard<std::mutex> g{runtime_mu};
+  std::lock_guard<std::mutex> lock{impl_->mu};
+  if (impl_->closed)
+    return;
+  impl_->closed = true;
+  if (impl_->actor && !stopped)
+    caf::anon_send(impl_->actor, close_atom::value);
+  impl_->actor = nullptr;
+}
+
+void connection::create(sandbox_spec spec, done_fn<sandbox_info> done) {
+  auto what = "create on node " + impl_->address;
+  impl_->call<sandbox_info>(caf::make_message(create_atom::value, std::move(spec)),
+                            impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::info(std::string id, done_fn<sandbox_info> done) {
+  auto what = "get sandbox " + id;
+  impl_->call<sandbox_info>(caf::make_message(info_atom::value, std::move(id)),
+                            impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::list(std::map<std::string, std::string> labels,
+                      done_fn<std::vector<sandbox_info>> done) {
+  impl_->call<std::vector<sandbox_info>>(caf::make_message(list_atom::value, std::move(labels)),
+                                         impl_->op_timeout(), "list sandboxes", std::move(done));
+}
+
+void connection::destroy(std::string id, done_fn<bool> done) {
+  auto what = "destroy sandbox " + id;
+  impl_->call<bool>(caf::make_message(destroy_atom::value, std::move(id)), impl_->op_timeout(),
+                    std::move(what), std::move(done));
+}
+
+namespace {
+
+caf::duration exec_timeout(const exec_request& req, const options& opts) {
+  if (req.timeout_s <= 0)
+    return caf::infinite;
+  auto ms = static_cast<int64_t>(req.timeout_s * 1000) + opts.exec_slack.count();
+  return caf::duration{std::chrono::milliseconds(ms)};
+}
+
+} // namespace
+
+void connection::exec(std::string id, exec_request req, uint64_t token,
+                      done_fn<exec_result> done) {
+  auto what = "exec in sandbox " + id;
+  auto timeout = exec_timeout(req, impl_->opts);
+  impl_->call<exec_result>(
+    caf::make_message(exec_atom::value, std::move(id), std::move(req), token), timeout,
+    std::move(what), std::move(done));
+}
+
+void connection::exec_stream(std::string id, exec_request req, uint64_t token, chunk_fn chunk,
+                             done_fn<exec_result> done) {
+  auto what = "exec (streamed) in sandbox " + id;
+  auto timeout = exec_timeout(req, impl_->opts);
+  if (token == 0)
+    token = new_token(); // chunks are routed by token
+  // Placeholder message; the client actor rebuilds it with itself as the sink.
+  impl_->call<exec_result>(caf::make_message(std::move(id), std::move(req)), timeout,
+                           std::move(what), std::move(done), token, std::move(chunk));
+}
+
+void connection::cancel(std::string id, uint64_t token) {
+  job j;
+  j.call = std::make_shared<pending_call<bool>>([](expected<bool>) {}, "cancel");
+  j.run = [id = std::move(id), token, call = j.call](client_actor_ptr self) {
+    self->send(self->state.lifecycle, cancel_atom::value, id, token);
+    static_cast<pending_call<bool>&>(*call).finish(true);
+  };
+  impl_->post(std::move(j));
+}
+
+void connection::write_file(std::string id, std::string path, std::string data,
+                            done_fn<bool> done) {
+  auto what = "write " + path + " in sandbox " + id;
+  impl_->call<bool>(
+    caf::make_message(wfile_atom::value, std::move(id), std::move(path), std::move(data)),
+    impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::read_file(std::string id, std::string path, uint64_t max_bytes,
+                           done_fn<std::string> done) {
+  auto what = "read " + path + " in sandbox " + id;
+  impl_->call<std::string>(
+    caf::make_message(rfile_atom::value, std::move(id), std::move(path), max_bytes),
+    impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::status(done_fn<node_status> done) {
+  impl_->call<node_status>(caf::make_message(status_atom::value), impl_->op_timeout(),
+                           "status of node " + impl_->address, std::move(done));
+}
+
+void connection::layers(done_fn<std::vector<layer_info>> done) {
+  impl_->call<std::vector<layer_info>>(caf::make_message(layers_atom::value),
+                                       impl_->op_timeout(), "list layers", std::move(done));
+}
+
+uint64_t new_token() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t t = 0;
+  while (t == 0)
+    t = rng();
+  return t;
+}
+
+void shutdown() {
+  std::lock_guard<std::mutex> g{runtime_mu};
+  stopped = true;
+  for (auto* c : live_connections) {
+    std::lock_guard<std::mutex> lock{c->mu};
+    c->closed = true;
+    c->actor = nullptr;
+  }
+  if (!the_runtime)
+    return;
+  for (auto& addr : the_runtime->clients)
+    if (auto a = caf::actor_cast<caf::actor>(addr))
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  delete the_runtime;
+  the_runtime = nullptr;
+}
+
+} // namespace dsec::client

@@ -1,0 +1,121 @@
+// The native client: one connection from any program (the Python module, the
+// SDK benchmark) to a node's lifecycle actor over CAF's binary protocol
+// (BASP), the same messages a peer node sends (actors/interfaces.hpp).
+//
+// Every call is asynchronous: it takes a completion callback, which runs on a
+// CAF thread exactly once, with the value or an error. Callbacks must be quick
+// and must not block (the Python module only queues the result and wakes its
+// waiter). `wait()` turns a call into a blocking one for callers that are not
+// CAF threads.
+//
+// A node that goes away fails every call in flight with `unavailable` at once
+// (CAF's down message on the closed connection, or the heartbeat timeout of a
+// silent one); the next call reconnects. This header is free of CAF so the
+// Python module compiles quickly.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace dsec::client {
+
+/// Completion of one call; runs once, on a CAF thread.
+template <class T>
+using done_fn = std::function<void(expected<T>)>;
+
+/// Receives streamed exec output, on a CAF thread, in order, before `done`.
+using chunk_fn = std::function<void(exec_chunk)>;
+
+/// Tunables of a connection.
+struct options {
+  /// Bound on connecting (and reconnecting) to the node.
+  std::chrono::milliseconds connect_timeout{10'000};
+  /// Bound on every call except exec: creates queue behind bursts on a busy
+  /// node, so this is generous; a dead node fails calls at once anyway.
+  std::chrono::milliseconds call_timeout{300'000};
+  /// Added to an exec's own timeout_s (the node kills the command at timeout_s
+  /// and still has to answer). Execs without a timeout wait as long as the
+  /// connection lives.
+  std::chrono::milliseconds exec_slack{30'000};
+};
+
+class connection;
+using connection_ptr = std::shared_ptr<connection>;
+
+/// One connection to one node. Thread-safe: any number of threads may call.
+class connection {
+ public:
+  // -- construction ---------------------------------------------------------
+
+  /// Connects to `addr` ("host:port", the node's --listen). Blocks the calling
+  /// thread up to options::connect_timeout.
+  [[nodiscard]] static expected<connection_ptr> open(const std::string& addr,
+                                                     options opts = {});
+
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  /// The address given to open().
+  [[nodiscard]] const std::string& address() const;
+
+  /// Closes the connection: calls in flight fail with `unavailable`, later
+  /// calls too. Idempotent.
+  void close();
+
+  // -- calls (actors/interfaces.hpp, lifecycle table) -----------------------
+
+  void create(sandbox_spec spec, done_fn<sandbox_info> done);
+  void info(std::string id, done_fn<sandbox_info> done);
+  void list(std::map<std::string, std::string> labels, done_fn<std::vector<sandbox_info>> done);
+  /// Answers true if the sandbox existed, false if it was already gone.
+  void destroy(std::string id, done_fn<bool> done);
+  /// `token` (new_token()) lets cancel() kill the command; 0 = not cancellable.
+  void exec(std::string id, exec_request req, uint64_t token, done_fn<exec_result> done);
+  void exec_stream(std::string id, exec_request req, uint64_t token, chunk_fn chunk,
+                   done_fn<exec_result> done);
+  /// Kills a running exec; no answer.
+  void cancel(std::string id, uint64_t token);
+  void write_file(std::string id, std::string path, std::string data, done_fn<bool> done);
+  /// Fails with too_large past `max_bytes`.
+  void read_file(std::string id, std::string path, uint64_t max_bytes,
+                 done_fn<std::string> done);
+  void status(done_fn<node_status> done);
+  void layers(done_fn<std::vector<layer_info>> done);
+
+  struct impl;
+
+ private:
+  explicit connection(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+/// A fresh random exec token (never 0); random so tokens of different clients
+/// of one node do not collide.
+uint64_t new_token();
+
+/// Stops every connection of this process (calls in flight fail with
+/// `unavailable`) and the actor system behind them. Call once at exit, after
+/// which no connection may be used.
+void shutdown();
+
+/// Runs `start(done)` and blocks until `done` is called. For threads that are
+/// not CAF threads (the callback runs on one).
+template <class T, class Start>
+expected<T> wait(Start start) {
+  auto p = std::make_shared<std::promise<expected<T>>>();
+  auto f = p->get_future();
+  start([p](expected<T> r) { p->set_value(std::move(r)); });
+  return f.get();
+}
+
+} // namespace dsec::client

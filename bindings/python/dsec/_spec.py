@@ -1,0 +1,119 @@
+"""Turns keyword arguments of create/exec into what the native layer takes,
+with a clear InvalidArgument naming the field for wrong types. Value ranges
+are the node's business (it answers InvalidArgument naming the field)."""
+
+import os
+from collections.abc import Mapping, Sequence
+
+from .errors import InvalidArgument
+
+DEFAULT_ADDR = "127.0.0.1:7700"
+
+# create() keyword -> (spec key, check)
+_SPEC_FIELDS = {
+    "layers": "layers", "backend": "backend", "cpu": "cpu", "memory_mb": "memory_mb",
+    "disk_mb": "disk_mb", "pids": "pids", "ttl_s": "ttl_s", "network_allow": "network_allow",
+    "protect_readonly": "protect_readonly", "protect_hidden": "protect_hidden", "env": "env",
+    "labels": "labels", "cpu_class": "cpu_class", "node": "node", "request_id": "request_id",
+}
+
+
+def resolve_addr(addr):
+    """addr, else $DSEC_ADDR, else the node's default native port."""
+    addr = addr or os.environ.get("DSEC_ADDR") or DEFAULT_ADDR
+    if not isinstance(addr, str):
+        raise InvalidArgument(f"addr must be a 'host:port' string, got {type(addr).__name__}")
+    return addr
+
+
+def _str_list(name, v):
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence) \
+            or not all(isinstance(x, str) for x in v):
+        raise InvalidArgument(f"{name}: must be a list of str")
+    return list(v)
+
+
+def _str_map(name, v):
+    if not isinstance(v, Mapping) or not all(
+            isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+        raise InvalidArgument(f"{name}: must be a dict of str to str")
+    return dict(v)
+
+
+def _number(name, v, integer):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise InvalidArgument(f"{name}: must be {'an int' if integer else 'a number'}, "
+                              f"got {type(v).__name__}")
+    return v
+
+
+def _string(name, v):
+    if not isinstance(v, str):
+        raise InvalidArgument(f"{name}: must be a str, got {type(v).__name__}")
+    return v
+
+
+def make_spec(kwargs):
+    """create() keywords -> the native spec dict."""
+    unknown = set(kwargs) - set(_SPEC_FIELDS)
+    if unknown:
+        raise InvalidArgument("create: unknown argument(s) " + ", ".join(sorted(unknown)))
+    spec = {}
+    for key, v in kwargs.items():
+        if v is None:
+            continue
+        if key in ("layers", "network_allow", "protect_readonly", "protect_hidden"):
+            spec[key] = _str_list(key, v)
+        elif key in ("env", "labels"):
+            spec[key] = _str_map(key, v)
+        elif key == "cpu":
+            spec[key] = float(_number(key, v, False))
+        elif key in ("memory_mb", "disk_mb", "pids", "ttl_s"):
+            spec[key] = _number(key, v, True)
+        else:
+            spec[key] = _string(key, v)
+    if "layers" not in spec:
+        raise InvalidArgument("layers: at least one layer ref (name@version) is required")
+    return spec
+
+
+def make_exec(cmd, cwd, env, stdin, timeout_s):
+    """exec() arguments -> the native (argv, cwd, env, stdin, timeout_s) tuple.
+    A str cmd runs under /bin/sh -c; a list is the argv itself."""
+    if isinstance(cmd, str):
+        if not cmd:
+            raise InvalidArgument("cmd: must not be empty")
+        argv = ["/bin/sh", "-c", cmd]
+    elif isinstance(cmd, Sequence) and not isinstance(cmd, bytes) and cmd \
+            and all(isinstance(a, str) for a in cmd):
+        argv = list(cmd)
+    else:
+        raise InvalidArgument("cmd: must be a non-empty str or a non-empty list of str")
+    if stdin is None:
+        stdin = b""
+    elif isinstance(stdin, str):
+        stdin = stdin.encode()
+    elif not isinstance(stdin, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"stdin: must be bytes or str, got {type(stdin).__name__}")
+    timeout = 0.0 if timeout_s is None else float(_number("timeout_s", timeout_s, False))
+    return (argv, _string("cwd", cwd) if cwd is not None else "",
+            _str_map("env", env) if env is not None else {}, bytes(stdin), timeout)
+
+
+def file_data(data):
+    """write_file payload as bytes (str is UTF-8)."""
+    if isinstance(data, str):
+        return data.encode()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgument(f"data: must be bytes or str, got {type(data).__name__}")
+
+
+def path_arg(path):
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidArgument(f"path: must be an absolute path inside the sandbox, got {path!r}")
+    return path
+
+
+def labels_arg(labels):
+    return {} if labels is None else _str_map("labels", labels)

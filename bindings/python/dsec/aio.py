@@ -1,0 +1,263 @@
+"""The asyncio client: :class:`AsyncClient` and :class:`AsyncSandbox`.
+
+No thread per call: calls are submitted to the native client and their
+results come back through one eventfd that the event loop watches, so
+``asyncio.gather`` over hundreds of execs costs no more threads than one.
+Cancelling the task of an exec kills the command on the node.
+"""
+
+import asyncio
+import itertools
+from typing import AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
+
+from . import _native
+from . import _spec
+from .client import MAX_READ_BYTES, _info, _node_info
+from .errors import Error, InvalidArgument
+from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
+
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
+
+
+class _Dispatcher:
+    """Routes completions from the native queue to futures on one loop."""
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.queue = _native.CompletionQueue()
+        self.tickets = itertools.count(1)
+        self.futures = {}   # ticket -> Future (final result)
+        self.streams = {}   # ticket -> asyncio.Queue of chunks
+        loop.add_reader(self.queue.fd, self._drain)
+
+    def _drain(self):
+        for ticket, final, exc, value in self.queue.drain():
+            if not final:
+                q = self.streams.get(ticket)
+                if q is not None:
+                    q.put_nowait(value)
+                continue
+            q = self.streams.pop(ticket, None)
+            if q is not None:
+                q.put_nowait(None)  # end of output
+            fut = self.futures.pop(ticket, None)
+            if fut is None or fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(value)
+
+    def submit(self, conn, op, args, stream=False):
+        """Returns (ticket, token, future, chunk queue or None)."""
+        ticket = next(self.tickets)
+        fut = self.loop.create_future()
+        self.futures[ticket] = fut
+        q = None
+        if stream:
+            q = asyncio.Queue()
+            self.streams[ticket] = q
+        token = conn.submit(self.queue, ticket, op, args, stream)
+        return ticket, token, fut, q
+
+    def close(self):
+        if not self.loop.is_closed():
+            self.loop.remove_reader(self.queue.fd)
+
+
+class AsyncSandbox:
+    """A handle on one sandbox; ``async with`` destroys it on exit."""
+
+    def __init__(self, client: "AsyncClient", info: SandboxInfo):
+        self._client = client
+        self.id: str = info.id
+        self.node: str = info.node
+        self.backend: str = info.backend
+        self.layers: List[str] = list(info.layers)
+        self.labels: Dict[str, str] = dict(info.labels)
+        self.created_at: float = info.created_at
+
+    def __repr__(self):
+        return f"<dsec.AsyncSandbox {self.id} on {self.node}>"
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc):
+        try:
+            await self.destroy()
+        except Error:
+            if exc[0] is None:
+                raise
+
+    async def info(self) -> SandboxInfo:
+        """The sandbox's current description."""
+        return _info(await self._client._call("info", (self.id,)))
+
+    async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
+                   env: Optional[Mapping[str, str]] = None,
+                   stdin: Union[bytes, str, None] = None,
+                   timeout_s: Optional[float] = None) -> ExecResult:
+        """Runs ``cmd`` (shell string or argv list) and returns its result.
+        Cancelling the awaiting task kills the command."""
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        return ExecResult._from_native(await self._client._call("exec", (self.id, args)))
+
+    def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None,
+                    stdin: Union[bytes, str, None] = None,
+                    timeout_s: Optional[float] = None) -> "AsyncExecStream":
+        """Runs ``cmd``; ``async for chunk in stream`` yields output as it
+        comes, then ``stream.result`` (or ``await stream.wait()``) is the result."""
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        return AsyncExecStream(self._client, self.id, args)
+
+    async def write_file(self, path: str, data: Union[bytes, str]) -> None:
+        """Writes a whole file (parents created; str is UTF-8)."""
+        await self._client._call("write_file",
+                                 (self.id, _spec.path_arg(path), _spec.file_data(data)))
+
+    async def read_file(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> bytes:
+        """Reads a whole file; TooLarge past ``max_bytes``."""
+        return await self._client._call("read_file",
+                                        (self.id, _spec.path_arg(path), int(max_bytes)))
+
+    async def destroy(self) -> bool:
+        """Destroys the sandbox; False if it was already gone."""
+        return await self._client._call("destroy", (self.id,))
+
+
+class AsyncExecStream:
+    """Output of a running command as an async iterator of OutputChunk."""
+
+    def __init__(self, client, sandbox_id, args):
+        self._client = client
+        self._id = sandbox_id
+        d = client._dispatcher()
+        _, self._token, self._fut, self._chunks = d.submit(client._conn, "exec",
+                                                           (sandbox_id, args), stream=True)
+        self._ended = False
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self) -> OutputChunk:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            t = await self._chunks.get()
+        except asyncio.CancelledError:
+            self.cancel()
+            raise
+        if t is None:
+            self._ended = True
+            raise StopAsyncIteration
+        return OutputChunk._from_native(t)
+
+    @property
+    def result(self) -> ExecResult:
+        """The ExecResult once the output ended; raises the call's error."""
+        if not self._fut.done():
+            raise InvalidArgument("the stream has not ended; iterate it or await wait()")
+        return ExecResult._from_native(self._fut.result())
+
+    async def wait(self) -> ExecResult:
+        """Drops the remaining output and returns the result."""
+        async for _ in self:
+            pass
+        return ExecResult._from_native(await self._fut)
+
+    def cancel(self) -> None:
+        """Kills the command on the node."""
+        self._client._conn.cancel(self._id, self._token)
+
+
+class AsyncClient:
+    """The asyncio form of :class:`dsec.Client`: the same calls, awaitable.
+
+    Construct it anywhere (connecting blocks briefly); use it from one event
+    loop. ``async with dsec.AsyncClient(addr) as c:`` closes it on exit.
+    """
+
+    def __init__(self, addr: Optional[str] = None, *, connect_timeout_s: float = 10.0,
+                 call_timeout_s: float = 300.0):
+        self.addr: str = _spec.resolve_addr(addr)
+        self._conn = _native.Connection(self.addr, float(connect_timeout_s),
+                                        float(call_timeout_s))
+        self._disp = None
+
+    def __repr__(self):
+        return f"<dsec.AsyncClient {self.addr}>"
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection; calls in flight fail with Unavailable."""
+        self._conn.close()
+        if self._disp is not None:
+            self._disp.close()
+            self._disp = None
+
+    def _dispatcher(self):
+        loop = asyncio.get_running_loop()
+        if self._disp is None or self._disp.loop is not loop:
+            if self._disp is not None:
+                self._disp.close()
+            self._disp = _Dispatcher(loop)
+        return self._disp
+
+    async def _call(self, op, args=()):
+        _, token, fut, _ = self._dispatcher().submit(self._conn, op, args)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if token:
+                self._conn.cancel(args[0], token)
+            raise
+
+    async def create(self, layers: Sequence[str], **spec) -> AsyncSandbox:
+        """Creates a sandbox (same keywords as Client.create) and waits until it runs."""
+        native_spec = _spec.make_spec(dict(spec, layers=layers))
+        return AsyncSandbox(self, _info(await self._call("create", (native_spec,))))
+
+    async def create_many(self, n: int, layers: Sequence[str], **spec) -> List[AsyncSandbox]:
+        """Creates ``n`` sandboxes concurrently; on any failure destroys the
+        ones made and raises the first error, saying how many failed."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
+            raise InvalidArgument(f"n: must be an int between 1 and 100000, got {n!r}")
+        if spec.get("request_id"):
+            raise InvalidArgument("request_id: not allowed in create_many")
+        native_spec = _spec.make_spec(dict(spec, layers=layers))
+        results = await asyncio.gather(*(self._call("create", (native_spec,)) for _ in range(n)),
+                                       return_exceptions=True)
+        made = [AsyncSandbox(self, _info(r)) for r in results if not isinstance(r, BaseException)]
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if not failed:
+            return made
+        await asyncio.gather(*(sb.destroy() for sb in made), return_exceptions=True)
+        first = failed[0]
+        if not isinstance(first, Error):
+            raise first
+        raise type(first)(f"create_many: {len(failed)} of {n} creates failed "
+                          f"(the {len(made)} made were destroyed); first error: {first.message}",
+                          first.code)
+
+    async def get(self, id: str) -> AsyncSandbox:
+        """A handle on an existing sandbox; NotFound if there is none."""
+        return AsyncSandbox(self, _info(await self._call("info", (_spec._string("id", id),))))
+
+    async def list(self, labels: Optional[Mapping[str, str]] = None) -> List[SandboxInfo]:
+        """Sandboxes whose labels include all of ``labels``, oldest first."""
+        return [_info(d) for d in await self._call("list", (_spec.labels_arg(labels),))]
+
+    async def nodes(self) -> List[NodeInfo]:
+        """The cluster's members with their last load report."""
+        return [_node_info(await self._call("status"), self.addr)]
+
+    async def layers(self) -> List[LayerInfo]:
+        """The layers in the node's store catalog."""
+        return [LayerInfo(**d) for d in await self._call("layers")]

@@ -1,0 +1,224 @@
+"""The blocking client: :class:`Client` and its :class:`Sandbox` handles.
+
+Calls release the GIL while they wait, so many threads may share one Client.
+Ctrl-C interrupts a waiting call (an interrupted exec is killed on the node).
+"""
+
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+from . import _native
+from . import _spec
+from .errors import Error
+from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
+
+__all__ = ["Client", "Sandbox", "ExecStream"]
+
+#: Default cap of read_file, the node's own limit (256 MiB).
+MAX_READ_BYTES = 256 << 20
+
+
+def _info(d) -> SandboxInfo:
+    return SandboxInfo(**d)
+
+
+def _node_info(d, address) -> NodeInfo:
+    load = {k: d[k] for k in ("sandboxes", "creating", "creates_total", "destroys_total",
+                              "execs_total", "uptime_ms")}
+    return NodeInfo(id=d["id"], address=address, state="alive", version=d["version"], load=load)
+
+
+class Sandbox:
+    """A handle on one sandbox. ``with`` destroys it on exit, also on exceptions."""
+
+    def __init__(self, client: "Client", info: SandboxInfo):
+        self._client = client
+        self.id: str = info.id
+        self.node: str = info.node
+        self.backend: str = info.backend
+        self.layers: List[str] = list(info.layers)
+        self.labels: Dict[str, str] = dict(info.labels)
+        self.created_at: float = info.created_at
+
+    def __repr__(self):
+        return f"<dsec.Sandbox {self.id} on {self.node}>"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.destroy()
+        except Error:
+            if exc[0] is None:  # don't hide the body's exception behind ours
+                raise
+
+    def info(self) -> SandboxInfo:
+        """The sandbox's current description (state, expiry, limits)."""
+        return _info(self._client._call("info", (self.id,)))
+
+    def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
+             env: Optional[Mapping[str, str]] = None,
+             stdin: Union[bytes, str, None] = None,
+             timeout_s: Optional[float] = None) -> ExecResult:
+        """Runs ``cmd`` and waits for it.
+
+        ``cmd`` is a shell command (run by ``/bin/sh -c``) or an argv list.
+        ``stdin`` is fed to the command, then closed. After ``timeout_s`` the
+        command is killed and the result has ``timed_out=True``; a non-zero
+        exit is a result, not an exception.
+        """
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        return ExecResult._from_native(self._client._call("exec", (self.id, args)))
+
+    def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
+                    env: Optional[Mapping[str, str]] = None,
+                    stdin: Union[bytes, str, None] = None,
+                    timeout_s: Optional[float] = None) -> "ExecStream":
+        """Runs ``cmd`` and yields its output as it comes::
+
+            s = sb.exec_stream("for i in 1 2 3; do echo $i; sleep 1; done")
+            for chunk in s:
+                print(chunk.stream, chunk.text)
+            print(s.result.exit_code)
+        """
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        return ExecStream(self._client._conn.stream(self.id, args))
+
+    def write_file(self, path: str, data: Union[bytes, str]) -> None:
+        """Writes a whole file (parents created; str is UTF-8)."""
+        self._client._call("write_file", (self.id, _spec.path_arg(path), _spec.file_data(data)))
+
+    def read_file(self, path: str, *, max_bytes: int = MAX_READ_BYTES) -> bytes:
+        """Reads a whole file; TooLarge past ``max_bytes``."""
+        return self._client._call("read_file", (self.id, _spec.path_arg(path), int(max_bytes)))
+
+    def destroy(self) -> bool:
+        """Destroys the sandbox. Idempotent: False if it was already gone."""
+        return self._client._call("destroy", (self.id,))
+
+
+class ExecStream:
+    """Output chunks of a running command; ``result`` once iteration ended."""
+
+    def __init__(self, native):
+        self._native = native
+        self._result = None
+
+    def __iter__(self) -> Iterator[OutputChunk]:
+        for t in self._native:
+            yield OutputChunk._from_native(t)
+
+    @property
+    def result(self) -> ExecResult:
+        """The ExecResult; raises the call's error. Iterate the stream first."""
+        if self._result is None:
+            self._result = ExecResult._from_native(self._native.result())
+        return self._result
+
+    def wait(self) -> ExecResult:
+        """Drops the remaining output and returns the result."""
+        for _ in self._native:
+            pass
+        return self.result
+
+    def cancel(self) -> None:
+        """Kills the command on the node."""
+        self._native.cancel()
+
+
+class Client:
+    """A connection to one dsec node's native port (any node of a cluster).
+
+    ``addr`` is ``"host:port"`` (the node's ``--listen``), else ``$DSEC_ADDR``,
+    else ``127.0.0.1:7700``. Raises Unavailable if no node answers within
+    ``connect_timeout_s``. Calls other than exec give up after
+    ``call_timeout_s`` (Timeout); a node that goes away fails calls in flight
+    with Unavailable at once, and the next call reconnects.
+    """
+
+    def __init__(self, addr: Optional[str] = None, *, connect_timeout_s: float = 10.0,
+                 call_timeout_s: float = 300.0):
+        self.addr: str = _spec.resolve_addr(addr)
+        self._conn = _native.Connection(self.addr, float(connect_timeout_s),
+                                        float(call_timeout_s))
+
+    def __repr__(self):
+        return f"<dsec.Client {self.addr}>"
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        """Closes the connection; calls in flight fail with Unavailable."""
+        self._conn.close()
+
+    def _call(self, op, args=()):
+        return self._conn.call(op, args)
+
+    def create(self, layers: Sequence[str], *, backend: str = "container",
+               cpu: Optional[float] = None, memory_mb: Optional[int] = None,
+               disk_mb: Optional[int] = None, pids: Optional[int] = None,
+               ttl_s: Optional[int] = None, network_allow: Optional[Sequence[str]] = None,
+               env: Optional[Mapping[str, str]] = None,
+               labels: Optional[Mapping[str, str]] = None, cpu_class: Optional[str] = None,
+               node: Optional[str] = None, request_id: Optional[str] = None,
+               protect_readonly: Optional[Sequence[str]] = None,
+               protect_hidden: Optional[Sequence[str]] = None) -> Sandbox:
+        """Creates a sandbox and waits until it runs.
+
+        ``layers`` are ``name@version`` refs, first = bottom. Omitted limits
+        take the node's defaults (1 cpu, 512 MiB, 3600 s ttl). The same
+        ``request_id`` with the same spec returns the same sandbox; with
+        another spec it raises Conflict.
+        """
+        spec = _spec.make_spec(dict(
+            layers=layers, backend=backend, cpu=cpu, memory_mb=memory_mb, disk_mb=disk_mb,
+            pids=pids, ttl_s=ttl_s, network_allow=network_allow, env=env, labels=labels,
+            cpu_class=cpu_class, node=node, request_id=request_id,
+            protect_readonly=protect_readonly, protect_hidden=protect_hidden))
+        return Sandbox(self, _info(self._call("create", (spec,))))
+
+    def create_many(self, n: int, layers: Sequence[str], **spec) -> List[Sandbox]:
+        """Creates ``n`` sandboxes concurrently (same spec, no request_id).
+
+        If any create fails, the ones made are destroyed and the first error is
+        raised, its message saying how many of ``n`` failed.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
+            raise _spec.InvalidArgument(f"n: must be an int between 1 and 100000, got {n!r}")
+        if spec.get("request_id"):
+            raise _spec.InvalidArgument("request_id: not allowed in create_many")
+        native_spec = _spec.make_spec(dict(spec, layers=layers))
+        results = self._conn.create_many(native_spec, n)
+        made = [Sandbox(self, _info(info)) for exc, info in results if exc is None]
+        failed = [exc for exc, _ in results if exc is not None]
+        if not failed:
+            return made
+        for sb in made:
+            try:
+                sb.destroy()
+            except Error:
+                pass
+        first = failed[0]
+        raise type(first)(f"create_many: {len(failed)} of {n} creates failed "
+                          f"(the {len(made)} made were destroyed); first error: {first.message}",
+                          first.code)
+
+    def get(self, id: str) -> Sandbox:
+        """A handle on an existing sandbox; NotFound if there is none."""
+        return Sandbox(self, _info(self._call("info", (_spec._string("id", id),))))
+
+    def list(self, labels: Optional[Mapping[str, str]] = None) -> List[SandboxInfo]:
+        """Sandboxes whose labels include all of ``labels``, oldest first."""
+        return [_info(d) for d in self._call("list", (_spec.labels_arg(labels),))]
+
+    def nodes(self) -> List[NodeInfo]:
+        """The cluster's members with their last load report."""
+        return [_node_info(self._call("status"), self.addr)]
+
+    def layers(self) -> List[LayerInfo]:
+        """The layers in the node's store catalog."""
+        return [LayerInfo(**d) for d in self._call("layers")]

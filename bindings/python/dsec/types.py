@@ -1,0 +1,102 @@
+"""Plain values returned by dsec calls: results, descriptions, output chunks."""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+__all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo"]
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of one command.
+
+    ``stdout``/``stderr`` are the output decoded as UTF-8 (invalid bytes
+    replaced); ``stdout_bytes``/``stderr_bytes`` are the raw bytes.
+    ``exit_code`` is 128 + N when the command died of signal N (137 after a
+    timeout). ``duration_ms`` is measured inside the sandbox; ``node_ms`` is the
+    time the node spent on the call (a round trip minus ``node_ms`` is what the
+    client and the network cost).
+    """
+
+    exit_code: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    timed_out: bool
+    duration_ms: float
+    truncated: bool = False
+    node_ms: float = 0.0
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 and did not time out."""
+        return self.exit_code == 0 and not self.timed_out
+
+    @classmethod
+    def _from_native(cls, t):
+        return cls(*t)
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of output of a streamed exec, in the order the command wrote it."""
+
+    stream: str  # "stdout" | "stderr"
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+    @classmethod
+    def _from_native(cls, t):
+        return cls("stdout" if t[0] == 1 else "stderr", t[1])
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """What the node knows of one sandbox. Times are Unix seconds."""
+
+    id: str
+    node: str
+    state: str  # creating | running | paused | stopped | failed | lost
+    backend: str
+    layers: List[str]
+    labels: Dict[str, str]
+    created_at: float
+    expires_at: Optional[float]
+    reason: str = ""
+    cpu: float = 0.0
+    memory_mb: int = 0
+    disk_mb: int = 0
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One member of the cluster and its last load report."""
+
+    id: str
+    address: str
+    state: str  # alive | suspect | dead | left
+    version: str = ""
+    load: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LayerInfo:
+    """A layer in the store catalog."""
+
+    ref: str
+    name: str
+    version: str
+    kind: str
+    digest: str
+    size_bytes: int
+    created_at: float

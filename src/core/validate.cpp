@@ -1,0 +1,106 @@
+// Validation of specs and exec requests (see validate.hpp).
+#include "core/validate.hpp"
+
+namespace dsec {
+
+namespace {
+
+error bad(const std::string& field, const std::string& what) {
+  return invalid_argument(field + ": " + what);
+}
+
+bool too_long(const std::string& s) { return s.size() > spec_limits::max_string; }
+
+/// Names without '=' or NUL, values without NUL, sizes bounded.
+status check_string_map(const std::map<std::string, std::string>& m, const char* field,
+                        size_t max_items, bool env) {
+  if (m.size() > max_items)
+    return too_large(std::string{field} + ": more than " + std::to_string(max_items) + " entries");
+  for (auto& [k, v] : m) {
+    if (k.empty() || k.size() > 256 || too_long(v))
+      return bad(field, "names must be 1-256 bytes and values at most 4096 bytes");
+    if (env && (k.find('=') != std::string::npos || k.find('\0') != std::string::npos
+                || v.find('\0') != std::string::npos))
+      return bad(field, "names must be non-empty without '=' or NUL");
+  }
+  return {};
+}
+
+status check_strings(const std::vector<std::string>& v, const char* field, size_t max_items) {
+  if (v.size() > max_items)
+    return too_large(std::string{field} + ": more than " + std::to_string(max_items) + " entries");
+  for (auto& s : v)
+    if (too_long(s))
+      return too_large(std::string{field} + ": an entry is longer than 4096 bytes");
+  return {};
+}
+
+} // namespace
+
+bool valid_layer_ref(std::string_view ref) {
+  auto at = ref.rfind('@');
+  if (at == std::string_view::npos || at == 0 || at + 1 == ref.size() || ref.size() > 200)
+    return false;
+  for (char c : ref)
+    if (c <= ' ' || c == '\\' || c == '"' || c == 0x7f)
+      return false;
+  return true;
+}
+
+status validate(const sandbox_spec& s) {
+  if (s.backend != "container" && s.backend != "microvm" && s.backend != "vm"
+      && s.backend != "fncall")
+    return bad("backend", "must be one of container, microvm, vm, fncall; got \"" + s.backend + "\"");
+  if (s.layers.empty())
+    return bad("layers", "at least one layer ref (name@version) is required");
+  if (s.layers.size() > spec_limits::max_layers)
+    return too_large("layers: more than 128 layers");
+  for (auto& l : s.layers)
+    if (!valid_layer_ref(l))
+      return bad("layers", "\"" + l + "\" is not a name@version ref");
+  if (!(s.cpu >= 0) || s.cpu > spec_limits::max_cpu)
+    return bad("cpu", "must be between 0 and 256");
+  if (s.memory_mb < spec_limits::min_memory_mb || s.memory_mb > spec_limits::max_memory_mb)
+    return bad("memory_mb", "must be between 8 and 1048576");
+  if (s.disk_mb < 1 || s.disk_mb > spec_limits::max_disk_mb)
+    return bad("disk_mb", "must be between 1 and 4194304");
+  if (s.pids < 8 || s.pids > spec_limits::max_pids)
+    return bad("pids", "must be between 8 and 1048576");
+  if (s.ttl_s < 0 || s.ttl_s > spec_limits::max_ttl_s)
+    return bad("ttl_s", "must be between 0 and 2592000");
+  if (s.cpu_class != "latency" && s.cpu_class != "batch")
+    return bad("cpu_class", "must be \"latency\" or \"batch\", got \"" + s.cpu_class + "\"");
+  for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})
+    if (too_long(*str))
+      return too_large("spec: a string field is longer than 4096 bytes");
+  status st;
+  if (!(st = check_string_map(s.env, "env", spec_limits::max_env, true))
+      || !(st = check_string_map(s.labels, "labels", spec_limits::max_labels, false))
+      || !(st = check_strings(s.network.allow, "network.allow", 256))
+      || !(st = check_strings(s.protect.readonly, "protect.readonly", 256))
+      || !(st = check_strings(s.protect.hidden, "protect.hidden", 256)))
+    return st;
+  return {};
+}
+
+status validate(const exec_request& r) {
+  if (r.argv.empty() || r.argv[0].empty())
+    return bad("cmd", "argv must not be empty");
+  size_t total = 0;
+  for (auto& a : r.argv) {
+    if (a.find('\0') != std::string::npos)
+      return bad("cmd", "must not contain NUL bytes");
+    total += a.size();
+  }
+  if (total > (1u << 20) || r.argv.size() > 65536)
+    return too_large("cmd: argv larger than 1 MiB");
+  if (!r.cwd.empty() && r.cwd[0] != '/')
+    return bad("cwd", "must be an absolute path, got \"" + r.cwd.substr(0, 200) + "\"");
+  if (too_long(r.cwd))
+    return too_large("cwd: longer than 4096 bytes");
+  if (!(r.timeout_s >= 0) || r.timeout_s > 7 * 24 * 3600.0)
+    return bad("timeout_s", "must be between 0 and 604800");
+  return check_string_map(r.env, "env", spec_limits::max_env, true);
+}
+
+} // namespace dsec
