@@ -20,6 +20,12 @@ using layers_atom = caf::atom_constant<caf::atom("layers")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using http_atom = caf::atom_constant<caf::atom("http")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+// Cluster: membership view, routing, gossip.
+using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
+using view_atom = caf::atom_constant<caf::atom("view")>;
+using packet_atom = caf::atom_constant<caf::atom("packet")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
 // INTERNAL: self-sent or sent by helper threads.
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using cont_atom = caf::atom_constant<caf::atom("cont")>;

@@ -67,7 +67,7 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
 }
 
 void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
-  self->request(self->state.lifecycle, 10s, status_atom::value)
+  self->request(self->state.front, 10s, status_atom::value)
     .then(
       [self, c, metrics](node_status& st) {
         st.pid = ::getpid();
@@ -80,20 +80,16 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
 }
 
 void handle_nodes(gateway_actor_ptr self, const http_call& c) {
-  self->request(self->state.lifecycle, 10s, status_atom::value)
-    .then(
-      [self, c](node_status& st) {
-        auto& cfg = self->state.ctx->config;
-        reply(c, 200, codec::encode_nodes(st, cfg.listen, cfg.rest));
-      },
-      on_error(c));
+  self->request(self->state.front, 10s, nodes_atom::value)
+    .then([c](std::vector<member_info>& members) { reply(c, 200, codec::encode_nodes(members)); },
+          on_error(c));
 }
 
 void handle_create(gateway_actor_ptr self, const http_call& c) {
   auto spec = codec::parse_spec(c->body);
   if (!spec)
     return reply_error(c, spec.err());
-  self->request(self->state.lifecycle, op_timeout, create_atom::value, std::move(*spec))
+  self->request(self->state.front, op_timeout, create_atom::value, std::move(*spec))
     .then([c](sandbox_info& info) { reply(c, 201, codec::encode(info)); }, on_error(c));
 }
 
@@ -113,24 +109,24 @@ void handle_batch(gateway_actor_ptr self, const http_call& c) {
       reply(c, g->failed.empty() ? 201 : 200, codec::encode_batch(g->ok, g->failed));
   };
   for (int i = 0; i < batch->second; ++i)
-    self->request(self->state.lifecycle, op_timeout, create_atom::value, batch->first)
+    self->request(self->state.front, op_timeout, create_atom::value, batch->first)
       .then([g, finish](sandbox_info& info) { g->ok.push_back(std::move(info)); finish(); },
             [g, finish](caf::error& err) { g->failed.push_back(from_caf(err)); finish(); });
 }
 
 void handle_list(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.lifecycle, 10s, list_atom::value, r.labels)
+  self->request(self->state.front, 10s, list_atom::value, r.labels)
     .then([c](std::vector<sandbox_info>& list) { reply(c, 200, codec::encode(list)); },
           on_error(c));
 }
 
 void handle_get(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.lifecycle, 10s, info_atom::value, r.id)
+  self->request(self->state.front, 10s, info_atom::value, r.id)
     .then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 
 void handle_delete(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.lifecycle, op_timeout, destroy_atom::value, r.id)
+  self->request(self->state.front, op_timeout, destroy_atom::value, r.id)
     .then(
       [c, id = r.id](bool existed) {
         reply(c, 200, codec::encode_deleted(id, existed));
@@ -164,11 +160,11 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
   bool stream = it != r.query.end() && (it->second == "1" || it->second == "true");
   // A client that goes away takes its command with it.
   auto token = self->state.next_token++;
-  c->on_disconnect([lc = self->state.lifecycle, id = r.id, token] {
+  c->on_disconnect([lc = self->state.front, id = r.id, token] {
     caf::anon_send(lc, cancel_atom::value, id, token);
   });
   if (!stream) {
-    self->request(self->state.lifecycle, timeout, exec_atom::value, r.id, std::move(*req), token)
+    self->request(self->state.front, timeout, exec_atom::value, r.id, std::move(*req), token)
       .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
     return;
   }
@@ -177,7 +173,7 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
     ss->ensure_started(c);
     c->write_chunk(codec::encode_event(chunk));
   }};
-  self->request(self->state.lifecycle, timeout, stream_atom::value, r.id, std::move(*req), sink,
+  self->request(self->state.front, timeout, stream_atom::value, r.id, std::move(*req), sink,
                 token)
     .then(
       [c, ss](exec_result& res) {
@@ -213,7 +209,7 @@ void handle_put_file(gateway_actor_ptr self, const http_call& c, const route& r)
   auto path = file_path(r);
   if (!path)
     return reply_error(c, path.err());
-  self->request(self->state.lifecycle, op_timeout, wfile_atom::value, r.id, *path, c->body)
+  self->request(self->state.front, op_timeout, wfile_atom::value, r.id, *path, c->body)
     .then(
       [c, p = *path, n = c->body.size()](bool) {
         reply(c, 200, codec::encode_file_written(p, n));
@@ -226,13 +222,13 @@ void handle_get_file(gateway_actor_ptr self, const http_call& c, const route& r)
   if (!path)
     return reply_error(c, path.err());
   uint64_t max = self->state.ctx->config.max_file_bytes;
-  self->request(self->state.lifecycle, op_timeout, rfile_atom::value, r.id, *path, max)
+  self->request(self->state.front, op_timeout, rfile_atom::value, r.id, *path, max)
     .then([c](std::string& data) { reply(c, 200, std::move(data), "application/octet-stream"); },
           on_error(c));
 }
 
 void handle_layers(gateway_actor_ptr self, const http_call& c) {
-  self->request(self->state.lifecycle, 60s, layers_atom::value)
+  self->request(self->state.front, 60s, layers_atom::value)
     .then([c](std::vector<layer_info>& layers) { reply(c, 200, codec::encode(layers)); },
           on_error(c));
 }
@@ -263,9 +259,9 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
 
 } // namespace
 
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle) {
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor front) {
   self->state.ctx = std::move(ctx);
-  self->state.lifecycle = std::move(lifecycle);
+  self->state.front = std::move(front);
   return {
     [self](http_atom, http_call& c) { dispatch(self, c); },
   };

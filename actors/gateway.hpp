@@ -1,6 +1,6 @@
 // The REST gateway actor: the only actor that knows HTTP. The Beast server
 // (actors/http_server.hpp) hands it each parsed request; it maps the request to
-// a route, asks the lifecycle actor, and turns the answer or the error into
+// a route, asks the node's front actor (placement), and turns the answer or the error into
 // JSON with the right status. Errors become `{"error":{"code","message"}}` in
 // one function, reply_error().
 #pragma once
@@ -22,7 +22,8 @@ namespace dsec {
 struct gateway_state {
   static inline const char* name = "gateway";
   node_context_ptr ctx;
-  caf::actor lifecycle;
+  /// The placement actor: speaks the lifecycle protocol, routes in the cluster.
+  caf::actor front;
   int64_t requests_total = 0;
   int64_t errors_total = 0;
   /// Source of exec cancel tokens (0 means "not cancellable").
@@ -32,6 +33,6 @@ struct gateway_state {
 using gateway_actor_ptr = caf::stateful_actor<gateway_state>*;
 
 /// Takes (http_atom, http_call) messages from the HTTP server thread.
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle);
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor front);
 
 } // namespace dsec

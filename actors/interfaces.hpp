@@ -34,6 +34,9 @@
 //   (rfile_atom, path)                        -> std::string | error
 //   (destroy_atom)                            -> bool | error; the actor quits after it
 //   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason)
+//   ADOPTED mode (adopted_sandbox_actor, for node_context::recovered, which
+//     lifecycle takes when it is spawned): no (start_atom); it runs at once and
+//     sends itself (ttl_atom) at the record's expires_at (at once if past)
 //
 // gateway (one per node; the only actor that knows HTTP):
 //   (http_atom, http_call)                    -> nothing; answers through http_call::respond

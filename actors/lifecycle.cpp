@@ -1,6 +1,8 @@
 // Lifecycle actor implementation.
 #include "actors/lifecycle.hpp"
 
+#include <set>
+
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
@@ -92,6 +94,25 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
   return self->delegate(actor, start_atom::value);
 }
 
+/// Takes the sandboxes the node recovered at start (node_context::recovered)
+/// into the table, each with a sandbox actor in adopted mode.
+void adopt_recovered(lifecycle_actor_ptr self) {
+  auto& st = self->state;
+  auto recovered = std::move(st.ctx->recovered);
+  st.ctx->recovered.clear();
+  for (auto& rec : recovered) {
+    sandbox_entry entry;
+    entry.info = recovered_info(rec, st.ctx->config.node_id);
+    entry.spec = rec.spec;
+    auto id = rec.id;
+    if (!rec.spec.request_id.empty())
+      st.by_request[rec.spec.request_id] = id;
+    entry.actor = self->spawn(adopted_sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self),
+                              std::move(rec));
+    st.sandboxes.emplace(id, std::move(entry));
+  }
+}
+
 void on_gone(lifecycle_actor_ptr self, const std::string& id) {
   auto& st = self->state;
   auto it = st.sandboxes.find(id);
@@ -117,9 +138,13 @@ node_status make_status(lifecycle_actor_ptr self) {
   ns.node_id = st.ctx->config.node_id;
   ns.version = "0.1.0";
   ns.sandboxes = static_cast<int64_t>(st.sandboxes.size());
-  for (auto& [id, e] : st.sandboxes)
+  std::set<std::string> refs;
+  for (auto& [id, e] : st.sandboxes) {
     if (e.info.state == sandbox_state::creating)
       ++ns.creating;
+    refs.insert(e.spec.layers.begin(), e.spec.layers.end());
+  }
+  ns.layers.assign(refs.begin(), refs.end());
   using namespace std::chrono;
   ns.uptime_ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count()
                  - st.ctx->started_at_ms;
@@ -143,6 +168,7 @@ bool same_request(const sandbox_spec& a, const sandbox_spec& b) {
 
 caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
   self->state.ctx = std::move(ctx);
+  adopt_recovered(self);
   return {
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
     [self](info_atom, const std::string& id) -> caf::result<sandbox_info> {
@@ -170,7 +196,17 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       auto it = self->state.sandboxes.find(id);
       if (it == self->state.sandboxes.end())
         return caf::make_message(false); // idempotent: already gone
-      return self->delegate(it->second.actor, destroy_atom::value);
+      // The entry goes before the answer: a get, list or exec after destroy
+      // returned must not find the sandbox (its gone_atom then finds nothing).
+      auto rp = self->make_response_promise();
+      self->request(it->second.actor, caf::infinite, destroy_atom::value)
+        .then(
+          [self, rp, id](bool existed) mutable {
+            on_gone(self, id);
+            rp.deliver(existed);
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+      return rp;
     },
     [self](exec_atom, const std::string& id, exec_request& req,
            uint64_t token) -> caf::result<caf::message> {

@@ -15,6 +15,10 @@
 //              ▼
 //           stopped ──(teardown done)──► gone (removed from the table)
 //
+// A sandbox that outlived a node restart (node_context::recovered) enters the
+// table already `running`, with the id, labels and times it had, and follows
+// the same machine from there (its TTL counts from its first creation).
+//
 // `paused` and `lost` arrive with pause/resume and with the cluster.
 #pragma once
 
@@ -55,7 +59,8 @@ struct lifecycle_state {
 
 using lifecycle_actor_ptr = caf::stateful_actor<lifecycle_state>*;
 
-/// The lifecycle actor's behavior (protocol in actors/interfaces.hpp).
+/// The lifecycle actor's behavior (protocol in actors/interfaces.hpp). It
+/// adopts ctx->recovered before it answers anything.
 caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx);
 
 /// True if two specs ask for the same sandbox (request_id idempotency).

@@ -1,6 +1,8 @@
 // The node runtime. Signals are blocked in every thread and taken by the main
 // thread with sigwait, so SIGTERM runs an orderly shutdown: stop taking
-// requests, destroy every sandbox, unmount every layer, stop the actors.
+// requests, destroy every sandbox, unmount every layer, stop the actors. A
+// node that dies instead (kill -9) leaves its sandboxes running; the next
+// node on the same state dir recovers them at start (recover_sandboxes).
 #include "actors/node.hpp"
 
 #include <dirent.h>
@@ -22,6 +24,7 @@
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
 #include "core/ids.hpp"
+#include "core/json_codec.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
 #include "sys/cgroup.hpp"
@@ -78,30 +81,92 @@ expected<std::string> settle_node_id(const node_config& cfg) {
   return id;
 }
 
-/// Sandboxes left by a node that died (kill -9, power loss) still hold
-/// processes, mounts and cgroups: take each back through the backend and
-/// destroy it. Blocking; runs before any actor starts.
-void reap_stale_sandboxes(const node_context& ctx) {
+/// The record of sandbox `id` (json_codec::sandbox_record), checked against its dir.
+expected<json_codec::sandbox_record> read_record(const node_context& ctx, const std::string& id) {
+  auto text = sys::read_file(ctx.record_path(id));
+  if (!text)
+    return text.err().code == errc::not_found
+             ? error{errc::not_found, "no record (the node died while creating it)"}
+             : text.err();
+  auto rec = json_codec::decode_record(*text);
+  if (rec && rec->id != id)
+    return invalid_argument("its record names sandbox " + rec->id);
+  return rec;
+}
+
+/// Counts the recovered sandbox's layer mounts again (the mount cache adopted
+/// them with refcount 0), so that its destroy releases them like any other.
+status retake_mounts(layers::store& store, layers::mount_cache& mounts,
+                     const json_codec::sandbox_record& rec) {
+  std::vector<std::string> held;
+  for (size_t i = 0; i < rec.digests.size(); ++i) {
+    layer_info layer;
+    layer.ref = rec.spec.layers[i];
+    layer.digest = rec.digests[i];
+    auto dir = mounts.acquire(layer, store.blob_path(layer.digest));
+    if (!dir) {
+      for (auto& d : held)
+        (void)mounts.release(d);
+      return dir.err();
+    }
+    held.push_back(layer.digest);
+  }
+  return {};
+}
+
+/// Sandboxes left by the previous node process on this state dir (kill -9, a
+/// crash) still run: their init, cgroups, overlay and layer mounts outlive it.
+/// Each one with a good record is taken back (the backend re-attaches to its
+/// init, its layer mounts are counted again) for the lifecycle actor to adopt;
+/// the others (no or a corrupt record, init gone) are destroyed, as far as
+/// anything is left. One log line per sandbox. Blocking; runs before any actor
+/// starts, after the mount cache adopted the layer mounts and before it drops
+/// the ones nothing holds.
+std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers::store& store,
+                                                 layers::mount_cache& mounts) {
+  std::vector<recovered_sandbox> out;
   auto root = ctx.config.state_dir + "/sandboxes";
   DIR* d = ::opendir(root.c_str());
   if (!d)
-    return;
+    return out;
   std::vector<std::string> ids;
   while (auto* e = ::readdir(d))
     if (e->d_name[0] != '.')
       ids.emplace_back(e->d_name);
   ::closedir(d);
+  auto who = "dsec node " + ctx.config.node_id + ": ";
   for (auto& id : ids) {
     auto dir = root + "/" + id;
-    auto sb = ctx.container->recover(id, dir);
-    status st = sb ? (*sb)->destroy() : status{sb.err()};
-    if (!st) { // best effort: at least the overlay and the directory
+    auto rec = read_record(ctx, id);
+    auto sb = ctx.container->recover(id, dir); // the reap below needs it too
+    error why_not; // set when the sandbox cannot be taken back
+    if (!rec)
+      why_not = rec.err();
+    else if (!sb)
+      why_not = sb.err();
+    else if (auto st = retake_mounts(store, mounts, *rec); !st)
+      why_not = st.err();
+    if (!why_not) {
+      recovered_sandbox r;
+      r.id = id;
+      r.spec = std::move(rec->spec);
+      r.created_at_ms = rec->created_at_ms;
+      r.expires_at_ms = rec->expires_at_ms;
+      r.sb = std::move(*sb);
+      r.digests = std::move(rec->digests);
+      std::cout << who << "recovered sandbox " << id << std::endl;
+      out.push_back(std::move(r));
+      continue;
+    }
+    status st = sb ? (*sb)->destroy() : status{};
+    if ((!sb || !st) && sys::exists(dir)) { // best effort: the overlay and the directory
       ::umount2((dir + "/rootfs").c_str(), MNT_DETACH);
       st = sys::remove_tree(dir);
     }
-    std::cout << "dsec node " << ctx.config.node_id << ": reaped stale sandbox " << id
-              << (st ? "" : ": " + st.err().message) << std::endl;
+    std::cout << who << "reaped sandbox " << id << ": " << why_not.message
+              << (st ? "" : "; cleanup: " + st.err().message) << std::endl;
   }
+  return out;
 }
 
 expected<node_context_ptr> make_context(node_config cfg) {
@@ -122,7 +187,8 @@ expected<node_context_ptr> make_context(node_config cfg) {
   if (auto adopted = mounts->adopt_existing(); !adopted)
     return adopted.err();
   ctx->mounts = mounts;
-  ctx->layers = make_store_layer_source(std::make_shared<layers::store>(std::move(*store)), mounts);
+  auto layer_store = std::make_shared<layers::store>(std::move(*store));
+  ctx->layers = make_store_layer_source(layer_store, mounts);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.init_path = find_init();
@@ -131,7 +197,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
                        + " is missing (set DSEC_INIT)");
   ctx->container = backends::make_container_backend(cc);
   ctx->config = std::move(cfg);
-  reap_stale_sandboxes(*ctx);
+  ctx->recovered = recover_sandboxes(*ctx, *layer_store, *mounts);
   mounts->release_unused(); // layer mounts nothing holds any more
   // Blocking work is mostly short syscalls and waits on processes; 16 threads
   // keep a burst of 16 creates in flight without queueing on 2 cores.
@@ -154,15 +220,15 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
           const std::pair<std::string, uint16_t>& listen, sigset_t sigs) {
   auto sup = sys.spawn(node_supervisor, ctx);
   caf::scoped_actor self{sys};
-  caf::actor lifecycle, gateway;
+  caf::actor front, gateway; // front: the placement actor
   self->request(sup, std::chrono::seconds(10), caf::get_atom::value)
-    .receive([&](caf::actor& l, caf::actor& g) { lifecycle = l, gateway = g; },
+    .receive([&](caf::actor& f, caf::actor& g) { front = f, gateway = g; },
              [&](caf::error&) {});
   auto server = start_http_server(rest.first, rest.second, node.config.max_body_bytes,
                                   [gateway](http_call c) {
                                     caf::anon_send(gateway, http_atom::value, std::move(c));
                                   });
-  auto published = server ? sys.middleman().publish(lifecycle, listen.second,
+  auto published = server ? sys.middleman().publish(front, listen.second,
                                                     listen.first.c_str(), true)
                           : caf::expected<uint16_t>{caf::sec::runtime_error};
   if (!server || !published) {
@@ -190,7 +256,7 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   pthread_kill(signals.native_handle(), SIGTERM); // wakes it if the stop came from inside
   signals.join();
   (*server)->stop();
-  sys.middleman().unpublish(lifecycle, listen.second);
+  sys.middleman().unpublish(front, listen.second);
   return rc;
 }
 
@@ -205,12 +271,29 @@ int run_node(node_config cfg) {
     std::cerr << "dsec node: " << (rest ? listen.err() : rest.err()).message << "\n";
     return 2;
   }
+  if (cfg.advertise.empty())
+    cfg.advertise = cfg.listen;
+  // Gossip shares the --listen port number, over UDP. A node on port 0 (tests,
+  // benches) has no fixed address for peers and runs alone.
+  std::shared_ptr<gossip::udp_transport> gossip_net;
+  if (listen->second != 0) {
+    auto net = gossip::udp_transport::open(listen->first, listen->second);
+    if (!net) {
+      std::cerr << "dsec node: " << net.err().message << "\n";
+      return 1;
+    }
+    gossip_net = std::move(*net);
+  } else if (!cfg.join.empty()) {
+    std::cerr << "dsec node: --join needs a fixed --listen port (not 0)\n";
+    return 2;
+  }
   auto ctx = make_context(std::move(cfg));
   if (!ctx) {
     std::cerr << "dsec node: " << ctx.err().message << "\n";
     return 1;
   }
   auto& node = **ctx;
+  node.gossip_net = std::move(gossip_net);
   caf::actor_system_config acfg;
   configure_native_protocol(acfg);
   int rc = 0;

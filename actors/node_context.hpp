@@ -6,9 +6,11 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "actors/layer_source.hpp"
 #include "backends/backend.hpp"
+#include "gossip/udp_transport.hpp"
 #include "sys/worker_pool.hpp"
 
 namespace dsec {
@@ -22,12 +24,31 @@ struct node_config {
   std::string store_dir;
   std::string rest = "127.0.0.1:7070";
   std::string listen = "127.0.0.1:7700";
+  /// host:port peers use to reach this node (TCP native + UDP gossip);
+  /// defaults to `listen`.
+  std::string advertise;
+  /// --join seeds: any members' addresses. Empty = first node of a cluster.
+  std::vector<std::string> join;
   /// Largest request body the gateway reads (file uploads); 413 beyond.
   size_t max_body_bytes = 256u << 20;
   /// Largest file GET answers; 413 beyond (whole file is held in memory).
   size_t max_file_bytes = 256u << 20;
   /// Sandboxes this node accepts at once; 429 beyond. Sized for 24 GiB.
   size_t max_sandboxes = 4096;
+};
+
+/// A sandbox that outlived its node process: found again at node start (its
+/// record read, the backend re-attached, its layer mounts counted again) and
+/// handed to the lifecycle actor, which adopts it.
+struct recovered_sandbox {
+  std::string id;
+  sandbox_spec spec;
+  int64_t created_at_ms = 0;
+  /// 0 = no TTL.
+  int64_t expires_at_ms = 0;
+  std::shared_ptr<backends::sandbox> sb;
+  /// Layer digests whose mounts it holds (released by its destroy).
+  std::vector<std::string> digests;
 };
 
 /// Shared, thread-safe services of one node.
@@ -39,12 +60,23 @@ struct node_context {
   /// null in tests.
   std::shared_ptr<layers::mount_cache> mounts;
   std::shared_ptr<sys::worker_pool> pool;
+  /// The gossip socket (bound at start); null in tests: no gossip actor.
+  std::shared_ptr<gossip::udp_transport> gossip_net;
   int64_t started_at_ms = 0;
   std::atomic<int64_t> execs_total{0};
+  /// Sandboxes recovered at start; the lifecycle actor takes them when it
+  /// starts (before it answers anything), so this is empty afterwards.
+  std::vector<recovered_sandbox> recovered;
 
   /// <state_dir>/sandboxes/<id>: the per-sandbox directory.
   std::string sandbox_dir(const std::string& id) const {
     return config.state_dir + "/sandboxes/" + id;
+  }
+
+  /// <state_dir>/sandboxes/<id>/record.json: what a restarted node needs to
+  /// adopt the sandbox (json_codec::sandbox_record).
+  std::string record_path(const std::string& id) const {
+    return sandbox_dir(id) + "/record.json";
   }
 };
 

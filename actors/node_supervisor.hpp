@@ -1,9 +1,11 @@
 // The node supervisor: the root of a node's actors. It spawns and monitors the
-// lifecycle and gateway actors, runs the orderly shutdown (destroy every
-// sandbox, then stop the children) and takes the node down when a child dies
-// unexpectedly, so a broken node exits instead of answering half its API.
+// lifecycle, placement, gossip and gateway actors, runs the orderly shutdown
+// (leave the cluster, destroy every sandbox, then stop the children) and takes
+// the node down when a child dies unexpectedly, so a broken node exits instead
+// of answering half its API.
 //
-//   (get_atom)      -> (caf::actor lifecycle, caf::actor gateway)
+//   (get_atom)      -> (caf::actor placement, caf::actor gateway): the front
+//                      door to publish on --listen, and the REST gateway
 //   (shutdown_atom) -> nothing; the supervisor quits when shutdown is done
 #pragma once
 
@@ -20,6 +22,9 @@ struct supervisor_state {
   static inline const char* name = "node";
   node_context_ptr ctx;
   caf::actor lifecycle;
+  caf::actor placement;
+  /// Null when the node runs without a gossip socket (tests).
+  caf::actor gossip;
   caf::actor gateway;
   bool stopping = false;
 };

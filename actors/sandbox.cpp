@@ -12,6 +12,8 @@
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
 #include "core/inspect.hpp"
+#include "core/json_codec.hpp"
+#include "sys/fs.hpp"
 
 namespace dsec {
 
@@ -26,8 +28,28 @@ int64_t now_ms() {
 struct provisioned {
   std::shared_ptr<backends::sandbox> sb;
   std::vector<std::string> digests;
+  int64_t created_at_ms = 0;
   error err;
 };
+
+int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
+  return ttl_s > 0 ? created_at_ms + ttl_s * 1000 : 0;
+}
+
+/// Blocking: writes the record a restarted node adopts the sandbox from.
+status keep_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
+                   int64_t created_at_ms, const std::vector<std::string>& digests) {
+  json_codec::sandbox_record rec;
+  rec.id = id;
+  rec.spec = spec;
+  rec.created_at_ms = created_at_ms;
+  rec.expires_at_ms = expiry(created_at_ms, spec.ttl_s);
+  rec.digests = digests;
+  // No fsync (~5 ms here, as much as the whole create): a host crash kills the
+  // sandbox with the record, so surviving a node crash is all it needs.
+  return sys::write_file_atomic(ctx.record_path(id), json_codec::encode(rec), 0600,
+                                sys::durability::process_crash);
+}
 
 /// Blocking: resolve layers, mount them, let the backend build the sandbox.
 provisioned provision(const node_context& ctx, const std::string& id, const sandbox_spec& spec) {
@@ -46,6 +68,15 @@ provisioned provision(const node_context& ctx, const std::string& id, const sand
   if (!sb) {
     ctx.layers->release(held->digests);
     out.err = sb.err();
+    return out;
+  }
+  // Without its record the sandbox would not survive a node restart (the
+  // next node reaps it): a create that cannot keep one fails.
+  out.created_at_ms = now_ms();
+  if (auto st = keep_record(ctx, id, spec, out.created_at_ms, held->digests); !st) {
+    (void)(*sb)->destroy();
+    ctx.layers->release(held->digests);
+    out.err = st.err();
     return out;
   }
   out.sb = std::move(*sb);
@@ -184,6 +215,29 @@ void file_op(sandbox_actor_ptr self, Work work) {
                [self, rp](auto& res) mutable { finish_op(self, rp, res); });
 }
 
+/// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
+/// it is past); nothing without a TTL.
+void arm_ttl(sandbox_actor_ptr self) {
+  auto at = self->state.info.expires_at_ms;
+  if (at == 0)
+    return;
+  auto left = at - now_ms();
+  if (left <= 0)
+    self->send(self, ttl_atom::value);
+  else
+    self->delayed_send(self, std::chrono::milliseconds(left), ttl_atom::value);
+}
+
+/// Turns the backend's exit callback into (died_atom, reason).
+void watch_exit(sandbox_actor_ptr self) {
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  self->state.sb->on_exit([hdl](std::string reason) {
+    caf::anon_send(hdl, died_atom::value, std::move(reason));
+  });
+}
+
+caf::behavior sandbox_behavior(sandbox_actor_ptr self);
+
 } // namespace
 
 sandbox_info initial_info(const std::string& id, const std::string& node,
@@ -202,6 +256,14 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   return info;
 }
 
+sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& node) {
+  auto info = initial_info(rec.id, node, rec.spec);
+  info.state = sandbox_state::running;
+  info.created_at_ms = rec.created_at_ms;
+  info.expires_at_ms = rec.expires_at_ms;
+  return info;
+}
+
 caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
                             std::string id, sandbox_spec spec) {
   auto& st = self->state;
@@ -209,6 +271,26 @@ caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::a
   st.lifecycle = std::move(lifecycle);
   st.info = initial_info(id, st.ctx->config.node_id, spec);
   st.spec = std::move(spec);
+  return sandbox_behavior(self);
+}
+
+caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx,
+                                    caf::actor lifecycle, recovered_sandbox rec) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.lifecycle = std::move(lifecycle);
+  st.info = recovered_info(rec, st.ctx->config.node_id);
+  st.spec = std::move(rec.spec);
+  st.sb = std::move(rec.sb);
+  st.digests = std::move(rec.digests);
+  arm_ttl(self);
+  watch_exit(self);
+  return sandbox_behavior(self);
+}
+
+namespace {
+
+caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
   return {
     [self](start_atom) {
       auto rp = self->make_response_promise();
@@ -229,16 +311,10 @@ caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::a
                      st.sb = std::move(res.sb);
                      st.digests = std::move(res.digests);
                      st.info.state = sandbox_state::running;
-                     st.info.created_at_ms = now_ms();
-                     if (st.spec.ttl_s > 0) {
-                       st.info.expires_at_ms = st.info.created_at_ms + st.spec.ttl_s * 1000;
-                       self->delayed_send(self, std::chrono::seconds(st.spec.ttl_s),
-                                          ttl_atom::value);
-                     }
-                     auto hdl = caf::actor_cast<caf::actor>(self);
-                     st.sb->on_exit([hdl](std::string reason) {
-                       caf::anon_send(hdl, died_atom::value, std::move(reason));
-                     });
+                     st.info.created_at_ms = res.created_at_ms;
+                     st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);
+                     arm_ttl(self);
+                     watch_exit(self);
                      notify_lifecycle(self);
                      rp.deliver(st.info);
                      if (st.destroying) { // destroy arrived while creating
@@ -292,5 +368,7 @@ caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::a
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }
+
+} // namespace
 
 } // namespace dsec

@@ -1,7 +1,9 @@
 // The sandbox actor: one per sandbox, spawned by the lifecycle actor. It owns
 // the backend's sandbox object and the layer mounts it holds, serialises state
 // changes (creating -> running -> stopped | failed), arms the TTL and turns
-// exec and file calls into backend calls that never block its thread.
+// exec and file calls into backend calls that never block its thread. Once the
+// sandbox runs, it keeps a record of it on disk (record.json in the sandbox
+// dir) so that a restarted node can adopt it (adopted_sandbox_actor).
 #pragma once
 
 #include <string>
@@ -44,8 +46,19 @@ using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;
 sandbox_info initial_info(const std::string& id, const std::string& node,
                           const sandbox_spec& spec);
 
+/// What a sandbox recovered after a node restart looks like: running, with
+/// the id, labels and times it had.
+sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& node);
+
 /// Spawned by lifecycle with the id and spec; waits for (start_atom).
 caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
                             std::string id, sandbox_spec spec);
+
+/// Spawned by lifecycle for a sandbox that outlived the previous node process
+/// ("adopted" mode): running at once, holding `rec`'s backend sandbox and layer
+/// mounts, its TTL re-armed for the time left (destroyed at once if none is
+/// left). Takes no (start_atom); everything else as sandbox_actor.
+caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx,
+                                    caf::actor lifecycle, recovered_sandbox rec);
 
 } // namespace dsec

@@ -22,6 +22,8 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<layer_info>("dsec::layer_info");
   cfg.add_message_type<std::vector<layer_info>>("std::vector<dsec::layer_info>");
   cfg.add_message_type<node_status>("dsec::node_status");
+  cfg.add_message_type<member_info>("dsec::member_info");
+  cfg.add_message_type<std::vector<member_info>>("std::vector<dsec::member_info>");
   cfg.add_message_type<std::map<std::string, std::string>>("std::map<std::string,std::string>");
   cfg.add_error_category(dsec_error_category(),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {

@@ -9,7 +9,9 @@ REST=${DSEC_REST:-127.0.0.1:7070}
 LISTEN=${DSEC_LISTEN:-127.0.0.1:7700}
 
 bash scripts/deps.sh
-bash scripts/build.sh src/dsec backends/dsec-init # the tests are built by scripts/test.sh
+# The node, its init and the Python module; the tests are built by scripts/test.sh.
+bash scripts/build.sh src/dsec backends/dsec-init \
+  "bindings/python/dsec/_native.$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX")[1:])')"
 DSEC=$PWD/build/src/dsec
 
 echo "== default layers (the first run debootstraps base/python@3.11: a few minutes)"
@@ -40,10 +42,21 @@ echo 'print(6 * 7)' | "$DSEC" cp - "$ID:/work/answer.py"
 "$DSEC" exec "$ID" 'echo "pid 1 is $(cat /proc/1/comm); processes: $(ls /proc | grep -c "^[0-9]")"'
 "$DSEC" ls
 "$DSEC" rm "$ID"
+
+echo "== the same from Python (import dsec, native protocol on $LISTEN)"
+PYTHONPATH=$PWD/build/bindings/python DSEC_ADDR=$LISTEN /usr/bin/python3 - <<'PY'
+import dsec
+c = dsec.Client()
+with c.create(layers=["base/python@3.11"], memory_mb=256, labels={"demo": "sdk"}) as sb:
+    sb.write_file("/work/answer.py", "print(6 * 7)")
+    r = sb.exec("cd /work && python3 answer.py", timeout_s=30)
+    print(f"{sb.id}: exit {r.exit_code}, stdout {r.stdout.strip()!r}, {r.duration_ms:.1f} ms")
+PY
 cat <<MSG
 
 dsec node is running (REST $REST, native $LISTEN, state $STATE).
 Try:   $DSEC create --layer base/busybox@1
+       PYTHONPATH=$PWD/build/bindings/python python3 examples/rollout.py --addr $LISTEN
        curl -s http://$REST/v1/sandboxes
 Stop:  kill \$(cat $STATE/node.pid)
 MSG

@@ -319,6 +319,7 @@ void container_sandbox::on_init_exit() {
     close_channel_locked();
     reason = exit_reason();
     death_ = "init exited (" + reason + ")";
+    died_of_ = reason;
     notify = on_exit_;
   }
   fail_pending(unavailable("exec in " + parts_.id + ": " + death_));
@@ -352,8 +353,18 @@ expected<std::string> container_sandbox::read_file(const std::string& path, size
 }
 
 void container_sandbox::on_exit(std::function<void(std::string)> f) {
-  std::lock_guard<std::mutex> g(m_);
-  on_exit_ = std::move(f);
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (!dead_ || destroyed_) {
+      on_exit_ = std::move(f);
+      return;
+    }
+    reason = died_of_;
+  }
+  // Init died before anyone listened (a recovered sandbox whose init exited
+  // between recover() and its adoption): tell the late listener now.
+  f(std::move(reason));
 }
 
 status container_sandbox::destroy() {

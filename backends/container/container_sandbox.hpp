@@ -90,6 +90,7 @@ class container_sandbox final : public sandbox,
   bool dead_ = false;      ///< init exited on its own
   bool destroyed_ = false; ///< destroy() ran (or runs)
   std::string death_;      ///< why exec fails now
+  std::string died_of_;    ///< the reason on_exit reported (or would have)
 
   std::string in_; ///< bytes from init not yet parsed; loop thread only
 };

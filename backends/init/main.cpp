@@ -284,19 +284,17 @@ void write_stdin(uint32_t id) {
   std::string().swap(j.stdin_data);
 }
 
-void read_output(uint32_t id, int stream) {
-  job* jp = find_job(id);
-  if (!jp)
-    return;
-  job& j = *jp;
+/// Forwards what is readable on one of the job's pipes now, up to `rounds`
+/// chunks; closes the pipe at EOF.
+void pump(job& j, int stream, int rounds) {
   int& fd = stream == 1 ? j.out : j.err;
   static char buf[proto::max_chunk];
-  for (int round = 0; round < 16 && fd >= 0; ++round) {
+  for (int round = 0; round < rounds && fd >= 0; ++round) {
     auto n = ::read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0 && errno == EAGAIN)
-      return;
+      break;
     if (n <= 0) {
       close_fd(fd);
       break;
@@ -310,6 +308,13 @@ void read_output(uint32_t id, int stream) {
       send_frame(proto::writer(msg::output, j.req).u8(uint8_t(stream))
                    .str(std::string_view(buf, keep)).finish());
   }
+}
+
+void read_output(uint32_t id, int stream) {
+  job* jp = find_job(id);
+  if (!jp)
+    return;
+  pump(*jp, stream, 16);
   maybe_finish(id);
 }
 
@@ -409,8 +414,15 @@ void check_deadlines() {
     if (j.exited && j.grace && now >= j.grace)
       grace_over.push_back(id);
   }
-  for (auto id : grace_over)
+  // A starved init can reach the grace deadline with output still in the
+  // pipes (epoll has not reported it yet): take what is there before `done`.
+  for (auto id : grace_over) {
+    if (job* j = find_job(id)) {
+      pump(*j, 1, 64);
+      pump(*j, 2, 64);
+    }
     finish(id);
+  }
 }
 
 int next_timeout() {

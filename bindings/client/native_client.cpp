@@ -450,6 +450,11 @@ void connection::layers(done_fn<std::vector<layer_info>> done) {
                                        impl_->op_timeout(), "list layers", std::move(done));
 }
 
+void connection::nodes(done_fn<std::vector<member_info>> done) {
+  impl_->call<std::vector<member_info>>(caf::make_message(nodes_atom::value),
+                                        impl_->op_timeout(), "list nodes", std::move(done));
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t t = 0;

@@ -91,6 +91,8 @@ class connection {
                  done_fn<std::string> done);
   void status(done_fn<node_status> done);
   void layers(done_fn<std::vector<layer_info>> done);
+  /// The cluster as the node's gossip sees it (itself first).
+  void nodes(done_fn<std::vector<member_info>> done);
 
   struct impl;
 

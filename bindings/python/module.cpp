@@ -113,6 +113,23 @@ py::dict to_py(const layer_info& l) {
   return d;
 }
 
+py::dict to_py(const member_info& m) {
+  py::dict load;
+  load["free_memory_mb"] = m.free_memory_mb;
+  load["cpu_load"] = m.cpu_load;
+  load["sandboxes"] = m.sandboxes;
+  load["creating"] = m.creating;
+  load["accepting"] = m.accepting;
+  load["layers"] = m.layers;
+  py::dict d;
+  d["id"] = m.id;
+  d["address"] = m.address;
+  d["state"] = m.state;
+  d["incarnation"] = m.incarnation;
+  d["load"] = load;
+  return d;
+}
+
 template <class T>
 py::list to_py(const std::vector<T>& xs) {
   py::list out;
@@ -221,6 +238,8 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     return c.status(to_outcome<node_status>(sink));
   if (op == "layers")
     return c.layers(to_outcome<std::vector<layer_info>>(sink));
+  if (op == "nodes")
+    return c.nodes(to_outcome<std::vector<member_info>>(sink));
   throw py::value_error("dsec._native: unknown operation \"" + op + "\"");
 }
 

@@ -5,14 +5,36 @@
 
 #include "actors/node.hpp"
 #include "cli/args.hpp"
+#include "sys/http_client.hpp"
 
 namespace dsec::cli {
 
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size() && !s.empty()) {
+    auto comma = s.find(',', start);
+    auto item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty())
+      out.push_back(item);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+} // namespace
+
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
-                     "[--node-id ID] [--join HOST:PORT,...] [--store DIR] [--max-sandboxes N]";
+                     "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
+                     "[--max-sandboxes N]";
   auto a = parse_args(words,
-                      {"state-dir", "rest", "listen", "node-id", "join", "store", "max-sandboxes"},
+                      {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
+                       "max-sandboxes"},
                       {});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
@@ -33,9 +55,20 @@ int run_node_command(const std::vector<std::string>& words) {
     }
     cfg.max_sandboxes = static_cast<size_t>(*n);
   }
-  if (a->has("join")) {
-    std::cerr << "dsec node: --join: clustering is not available in this build; "
-                 "run a single node\n";
+  // Peers: comma-separated host:port of any members' --listen.
+  for (auto& seed : split_list(a->get("join"))) {
+    if (auto hp = sys::parse_host_port(seed, false); !hp) {
+      std::cerr << "dsec node: --join " << seed << ": " << hp.err().message << "\n";
+      return 2;
+    }
+    cfg.join.push_back(seed);
+  }
+  cfg.advertise = a->get("advertise", cfg.listen);
+  if (auto hp = sys::parse_host_port(cfg.advertise, false);
+      !hp || hp->first == "0.0.0.0" || hp->first.empty()) {
+    std::cerr << "dsec node: --advertise " << cfg.advertise
+              << ": peers need a concrete host:port to reach this node (set --advertise when "
+                 "--listen is a wildcard)\n";
     return 2;
   }
   if (cfg.state_dir.empty() || cfg.state_dir[0] != '/') {

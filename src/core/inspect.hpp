@@ -61,7 +61,13 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("dsec::node_status"), x.node_id, x.version, x.sandboxes,
            x.creating, x.uptime_ms, x.creates_total, x.create_failures_total,
-           x.destroys_total, x.execs_total, x.pid);
+           x.destroys_total, x.execs_total, x.pid, x.layers);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_info& x) {
+  return f(caf::meta::type_name("dsec::member_info"), x.id, x.address, x.state, x.incarnation,
+           x.free_memory_mb, x.cpu_load, x.sandboxes, x.creating, x.accepting, x.layers);
 }
 
 } // namespace dsec

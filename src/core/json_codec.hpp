@@ -35,10 +35,9 @@ std::string encode_exit_event(const exec_result& res);
 /// `{"layers":[...]}`.
 std::string encode(const std::vector<layer_info>& list);
 std::string encode(const node_status& st);
-/// `{"nodes":[{"id","address","rest","state":"alive","load":{"sandboxes"}}]}`
-/// for a single node.
-std::string encode_nodes(const node_status& st, const std::string& address,
-                         const std::string& rest);
+/// `{"nodes":[{"id","address","state","incarnation","load":{"free_memory_mb",
+/// "cpu_load","sandboxes","creating","accepting","layers"}}]}`: the cluster view.
+std::string encode_nodes(const std::vector<member_info>& members);
 /// `{"id":"...","deleted":true|false}`.
 std::string encode_deleted(const std::string& id, bool existed);
 /// `{"path":"...","size":N}` after a file upload.
@@ -57,5 +56,33 @@ expected<std::vector<layer_info>> decode_layers(std::string_view body);
 /// Reads `{"error":{...}}`; a body that is not one gives an internal error
 /// quoting the body's start.
 error decode_error(std::string_view body, int http_status);
+
+// -- the sandbox record ---------------------------------------------------------
+
+/// What a node keeps on disk for each running sandbox
+/// (`<state>/sandboxes/<id>/record.json`) so that the next node process on the
+/// same state dir can adopt it: the spec, the times, and the layer mounts it holds.
+struct sandbox_record {
+  std::string id;
+  sandbox_spec spec;
+  int64_t created_at_ms = 0;
+  /// 0 = no TTL.
+  int64_t expires_at_ms = 0;
+  /// Layer digests (`sha256:<hex>`) whose mounts the sandbox holds, spec order.
+  std::vector<std::string> digests;
+};
+
+/// A spec as JSON that parse_spec() reads back to the same spec.
+std::string encode(const sandbox_spec& spec);
+
+/// `{"version":1,"id":...,"spec":{...},"created_at_ms":...,"expires_at_ms":...,
+/// "digests":[...]}`.
+std::string encode(const sandbox_record& rec);
+
+/// Reads a record written by encode(sandbox_record). Tolerant of unknown fields
+/// (in the record and its spec: a newer node may add some); a body that is not
+/// a record (no id, no spec, bad types, a spec that no longer validates) is an
+/// invalid_argument saying what is wrong.
+expected<sandbox_record> decode_record(std::string_view body);
 
 } // namespace dsec::json_codec

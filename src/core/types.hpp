@@ -163,6 +163,29 @@ struct node_status {
   int64_t execs_total = 0;
   /// Host pid of the node process (benchmarks measure its memory).
   int64_t pid = 0;
+  /// Layer refs used by this node's sandboxes (placement's locality hint).
+  std::vector<std::string> layers;
+};
+
+/// One cluster member as a node's gossip view shows it (GET /v1/nodes,
+/// c.nodes()), with its last load report.
+struct member_info {
+  std::string id;
+  /// "host:port": the member's native (TCP) and gossip (UDP) endpoint.
+  std::string address;
+  /// "alive" | "suspect" | "dead" | "left".
+  std::string state;
+  uint64_t incarnation = 0;
+  /// Measured free memory (MemAvailable) in MiB.
+  int64_t free_memory_mb = 0;
+  /// 1-minute load average per core (1.0 = saturated).
+  double cpu_load = 0;
+  int64_t sandboxes = 0;
+  int64_t creating = 0;
+  /// False while the member drains (takes no new sandboxes).
+  bool accepting = true;
+  /// Layer refs the member has mounted (bounded list).
+  std::vector<std::string> layers;
 };
 
 } // namespace dsec

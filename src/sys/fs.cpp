@@ -69,8 +69,8 @@ static status write_all(int fd, std::string_view data, const std::string& path) 
   return {};
 }
 
-status write_file_atomic(const std::string& path, std::string_view data,
-                         mode_t mode) {
+status write_file_atomic(const std::string& path, std::string_view data, mode_t mode,
+                         durability d) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   auto tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rng() % 1000000);
   unique_fd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)};
@@ -80,7 +80,7 @@ status write_file_atomic(const std::string& path, std::string_view data,
     ::unlink(tmp.c_str());
     return st;
   }
-  if (::fsync(fd.get()) != 0) {
+  if (d == durability::host_crash && ::fsync(fd.get()) != 0) {
     auto err = errno;
     ::unlink(tmp.c_str());
     return sys_error("fsync", tmp, err);

@@ -16,10 +16,15 @@ status make_dirs(const std::string& path, mode_t mode = 0755);
 /// Reads a whole file.
 expected<std::string> read_file(const std::string& path);
 
-/// Writes `data` to a temp file beside `path`, fsyncs it and renames it over
-/// `path`: readers see the old or the new content, never a torn one.
+/// Whether write_file_atomic survives a host crash (fsync) or only a process
+/// crash (rename alone).
+enum class durability { host_crash, process_crash };
+
+/// Writes `data` to a temp file beside `path`, fsyncs it (unless
+/// process_crash is enough) and renames it over `path`: readers see the old or
+/// the new content, never a torn one.
 status write_file_atomic(const std::string& path, std::string_view data,
-                         mode_t mode = 0644);
+                         mode_t mode = 0644, durability d = durability::host_crash);
 
 /// Writes `data` to an existing file (e.g. a cgroup knob) without truncation
 /// semantics beyond O_TRUNC.

@@ -3,6 +3,8 @@
 // runs only when the test drives it. No sleeps, no threads, no root.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -15,6 +17,8 @@
 #include "actors/lifecycle.hpp"
 #include "actors/wire_types.hpp"
 #include "core/inspect.hpp"
+#include "core/json_codec.hpp"
+#include "sys/fs.hpp"
 
 using namespace dsec;
 
@@ -27,12 +31,15 @@ struct world {
   int held = 0; // layer mounts currently held
   int cancels = 0;
   bool fail_create = false;
+  bool no_dir = false; // the fake backend makes no sandbox dir: keeping the record fails
   std::vector<std::function<void(std::string)>> exit_hooks;
 };
 
 class fake_sandbox final : public backends::sandbox {
  public:
-  explicit fake_sandbox(std::shared_ptr<world> w) : w_(std::move(w)) {}
+  /// `dir`: the sandbox dir the fake backend made (removed by destroy).
+  explicit fake_sandbox(std::shared_ptr<world> w, std::string dir = {})
+    : w_(std::move(w)), dir_(std::move(dir)) {}
   uint64_t exec(exec_request req, backends::exec_callbacks cb) override {
     if (req.argv.size() == 1 && req.argv[0] == "hang") { // finishes only when cancelled
       hung_[++next_] = std::move(cb);
@@ -76,6 +83,8 @@ class fake_sandbox final : public backends::sandbox {
     if (!destroyed_) {
       destroyed_ = true;
       ++w_->destroys;
+      if (!dir_.empty())
+        return sys::remove_tree(dir_);
     }
     return {};
   }
@@ -83,6 +92,7 @@ class fake_sandbox final : public backends::sandbox {
 
  private:
   std::shared_ptr<world> w_;
+  std::string dir_;
   std::map<std::string, std::string> files_;
   std::map<uint64_t, backends::exec_callbacks> hung_;
   uint64_t next_ = 0;
@@ -97,7 +107,11 @@ class fake_backend final : public backends::backend {
     if (w_->fail_create)
       return internal_error("clone " + p.id + ": EPERM");
     ++w_->creates;
-    return std::shared_ptr<backends::sandbox>{std::make_shared<fake_sandbox>(w_)};
+    if (w_->no_dir)
+      return std::shared_ptr<backends::sandbox>{std::make_shared<fake_sandbox>(w_)};
+    if (auto st = sys::make_dirs(p.dir, 0700); !st) // where the node keeps the record
+      return st.err();
+    return std::shared_ptr<backends::sandbox>{std::make_shared<fake_sandbox>(w_, p.dir)};
   }
   expected<std::shared_ptr<backends::sandbox>> recover(const std::string&,
                                                        const std::string&) override {
@@ -150,7 +164,9 @@ struct fixture {
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.node_id = "n-test";
-    ctx->config.state_dir = "/nonexistent";
+    char tmpl[] = "/tmp/dsec-actor-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    ctx->config.state_dir = tmpl;
     ctx->config.max_sandboxes = 3;
     ctx->container = std::make_shared<fake_backend>(w);
     ctx->layers = std::make_shared<fake_layers>(w);
@@ -162,6 +178,16 @@ struct fixture {
   ~fixture() {
     ask<bool>(shutdown_atom::value);
     caf::anon_send_exit(lc, caf::exit_reason::user_shutdown);
+    drive();
+    (void)sys::remove_tree(ctx->config.state_dir);
+  }
+
+  /// A new lifecycle actor on the same context, as after a node restart: it
+  /// adopts whatever ctx->recovered holds. The old one must hold nothing.
+  void restart_lifecycle() {
+    caf::anon_send_exit(lc, caf::exit_reason::user_shutdown);
+    drive();
+    lc = sys->spawn(lifecycle_actor, ctx);
     drive();
   }
 
@@ -417,6 +443,168 @@ TEST_CASE_METHOD(fixture, "shutdown destroys every sandbox", "[actor]") {
   CHECK(w->destroys == 3);
   CHECK(w->held == 0);
   CHECK(ask<sandbox_info>(create_atom::value, spec()).err().code == errc::unavailable);
+}
+
+namespace {
+
+int64_t wall_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// A sandbox as the node hands it over after a restart; its layer mount is
+/// counted in w->held, as retake_mounts would.
+recovered_sandbox recovered(fixture& f, const std::string& id, int64_t created_at_ms,
+                            int64_t expires_at_ms) {
+  recovered_sandbox r;
+  r.id = id;
+  r.spec = f.spec();
+  r.spec.labels = {{"job", "r"}};
+  r.created_at_ms = created_at_ms;
+  r.expires_at_ms = expires_at_ms;
+  r.sb = std::make_shared<fake_sandbox>(f.w);
+  r.digests = {"sha256:base/busybox@1"};
+  ++f.w->held;
+  return r;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a running sandbox keeps a record a restarted node reads",
+                 "[actor][restart]") {
+  auto s = spec();
+  s.ttl_s = 60;
+  s.labels = {{"job", "a"}};
+  s.request_id = "rq-9";
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  auto text = sys::read_file(ctx->record_path(a->id));
+  REQUIRE(text.ok());
+  auto rec = json_codec::decode_record(*text);
+  REQUIRE(rec.ok());
+  CHECK(rec->id == a->id);
+  CHECK(same_request(rec->spec, s));
+  CHECK(rec->created_at_ms == a->created_at_ms);
+  CHECK(rec->expires_at_ms == a->expires_at_ms);
+  CHECK(rec->digests == std::vector<std::string>{"sha256:base/busybox@1"});
+  REQUIRE(ask<bool>(destroy_atom::value, a->id).ok());
+  CHECK_FALSE(sys::exists(ctx->sandbox_dir(a->id)));
+}
+
+TEST_CASE_METHOD(fixture, "a create that cannot keep its record fails and holds nothing",
+                 "[actor][restart]") {
+  w->no_dir = true;
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.err().message.find("record.json") != std::string::npos);
+  CHECK(w->creates == 1);
+  CHECK(w->destroys == 1);
+  CHECK(w->held == 0);
+  CHECK(ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{})
+          ->empty());
+}
+
+TEST_CASE_METHOD(fixture, "adopted sandboxes: listed, exec, files, request_id, remaining TTL",
+                 "[actor][restart]") {
+  auto now = wall_ms();
+  auto a = recovered(*this, "n-test.aaa", now - 10000, now + 3000); // 3 s left
+  a.spec.ttl_s = 13;
+  a.spec.request_id = "rq-1";
+  auto expired = recovered(*this, "n-test.bbb", now - 20000, now - 1000);
+  auto forever = recovered(*this, "n-test.ccc", now - 5000, 0);
+  auto a_spec = a.spec;
+  ctx->recovered = {a, expired, forever};
+  restart_lifecycle();
+  CHECK(ctx->recovered.empty());
+
+  // The expired one is destroyed at once and releases its mount.
+  CHECK(ask<sandbox_info>(info_atom::value, std::string{"n-test.bbb"}).err().code
+        == errc::not_found);
+  CHECK(w->destroys == 1);
+  CHECK(w->held == 2);
+  auto all = ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{});
+  REQUIRE(all.ok());
+  REQUIRE(all->size() == 2);
+  CHECK((*all)[0].id == "n-test.aaa"); // oldest first
+  CHECK((*all)[1].id == "n-test.ccc");
+  auto info = ask<sandbox_info>(info_atom::value, std::string{"n-test.aaa"});
+  REQUIRE(info.ok());
+  CHECK(info->state == sandbox_state::running);
+  CHECK(info->node == "n-test");
+  CHECK(info->labels.at("job") == "r");
+  CHECK(info->created_at_ms == now - 10000);
+  CHECK(info->expires_at_ms == now + 3000);
+  auto by_label = ask<std::vector<sandbox_info>>(
+    list_atom::value, std::map<std::string, std::string>{{"job", "r"}});
+  CHECK(by_label->size() == 2);
+
+  exec_request req;
+  req.argv = {"echo", "back"};
+  auto r = ask<exec_result>(exec_atom::value, std::string{"n-test.aaa"}, req, uint64_t{0});
+  REQUIRE(r.ok());
+  CHECK(r->stdout_data == "echo back ");
+  CHECK(ask<bool>(wfile_atom::value, std::string{"n-test.aaa"}, std::string{"/f"},
+                  std::string{"kept"})
+          .ok());
+  auto f = ask<std::string>(rfile_atom::value, std::string{"n-test.aaa"}, std::string{"/f"},
+                            uint64_t{100});
+  REQUIRE(f.ok());
+  CHECK(*f == "kept");
+
+  // The idempotency key still names the adopted sandbox.
+  auto again = ask<sandbox_info>(create_atom::value, a_spec);
+  REQUIRE(again.ok());
+  CHECK(again->id == "n-test.aaa");
+  CHECK(w->creates == 0);
+  a_spec.memory_mb = 1024;
+  CHECK(ask<sandbox_info>(create_atom::value, a_spec).err().code == errc::conflict);
+
+  // The TTL fires at the time left, not a whole ttl_s after the restart.
+  sched->advance_time(std::chrono::seconds(2));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, std::string{"n-test.aaa"}).ok());
+  sched->advance_time(std::chrono::seconds(2));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, std::string{"n-test.aaa"}).err().code
+        == errc::not_found);
+  CHECK(w->destroys == 2);
+  CHECK(w->held == 1);
+
+  // The one without a TTL stays until destroyed, then holds nothing.
+  sched->advance_time(std::chrono::hours(24));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, std::string{"n-test.ccc"}).ok());
+  auto d = ask<bool>(destroy_atom::value, std::string{"n-test.ccc"});
+  REQUIRE(d.ok());
+  CHECK(*d);
+  CHECK(w->destroys == 3);
+  CHECK(w->held == 0);
+  auto st = ask<node_status>(status_atom::value);
+  REQUIRE(st.ok());
+  CHECK(st->destroys_total == 3);
+  CHECK(st->creates_total == 0);
+}
+
+TEST_CASE_METHOD(fixture, "an adopted sandbox that dies is failed; shutdown destroys adopted ones",
+                 "[actor][restart]") {
+  auto now = wall_ms();
+  ctx->recovered = {recovered(*this, "n-test.ddd", now, 0), recovered(*this, "n-test.eee", now, 0)};
+  restart_lifecycle();
+  REQUIRE(w->exit_hooks.size() == 2);
+  w->exit_hooks[0]("init exited");
+  drive();
+  auto all = ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{});
+  REQUIRE(all->size() == 2);
+  int failed = 0;
+  for (auto& i : *all)
+    failed += i.state == sandbox_state::failed && i.reason == "init exited";
+  CHECK(failed == 1);
+  CHECK(w->held == 1);
+  CHECK(ask<bool>(shutdown_atom::value).ok());
+  CHECK(w->held == 0);
+  CHECK(w->destroys == 2);
+  CHECK(ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{})
+          ->empty());
 }
 
 namespace {

@@ -530,3 +530,81 @@ def cli(node, dsec_bin):
         return subprocess.run(argv, input=stdin, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=timeout)
     return run
+
+
+# -- the Python SDK (`import dsec`) ------------------------------------------------
+#
+#   DSEC_PYTHONPATH  where the built `dsec` package is (default
+#                    <repo>/build/bindings/python: the meson build copies the
+#                    pure-Python files next to _native*.so there).
+
+SDK_PATH = os.environ.get("DSEC_PYTHONPATH", str(REPO / "build" / "bindings" / "python"))
+
+
+def import_sdk():
+    """Imports the built `dsec` package (SDK_PATH first on sys.path). A missing
+    build is a failure ("build first"), never a skip."""
+    import importlib
+    import sys
+    if SDK_PATH not in sys.path:
+        sys.path.insert(0, SDK_PATH)
+    try:
+        return importlib.import_module("dsec")
+    except ImportError as e:
+        pytest.fail(f"cannot import dsec from {SDK_PATH} ({e}): build first "
+                    "(meson setup build && ninja -C build) or set DSEC_PYTHONPATH",
+                    pytrace=False)
+
+
+def sdk_env(addr=None):
+    """Environment for a child process that imports dsec (and talks to addr)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SDK_PATH + (os.pathsep + env["PYTHONPATH"]
+                                    if env.get("PYTHONPATH") else "")
+    if addr:
+        env["DSEC_ADDR"] = addr
+    return env
+
+
+def destroy_all(c, keep=()):
+    """Destroys (through SDK client c) every sandbox on its node not in keep."""
+    for info in c.list():
+        if info.id not in keep:
+            try:
+                c.get(info.id).destroy()
+            except Exception:  # gone meanwhile; check_clean reports real leftovers
+                pass
+
+
+@pytest.fixture(scope="session")
+def dsec_sdk():
+    """The `dsec` module."""
+    return import_sdk()
+
+
+@pytest.fixture(scope="module")
+def sdk_client(node, dsec_sdk):
+    """One dsec.Client on the module node's native port (--listen)."""
+    c = dsec_sdk.Client(f"127.0.0.1:{node.listen_port}")
+    yield c
+    if node.alive():
+        try:
+            destroy_all(c)
+        except Exception:
+            pass
+    c.close()
+
+
+@pytest.fixture
+def sdk(node, sdk_client):
+    """The module's dsec.Client; sandboxes a test leaves behind (made through any
+    client) are destroyed after it, and the node must still be alive."""
+    if not node.alive():
+        pytest.fail(f"node {node.node_id} died earlier (exit {node.proc.returncode}):\n"
+                    + node.log_tail(), pytrace=False)
+    before = {i.id for i in sdk_client.list()}
+    yield sdk_client
+    if not node.alive():
+        pytest.fail(f"node {node.node_id} died during the test (exit {node.proc.returncode}):\n"
+                    + node.log_tail(), pytrace=False)
+    destroy_all(sdk_client, keep=before)

@@ -142,3 +142,117 @@ TEST_CASE("answers round-trip through the client decoders", "[codec]") {
   CHECK(e.message == "sandbox x not found");
   CHECK(codec::decode_error("<html>", 502).code == errc::internal);
 }
+
+namespace {
+
+sandbox_spec full_spec() {
+  sandbox_spec s;
+  s.layers = {"base/python@3.11", "ws/django-15202@1"};
+  s.cpu = 0.25;
+  s.memory_mb = 768;
+  s.disk_mb = 2048;
+  s.pids = 64;
+  s.ttl_s = 900;
+  s.protect.readonly = {"/grader"};
+  s.protect.hidden = {"/answers"};
+  s.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C.UTF-8"}};
+  s.labels = {{"job", "grpo-7"}, {"step", "3"}};
+  s.cpu_class = "batch";
+  s.node = "n-1";
+  s.request_id = "job-7-step-3";
+  return s;
+}
+
+void check_same_spec(const sandbox_spec& a, const sandbox_spec& b) {
+  CHECK(a.backend == b.backend);
+  CHECK(a.layers == b.layers);
+  CHECK(a.cpu == b.cpu);
+  CHECK(a.memory_mb == b.memory_mb);
+  CHECK(a.disk_mb == b.disk_mb);
+  CHECK(a.pids == b.pids);
+  CHECK(a.ttl_s == b.ttl_s);
+  CHECK(a.network.allow == b.network.allow);
+  CHECK(a.protect.readonly == b.protect.readonly);
+  CHECK(a.protect.hidden == b.protect.hidden);
+  CHECK(a.env == b.env);
+  CHECK(a.labels == b.labels);
+  CHECK(a.cpu_class == b.cpu_class);
+  CHECK(a.node == b.node);
+  CHECK(a.request_id == b.request_id);
+}
+
+} // namespace
+
+TEST_CASE("a spec encodes to JSON that parses back to the same spec", "[codec]") {
+  auto s = full_spec();
+  auto back = codec::parse_spec(codec::encode(s));
+  REQUIRE(back.ok());
+  check_same_spec(s, *back);
+  s.network.allow = {"pypi.org:443", "10.0.0.0/8:80"};
+  back = codec::parse_spec(codec::encode(s));
+  REQUIRE(back.ok());
+  CHECK(back->network.allow == s.network.allow);
+  sandbox_spec minimal;
+  minimal.layers = {"base/busybox@1"};
+  back = codec::parse_spec(codec::encode(minimal));
+  REQUIRE(back.ok());
+  check_same_spec(minimal, *back);
+}
+
+TEST_CASE("sandbox records round-trip", "[codec][record]") {
+  codec::sandbox_record r;
+  r.id = "n-1.abc";
+  r.spec = full_spec();
+  r.created_at_ms = 1700000000123;
+  r.expires_at_ms = 1700000900123;
+  r.digests = {"sha256:" + std::string(64, 'a'), "sha256:" + std::string(64, 'b')};
+  auto back = codec::decode_record(codec::encode(r));
+  REQUIRE(back.ok());
+  CHECK(back->id == r.id);
+  check_same_spec(r.spec, back->spec);
+  CHECK(back->created_at_ms == r.created_at_ms);
+  CHECK(back->expires_at_ms == r.expires_at_ms);
+  CHECK(back->digests == r.digests);
+}
+
+TEST_CASE("record decoding tolerates new fields and rejects broken records", "[codec][record]") {
+  // A newer node may add fields, to the record and to its spec.
+  auto ok = codec::decode_record(
+    R"({"version":2,"id":"n-1.x","future":[1,2],"created_at_ms":5,
+        "spec":{"layers":["a@1"],"gpu":1,"labels":{"k":"v"}},"digests":["sha256:aa"]})");
+  REQUIRE(ok.ok());
+  CHECK(ok->spec.labels.at("k") == "v");
+  CHECK(ok->expires_at_ms == 0); // missing: no TTL
+  CHECK(ok->spec.ttl_s == 3600);  // missing spec fields take the defaults
+
+  struct row {
+    const char* body;
+    const char* mentions;
+  };
+  row rows[] = {
+    {"", "not a JSON object"},
+    {"{\"id\":\"n-1.x\",", "not a JSON object"}, // torn write
+    {"[]", "not a JSON object"},
+    {R"({"spec":{"layers":["a@1"]},"created_at_ms":5,"digests":["d"]})", "id"},
+    {R"({"id":7,"spec":{"layers":["a@1"]},"created_at_ms":5,"digests":["d"]})", "id"},
+    {R"({"id":"n-1.x","created_at_ms":5,"digests":["d"]})", "spec"},
+    {R"({"id":"n-1.x","spec":[],"created_at_ms":5,"digests":["d"]})", "spec"},
+    {R"({"id":"n-1.x","spec":{"layers":[]},"created_at_ms":5,"digests":[]})", "layers"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1"],"memory_mb":"x"},"created_at_ms":5,
+        "digests":["d"]})", "memory_mb"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1"]},"digests":["d"]})", "created_at_ms"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1"]},"created_at_ms":"5","digests":["d"]})",
+     "created_at_ms"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1"]},"created_at_ms":5})", "digests"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1"]},"created_at_ms":5,"digests":[1]})", "digests"},
+    {R"({"id":"n-1.x","spec":{"layers":["a@1","b@1"]},"created_at_ms":5,"digests":["d"]})",
+     "digests"},
+  };
+  for (auto& r : rows) {
+    INFO(r.body);
+    auto rec = codec::decode_record(r.body);
+    REQUIRE_FALSE(rec.ok());
+    CHECK(rec.err().code == errc::invalid_argument);
+    CHECK(rec.err().message.find(r.mentions) != std::string::npos);
+  }
+}

@@ -58,8 +58,8 @@ class NodeInfo:
     id: str
     address: str
     state: str
-    version: str
-    load: Dict[str, float]
+    incarnation: int
+    load: Dict[str, object]
 
 class LayerInfo:
     ref: str

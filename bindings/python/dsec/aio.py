@@ -256,7 +256,7 @@ class AsyncClient:
 
     async def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""
-        return [_node_info(await self._call("status"), self.addr)]
+        return [_node_info(d) for d in await self._call("nodes")]
 
     async def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""

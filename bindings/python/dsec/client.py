@@ -21,10 +21,8 @@ def _info(d) -> SandboxInfo:
     return SandboxInfo(**d)
 
 
-def _node_info(d, address) -> NodeInfo:
-    load = {k: d[k] for k in ("sandboxes", "creating", "creates_total", "destroys_total",
-                              "execs_total", "uptime_ms")}
-    return NodeInfo(id=d["id"], address=address, state="alive", version=d["version"], load=load)
+def _node_info(d) -> NodeInfo:
+    return NodeInfo(**d)
 
 
 class Sandbox:
@@ -217,7 +215,7 @@ class Client:
 
     def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""
-        return [_node_info(self._call("status"), self.addr)]
+        return [_node_info(d) for d in self._call("nodes")]
 
     def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""

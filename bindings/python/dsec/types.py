@@ -80,13 +80,17 @@ class SandboxInfo:
 
 @dataclass(frozen=True)
 class NodeInfo:
-    """One member of the cluster and its last load report."""
+    """One member of the cluster and its last load report.
+
+    ``load`` has free_memory_mb, cpu_load (per core), sandboxes, creating,
+    accepting (False while draining) and layers (refs it has mounted).
+    """
 
     id: str
     address: str
     state: str  # alive | suspect | dead | left
-    version: str = ""
-    load: Dict[str, float] = field(default_factory=dict)
+    incarnation: int = 0
+    load: Dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

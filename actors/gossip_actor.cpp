@@ -1,0 +1,203 @@
+// Gossip actor implementation (see gossip_actor.hpp).
+#include "actors/gossip_actor.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/caf_error.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec {
+namespace {
+/// A datagram from the receiver thread. In-process only.
+struct datagram_msg {
+  std::shared_ptr<gossip::udp_transport::datagram> d;
+};
+} // namespace
+} // namespace dsec
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::datagram_msg)
+
+namespace dsec {
+
+namespace {
+
+/// Protocol timers are 100 ms and up; 20 ms keeps their error small.
+constexpr auto tick_interval = std::chrono::milliseconds(20);
+/// Load reports once a second: fresh enough for placement, cheap in packets.
+constexpr auto load_interval = std::chrono::seconds(1);
+/// How long a leaving node keeps gossiping so its `left` reaches everyone.
+constexpr auto leave_linger = std::chrono::milliseconds(800);
+
+gossip::time_ms now() {
+  return std::chrono::duration_cast<gossip::time_ms>(
+    std::chrono::steady_clock::now().time_since_epoch());
+}
+
+int64_t mem_available_mb() {
+  std::ifstream in{"/proc/meminfo"};
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:")
+      return kb / 1024;
+  return 0;
+}
+
+double load_per_core() {
+  std::ifstream in{"/proc/loadavg"};
+  double l1 = 0;
+  in >> l1;
+  long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? l1 / static_cast<double>(cores) : l1;
+}
+
+void push_view(gossip_actor_ptr self) {
+  auto& st = self->state;
+  self->send(st.placement, view_atom::value, to_member_infos(st.members->members()));
+}
+
+/// Drains memberlist events; logs membership changes, pushes the view.
+void after_input(gossip_actor_ptr self) {
+  auto& st = self->state;
+  auto events = st.members->take_events();
+  if (events.empty())
+    return;
+  for (auto& e : events)
+    if (e.kind != gossip::event_kind::updated) // load updates are too frequent to log
+      caf::aout(self) << "dsec node " << st.ctx->config.node_id << ": gossip: "
+                        << e.who.id << " (" << e.who.address << ") "
+                        << gossip::to_string(e.kind) << std::endl;
+  push_view(self);
+}
+
+void publish_load(gossip_actor_ptr self) {
+  auto& st = self->state;
+  if (st.load_inflight)
+    return;
+  st.load_inflight = true;
+  self->request(st.lifecycle, std::chrono::seconds(5), status_atom::value)
+    .then(
+      [self](node_status& ns) {
+        auto& st = self->state;
+        st.load_inflight = false;
+        gossip::load_report r;
+        r.free_memory_mb = static_cast<uint64_t>(mem_available_mb());
+        r.cpu_load = load_per_core();
+        r.sandboxes = static_cast<uint32_t>(ns.sandboxes);
+        r.creating = static_cast<uint32_t>(ns.creating);
+        r.accepting = !st.leaving;
+        r.layers = ns.layers;
+        st.members->set_local_load(std::move(r), now());
+        after_input(self);
+      },
+      [self](caf::error&) { self->state.load_inflight = false; });
+}
+
+} // namespace
+
+gossip_state::~gossip_state() {
+  if (net)
+    net->shutdown();
+  if (receiver.joinable())
+    receiver.join();
+}
+
+std::vector<member_info> to_member_infos(const std::vector<gossip::member>& members) {
+  std::vector<member_info> out;
+  out.reserve(members.size());
+  for (auto& m : members) {
+    member_info i;
+    i.id = m.id;
+    i.address = m.address;
+    i.state = gossip::to_string(m.state);
+    i.incarnation = m.incarnation;
+    i.free_memory_mb = static_cast<int64_t>(m.load.free_memory_mb);
+    i.cpu_load = m.load.cpu_load;
+    i.sandboxes = m.load.sandboxes;
+    i.creating = m.load.creating;
+    i.accepting = m.load.accepting;
+    i.layers = m.load.layers;
+    out.push_back(std::move(i));
+  }
+  return out;
+}
+
+caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
+                           caf::actor placement, std::shared_ptr<gossip::udp_transport> net,
+                           std::vector<std::string> seeds) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.lifecycle = std::move(lifecycle);
+  st.placement = std::move(placement);
+  st.net = std::move(net);
+  gossip::config cfg;
+  cfg.id = st.ctx->config.node_id;
+  cfg.address = st.ctx->config.advertise;
+  // Grows across restarts, so a restarted node's new life wins at once.
+  cfg.incarnation = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  st.members = std::make_unique<gossip::memberlist>(cfg, *st.net, std::random_device{}(), now());
+  if (auto joined = st.members->join(seeds, now()); !joined)
+    caf::aout(self) << "dsec node " << cfg.id << ": gossip: " << joined.err().message << std::endl;
+  // The receiver thread holds only a weak address: it must not keep the actor alive.
+  st.receiver = std::thread([net = st.net, addr = self->address()] {
+    while (auto d = net->receive()) {
+      auto hdl = caf::actor_cast<caf::actor>(addr);
+      if (!hdl)
+        return;
+      caf::anon_send(hdl, packet_atom::value,
+                     datagram_msg{std::make_shared<gossip::udp_transport::datagram>(std::move(*d))});
+    }
+  });
+  self->send(self, caf::tick_atom::value);
+  self->send(self, load_atom::value);
+  push_view(self);
+  return {
+    [self](caf::tick_atom) {
+      self->state.members->tick(now());
+      after_input(self);
+      self->delayed_send(self, tick_interval, caf::tick_atom::value);
+    },
+    [self](load_atom) {
+      publish_load(self);
+      self->delayed_send(self, load_interval, load_atom::value);
+    },
+    [self](packet_atom, datagram_msg& m) {
+      auto& d = *m.d;
+      auto& ml = *self->state.members;
+      // Garbage is counted by the memberlist and dropped; the node stays up.
+      if (d.stream)
+        (void)ml.handle_stream(d.from, d.data, now());
+      else
+        (void)ml.handle_packet(d.from, d.data, now());
+      after_input(self);
+    },
+    [self](nodes_atom) { return to_member_infos(self->state.members->members()); },
+    [self](leave_atom) {
+      auto& st = self->state;
+      st.leaving = true;
+      st.members->leave(now());
+      after_input(self);
+      auto rp = self->make_response_promise();
+      st.leave_waiters.push_back(rp);
+      self->delayed_send(self, leave_linger, leave_atom::value, true);
+      return rp;
+    },
+    // INTERNAL: the leave had time to spread.
+    [self](leave_atom, bool) {
+      for (auto& rp : self->state.leave_waiters)
+        rp.deliver(true);
+      self->state.leave_waiters.clear();
+    },
+  };
+}
+
+} // namespace dsec

@@ -1,0 +1,60 @@
+// The gossip actor: runs this node's SWIM membership (gossip/memberlist) over
+// UDP (gossip/udp_transport) and keeps the placement actor's view current.
+//
+//   - a receiver thread blocks on the socket and hands each datagram to the
+//     actor (packet_atom); the actor alone touches the memberlist;
+//   - a 20 ms tick drives the protocol timers (probe 200 ms, timeouts 100 ms);
+//   - every second it measures this node's load (MemAvailable, loadavg, the
+//     lifecycle's counts and layers) and publishes it through the gossip;
+//   - after any change it pushes the view (std::vector<member_info>) to the
+//     placement actor.
+//
+// Protocol (actors/interfaces.hpp): (nodes_atom) -> std::vector<member_info>;
+// (leave_atom) -> bool, after the leave had time to spread (SIGTERM).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/node_context.hpp"
+#include "gossip/memberlist.hpp"
+#include "gossip/udp_transport.hpp"
+
+namespace dsec {
+
+/// State of the gossip actor.
+struct gossip_state {
+  static inline const char* name = "gossip";
+  node_context_ptr ctx;
+  caf::actor lifecycle;
+  caf::actor placement;
+  std::shared_ptr<gossip::udp_transport> net;
+  std::unique_ptr<gossip::memberlist> members;
+  std::thread receiver;
+  bool load_inflight = false;
+  bool leaving = false;
+  /// Callers of (leave_atom), answered once the leave had time to spread.
+  std::vector<caf::response_promise> leave_waiters;
+
+  ~gossip_state();
+};
+
+using gossip_actor_ptr = caf::stateful_actor<gossip_state>*;
+
+/// `net` is bound already (the node fails at start if the port is taken);
+/// `seeds` are the --join addresses.
+caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
+                           caf::actor placement, std::shared_ptr<gossip::udp_transport> net,
+                           std::vector<std::string> seeds);
+
+/// The memberlist view as wire values.
+std::vector<member_info> to_member_infos(const std::vector<gossip::member>& members);
+
+} // namespace dsec

@@ -1,0 +1,64 @@
+// Where a create should go, as pure functions over the gossip view (no CAF, so
+// unit tests link it alone). The placement actor asks `plan()` for an order of
+// nodes to try and walks it: the first node that admits the sandbox keeps it.
+//
+// Best-of-k (power of k choices): sample k live, accepting members (this node
+// always among them, so a node that fits serves locally without a hop), score
+// each, try them best first; then the rest of the cluster by score, so a full
+// sample does not fail a create the cluster has room for. At most
+// `max_attempts` nodes are tried: the hop limit.
+//
+// Score (higher is better), each term in [0, 1] before its weight:
+//   1.0 · free memory      (after this sandbox, relative to the best candidate)
+//   1.0 · idle CPU         (1 - load per core, clamped)
+//   1.0 · spread           (1 / (1 + (sandboxes + creating + placed) / 16)):
+//                           placed = creates sent there since its last report,
+//                           so a burst spreads before the reports catch up
+//   0.5 · layer locality   (share of the spec's layers the node already mounts:
+//                           no fetch, warm page cache; a tie-breaker, not a
+//                           magnet, since layers mount from a shared store)
+//   0.05 if local          (ties stay local: one hop fewer)
+// A node whose free memory would not hold the sandbox scores below every node
+// that would, but stays in the order (reports are up to a second old).
+//
+// Creates with a request_id go by rendezvous hashing instead, so a retry of
+// the same request lands on the same node while membership is stable (that
+// node answers it idempotently).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace dsec::placement {
+
+/// Tunables; the defaults fit clusters of 3 to 1,000 nodes.
+struct policy {
+  /// Sample size: 2 already avoids herding (power of two choices); 3 finds
+  /// layer locality more often for little extra scoring.
+  size_t k = 3;
+  /// Hop limit: nodes tried per create before giving up with 429.
+  size_t max_attempts = 8;
+};
+
+/// The score of placing `spec` on member `m` (see the file comment).
+/// `placed` counts creates this node sent to `m` since its last load report;
+/// `best_free_mb` is the largest free memory among the candidates.
+double score(const member_info& m, const sandbox_spec& spec, int64_t placed, bool local,
+             int64_t best_free_mb);
+
+/// Node ids to try for `spec`, in order. `view` is every member (any state);
+/// only alive, accepting ones are candidates. Empty if there is none.
+std::vector<std::string> plan(const std::vector<member_info>& view, const std::string& self_id,
+                              const sandbox_spec& spec,
+                              const std::map<std::string, int64_t>& placed, const policy& pol,
+                              std::mt19937_64& rng);
+
+/// Live, accepting member ids ordered by rendezvous hash of `key`.
+std::vector<std::string> rendezvous(const std::vector<member_info>& view, const std::string& key);
+
+} // namespace dsec::placement
