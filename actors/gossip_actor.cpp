@@ -29,8 +29,13 @@ namespace {
 
 /// Protocol timers are 100 ms and up; 20 ms keeps their error small.
 constexpr auto tick_interval = std::chrono::milliseconds(20);
-/// Load reports once a second: fresh enough for placement, cheap in packets.
-constexpr auto load_interval = std::chrono::seconds(1);
+/// Load reports once a second, or every N x 20 ms in clusters past 50: every
+/// node hears every report, so the bytes grow with N^2 / interval (the
+/// simulation saturated packets at N = 1000 with a fixed second).
+std::chrono::milliseconds load_interval(const gossip::memberlist& ml) {
+  return std::max(std::chrono::milliseconds(1000),
+                  std::chrono::milliseconds(20 * static_cast<int64_t>(ml.live_count())));
+}
 /// How long a leaving node keeps gossiping so its `left` reaches everyone.
 constexpr auto leave_linger = std::chrono::milliseconds(800);
 
@@ -168,7 +173,7 @@ caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, caf::act
     },
     [self](load_atom) {
       publish_load(self);
-      self->delayed_send(self, load_interval, load_atom::value);
+      self->delayed_send(self, load_interval(*self->state.members), load_atom::value);
     },
     [self](packet_atom, datagram_msg& m) {
       auto& d = *m.d;

@@ -170,6 +170,13 @@ caf::result<caf::message> routed(placement_actor_ptr self, const std::string& id
   }
 }
 
+/// Stamps an exec that this node serves with the time its front door took it.
+void stamp(exec_request& req) {
+  req.received_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+}
+
 caf::duration exec_timeout(const exec_request& req) {
   if (req.timeout_s <= 0)
     return caf::infinite;
@@ -373,6 +380,7 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
     },
     [self](exec_atom, std::string& id, exec_request& req,
            uint64_t token) -> caf::result<caf::message> {
+      stamp(req); // a forwarded exec is stamped again by its owner
       auto timeout = exec_timeout(req);
       return routed<exec_result>(self, id,
                                  caf::make_message(exec_atom::value, id, std::move(req), token),
@@ -380,6 +388,7 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
     },
     [self](stream_atom, std::string& id, exec_request& req, caf::actor& sink,
            uint64_t token) -> caf::result<caf::message> {
+      stamp(req);
       auto timeout = exec_timeout(req);
       return routed<exec_result>(
         self, id, caf::make_message(stream_atom::value, id, std::move(req), sink, token), timeout);
@@ -388,6 +397,7 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
     // takes the remote chunks and feeds the sink.
     [self](stream_atom, std::string& id, exec_request& req, chunk_sink& sink,
            uint64_t token) -> caf::result<caf::message> {
+      stamp(req);
       auto r = route_of(self, id);
       if (r.kind != route::remote)
         return routed<exec_result>(

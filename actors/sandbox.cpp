@@ -187,7 +187,9 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
   backends::exec_callbacks cb;
   if (sink)
     cb.on_output = std::move(sink);
-  auto started = std::chrono::steady_clock::now();
+  auto started = req.received_ns > 0
+                   ? std::chrono::steady_clock::time_point{std::chrono::nanoseconds{req.received_ns}}
+                   : std::chrono::steady_clock::now();
   cb.on_done = [hdl, rp, self, token, started](expected<exec_result> res) mutable {
     run_in(hdl, [self, rp, token, started, res = std::move(res)]() mutable {
       if (token != 0)

@@ -44,10 +44,11 @@ struct config {
   /// round, shorter than the 5 s detection budget. Lower kills stalled but
   /// healthy nodes; higher slows detection of real failures one for one.
   double suspicion_mult = 14;
-  /// Suspicion without confirmations lasts max = this * minimum. 6 (memberlist)
-  /// makes a lone (maybe itself broken) suspector wait long; lower lets one
-  /// node with a bad link kill others faster.
-  double suspicion_max_timeout_mult = 6;
+  /// Suspicion without confirmations lasts max = this * minimum. memberlist
+  /// uses 6; 3 keeps a failure that few peers have probed yet (a node killed
+  /// right after it joined, small clusters) under ~8 s. Lower lets one node
+  /// with a bad link kill others faster; higher slows such detections.
+  double suspicion_max_timeout_mult = 3;
   /// Independent confirmations (K) that shrink the timeout to its minimum.
   /// 3: a kill is confirmed by many probers at once, a lossy link rarely by
   /// three. 0 (or N - 2 < K) means the minimum applies at once.
@@ -61,10 +62,12 @@ struct config {
   /// Keep gossiping to dead members this long, so a node declared dead by
   /// mistake hears it and refutes. Longer wastes packets on real corpses.
   time_ms gossip_to_dead = 10s;
-  /// Each broadcast is sent retransmit_mult * ceil(log10(N + 1)) times. 4
-  /// (memberlist) reaches everyone with high probability; lower risks nodes that
-  /// never hear an update until the next push/pull.
-  size_t retransmit_mult = 4;
+  /// Each broadcast is sent retransmit_mult * ceil(log10(N + 1)) times.
+  /// memberlist uses 4; on 5-6 real nodes that left one member unaware of a
+  /// join until the next push/pull in ~1 of 15 joins (each send picks a random
+  /// peer, so ~24 picks can still miss one of 5). 6 makes that ~0.03% per node
+  /// for a few more packets per membership change (rare next to load reports).
+  size_t retransmit_mult = 6;
   /// The same for load reports. 2: a node that misses one report hears the
   /// next (and every push/pull), so load needs no certainty; its traffic is
   /// rate * N * retransmits, which at N=1000 saturates packets with mult 4.

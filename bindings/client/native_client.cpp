@@ -20,7 +20,9 @@
 #include <unordered_set>
 
 #include <caf/all.hpp>
+#include <caf/actor_companion.hpp>
 #include <caf/io/all.hpp>
+#include <caf/scoped_execution_unit.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
@@ -81,6 +83,30 @@ namespace {
 using call_atom = caf::atom_constant<caf::atom("call")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 
+/// What one connection lifetime shares between its client actor and the
+/// calling threads. The direct path: a plain call goes from the calling thread
+/// straight to the node's proxy, with a companion actor as the sender, and
+/// the answer is handed over inline on the thread that receives it (the
+/// middleman's): two thread wake-ups fewer per call than via the actor.
+/// Streams stay on the actor path, where chunks and answer keep their order.
+struct link {
+  struct direct_call {
+    std::chrono::steady_clock::time_point deadline;
+    /// Turns the answer into the call's value; runs on the receiving thread.
+    std::function<void(caf::message&)> answer;
+    std::shared_ptr<call_base> call;
+  };
+
+  std::mutex mu;
+  /// Set once this lifetime takes no more calls.
+  bool dead = false;
+  /// The node's lifecycle (placement) actor, once connected.
+  caf::actor lifecycle;
+  caf::strong_actor_ptr companion;
+  /// Direct calls in flight, by request id.
+  std::unordered_map<uint64_t, direct_call> direct;
+};
+
 struct client_state {
   static inline const char* name = "dsec-client";
   std::string host;
@@ -94,8 +120,8 @@ struct client_state {
   std::unordered_map<uint64_t, std::shared_ptr<call_base>> pending;
   /// Exec token -> where its streamed chunks go.
   std::unordered_map<uint64_t, chunk_fn> streams;
-  /// Shared with the connection: set once this actor takes no more calls.
-  std::shared_ptr<std::atomic<bool>> dead;
+  /// Shared with the connection (and its calling threads).
+  std::shared_ptr<link> lk;
 
   std::string where() const { return "node " + host + ":" + std::to_string(port); }
 };
@@ -103,7 +129,22 @@ struct client_state {
 /// Fails every call of this connection lifetime and quits.
 void fail_all_and_quit(client_actor_ptr self, const error& err) {
   auto& st = self->state;
-  st.dead->store(true);
+  std::unordered_map<uint64_t, link::direct_call> direct;
+  caf::strong_actor_ptr companion;
+  {
+    std::lock_guard<std::mutex> lock{st.lk->mu};
+    st.lk->dead = true;
+    direct.swap(st.lk->direct);
+    companion = std::move(st.lk->companion);
+  }
+  for (auto& [id, d] : direct)
+    d.call->fail(err);
+  if (companion) {
+    auto* comp = caf::actor_cast<caf::actor_companion*>(companion);
+    comp->on_enqueue([](caf::mailbox_element_ptr) {});
+    caf::scoped_execution_unit unit{&self->home_system()};
+    comp->cleanup(caf::error{}, &unit);
+  }
   auto pending = std::move(st.pending);
   auto waiting = std::move(st.waiting);
   st.pending.clear();
@@ -116,10 +157,71 @@ void fail_all_and_quit(client_actor_ptr self, const error& err) {
   self->quit();
 }
 
+bool is_dead(const link& lk) {
+  std::lock_guard<std::mutex> lock{const_cast<std::mutex&>(lk.mu)};
+  return lk.dead;
+}
+
 void run_job(client_actor_ptr self, job& j) {
-  if (self->state.dead->load())
+  if (is_dead(*self->state.lk))
     return j.call->fail(unavailable(self->state.where() + ": connection closed"));
   j.run(self);
+}
+
+/// Fails direct calls past their deadline; runs every second while connected.
+void expire_direct(client_actor_ptr self) {
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<call_base>> late;
+  {
+    std::lock_guard<std::mutex> lock{self->state.lk->mu};
+    auto& direct = self->state.lk->direct;
+    for (auto it = direct.begin(); it != direct.end();)
+      if (it->second.deadline <= now) {
+        late.push_back(std::move(it->second.call));
+        it = direct.erase(it);
+      } else {
+        ++it;
+      }
+  }
+  for (auto& c : late)
+    c->fail({errc::timeout, self->state.where() + ": no answer in time"});
+}
+
+/// A CAF duration in milliseconds; 0 for infinite.
+std::chrono::milliseconds to_ms(const caf::duration& d) {
+  using namespace std::chrono;
+  auto n = static_cast<int64_t>(d.count);
+  switch (d.unit) {
+    case caf::time_unit::minutes: return duration_cast<milliseconds>(minutes(n));
+    case caf::time_unit::seconds: return duration_cast<milliseconds>(seconds(n));
+    case caf::time_unit::milliseconds: return milliseconds(n);
+    case caf::time_unit::microseconds: return duration_cast<milliseconds>(microseconds(n));
+    case caf::time_unit::nanoseconds: return duration_cast<milliseconds>(nanoseconds(n));
+    default: return milliseconds(0);
+  }
+}
+
+/// The companion that receives direct answers, inline on the receiving thread.
+caf::strong_actor_ptr make_companion(caf::actor_system& sys, std::weak_ptr<link> weak) {
+  auto companion = caf::actor_cast<caf::strong_actor_ptr>(sys.spawn<caf::actor_companion>());
+  auto* comp = caf::actor_cast<caf::actor_companion*>(companion);
+  comp->on_enqueue([weak](caf::mailbox_element_ptr ptr) {
+    auto lk = weak.lock();
+    if (!ptr || !lk || !ptr->mid.is_response())
+      return;
+    link::direct_call d;
+    {
+      std::lock_guard<std::mutex> lock{lk->mu};
+      auto it = lk->direct.find(ptr->mid.request_id().integer_value());
+      if (it == lk->direct.end())
+        return; // timed out or failed already
+      d = std::move(it->second);
+      lk->direct.erase(it);
+    }
+    auto msg = ptr->move_content_to_message();
+    d.answer(msg);
+  });
+  return companion;
 }
 
 void connect(client_actor_ptr self) {
@@ -137,6 +239,12 @@ void connect(client_actor_ptr self) {
                                                      + ": no dsec node is published there"));
         st.lifecycle = caf::actor_cast<caf::actor>(std::move(ptr));
         self->monitor(st.lifecycle);
+        {
+          std::lock_guard<std::mutex> lock{st.lk->mu};
+          st.lk->lifecycle = st.lifecycle;
+          st.lk->companion = make_companion(self->home_system(), st.lk);
+        }
+        self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
         auto waiting = std::move(st.waiting);
         st.waiting.clear();
         for (auto& j : waiting)
@@ -152,12 +260,12 @@ void connect(client_actor_ptr self) {
 }
 
 caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t port, options opts,
-                           std::shared_ptr<std::atomic<bool>> dead) {
+                           std::shared_ptr<link> lk) {
   auto& st = self->state;
   st.host = std::move(host);
   st.port = port;
   st.opts = opts;
-  st.dead = std::move(dead);
+  st.lk = std::move(lk);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source != self->state.lifecycle.address())
       return;
@@ -184,6 +292,10 @@ caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t por
     },
     [self](close_atom) {
       fail_all_and_quit(self, unavailable(self->state.where() + ": connection closed by client"));
+    },
+    [self](caf::tick_atom) {
+      expire_direct(self);
+      self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
     },
   };
 }
@@ -215,7 +327,7 @@ bool stopped = false;
 /// Spawns a client actor in the process-wide system (made on first use).
 /// Requires runtime_mu.
 caf::actor spawn_client(const std::string& host, uint16_t port, const options& opts,
-                        std::shared_ptr<std::atomic<bool>> dead) {
+                        std::shared_ptr<link> lk) {
   if (!the_runtime)
     the_runtime = new runtime;
   auto& clients = the_runtime->clients;
@@ -223,7 +335,7 @@ caf::actor spawn_client(const std::string& host, uint16_t port, const options& o
     clients.erase(std::remove_if(clients.begin(), clients.end(),
                                  [](auto& a) { return !caf::actor_cast<caf::actor>(a); }),
                   clients.end());
-  auto a = the_runtime->sys->spawn(client_actor, host, port, opts, std::move(dead));
+  auto a = the_runtime->sys->spawn(client_actor, host, port, opts, std::move(lk));
   clients.push_back(a.address());
   return a;
 }
@@ -246,7 +358,7 @@ struct connection::impl {
   options opts;
   std::mutex mu;
   caf::actor actor;
-  std::shared_ptr<std::atomic<bool>> dead;
+  std::shared_ptr<link> lk;
   bool closed = false;
 
   impl() {
@@ -269,18 +381,62 @@ struct connection::impl {
       lock.unlock();
       return j.call->fail(unavailable("node " + address + ": connection closed by client"));
     }
-    if (!actor || dead->load()) {
-      dead = std::make_shared<std::atomic<bool>>(false);
-      actor = spawn_client(host, port, opts, dead);
+    if (!actor || is_dead(*lk)) {
+      lk = std::make_shared<link>();
+      actor = spawn_client(host, port, opts, lk);
     }
     caf::anon_send(actor, call_atom::value, std::move(j));
   }
 
   /// Sends `msg` to the lifecycle actor and answers `done` with a T.
+  /// The live link if it is connected, else null (calls go via the actor).
+  std::shared_ptr<link> connected_link() {
+    std::lock_guard<std::mutex> g{runtime_mu};
+    std::lock_guard<std::mutex> lock{mu};
+    if (closed || stopped || !actor || !lk)
+      return nullptr;
+    return lk;
+  }
+
+  /// Sends `msg` on the direct path; false if the link is not up (then the
+  /// caller takes the actor path, which connects).
+  template <class T>
+  bool call_direct(caf::message& msg, std::chrono::milliseconds bound,
+                   std::shared_ptr<pending_call<T>>& pc) {
+    auto l = connected_link();
+    if (!l)
+      return false;
+    std::unique_lock<std::mutex> lock{l->mu};
+    if (l->dead || !l->lifecycle || !l->companion)
+      return false;
+    auto* comp = caf::actor_cast<caf::actor_companion*>(l->companion);
+    auto mid = comp->new_request_id(caf::message_priority::normal);
+    link::direct_call d;
+    d.deadline = bound.count() > 0 ? std::chrono::steady_clock::now() + bound
+                                   : std::chrono::steady_clock::time_point::max();
+    d.call = pc;
+    d.answer = [pc](caf::message& m) {
+      if (m.match_elements<T>())
+        pc->finish(std::move(m.get_mutable_as<T>(0)));
+      else if (m.match_elements<caf::error>())
+        pc->finish(from_caf(m.get_as<caf::error>(0)));
+      else
+        pc->finish(internal_error(pc->what + ": unexpected answer " + caf::to_string(m)));
+    };
+    l->direct.emplace(mid.request_id().integer_value(), std::move(d));
+    auto dest = l->lifecycle;
+    auto sender = l->companion;
+    lock.unlock();
+    dest->enqueue(caf::make_mailbox_element(std::move(sender), mid, {}, std::move(msg)), nullptr);
+    return true;
+  }
+
   template <class T>
   void call(caf::message msg, caf::duration timeout, std::string what, done_fn<T> done,
             uint64_t stream_token = 0, chunk_fn chunk = nullptr) {
     auto pc = std::make_shared<pending_call<T>>(std::move(done), std::move(what));
+    if (!chunk && call_direct<T>(msg, to_ms(timeout), pc))
+      return;
     job j;
     j.call = pc;
     j.run = [pc, msg = std::move(msg), timeout, stream_token,

@@ -93,6 +93,10 @@ struct exec_request {
   std::string stdin_data;
   /// Kill the command after this many seconds; 0 = no timeout.
   double timeout_s = 0;
+  /// INTERNAL: when the owner node's front door (placement) took the request,
+  /// steady clock ns; exec_result::node_ms counts from here. Set by the node,
+  /// whatever a client sends.
+  int64_t received_ns = 0;
 };
 
 /// The outcome of an exec.
@@ -106,8 +110,9 @@ struct exec_result {
   double duration_ms = 0;
   /// True when output beyond the per-stream cap was dropped.
   bool truncated = false;
-  /// Time the node spent on the exec, from the sandbox actor taking the request
-  /// to its answer: what a client's round trip is compared against.
+  /// Time the owner node spent on the exec, from its front door (placement)
+  /// taking the request to the sandbox actor's answer: what a client's round
+  /// trip is compared against.
   double node_ms = 0;
 };
 

@@ -138,6 +138,22 @@ def test_garbage_datagrams_do_not_hurt(cluster):
     assert set(states(n).values()) == {"alive"}
 
 
+def test_garbage_on_the_native_port_does_not_hurt(cluster):
+    n = cluster[1]
+    for payload in (b"GET / HTTP/1.1\r\n\r\n", os.urandom(4096), b"\x00" * 64):
+        with socket.create_connection(("127.0.0.1", n.listen_port), timeout=5) as s:
+            try:
+                s.sendall(payload)
+                s.settimeout(2)
+                s.recv(100)
+            except OSError:
+                pass
+    assert n.alive()
+    sid = cluster[0].client.create_ok(node=n.node_id)
+    assert cluster[0].client.sh(sid, "echo fine")["stdout"] == "fine\n"
+    cluster[0].client.delete(sid)
+
+
 def test_join_address_that_answers_nothing(node_factory):
     # A port nobody listens on: the node starts alone and keeps serving.
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -218,3 +234,32 @@ def test_sigterm_leaves_gracefully(dsec_bin, store):
                 _finish_node(n)
             else:
                 n.remove_state()
+
+
+def test_a_node_stalled_for_2s_is_not_declared_dead(cluster):
+    """SIGSTOP for 2 s: peers may suspect it, but it refutes; never dead."""
+    stalled = cluster[2]
+    watchers = cluster[:2]
+    seen = set()
+    stalled.proc.send_signal(signal.SIGSTOP)
+    try:
+        t_end = time.monotonic() + 2.0
+        while time.monotonic() < t_end:
+            for w in watchers:
+                seen.add(states(w).get(stalled.node_id))
+            time.sleep(0.1)
+    finally:
+        stalled.proc.send_signal(signal.SIGCONT)
+    # Watch through the suspicion window after it wakes up.
+    t_end = time.monotonic() + 8.0
+    while time.monotonic() < t_end:
+        for w in watchers:
+            seen.add(states(w).get(stalled.node_id))
+        time.sleep(0.1)
+    assert "dead" not in seen, seen
+    for w in watchers:
+        assert states(w).get(stalled.node_id) == "alive"
+    # and it still serves
+    sid = cluster[0].client.create_ok(node=stalled.node_id)
+    assert cluster[0].client.sh(sid, "echo up")["stdout"] == "up\n"
+    cluster[0].client.delete(sid)

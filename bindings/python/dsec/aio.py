@@ -8,11 +8,11 @@ Cancelling the task of an exec kills the command on the node.
 
 import asyncio
 import itertools
-from typing import AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from . import _spec
-from .client import MAX_READ_BYTES, _info, _node_info
+from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
 
@@ -65,20 +65,8 @@ class _Dispatcher:
             self.loop.remove_reader(self.queue.fd)
 
 
-class AsyncSandbox:
+class AsyncSandbox(_Handle):
     """A handle on one sandbox; ``async with`` destroys it on exit."""
-
-    def __init__(self, client: "AsyncClient", info: SandboxInfo):
-        self._client = client
-        self.id: str = info.id
-        self.node: str = info.node
-        self.backend: str = info.backend
-        self.layers: List[str] = list(info.layers)
-        self.labels: Dict[str, str] = dict(info.labels)
-        self.created_at: float = info.created_at
-
-    def __repr__(self):
-        return f"<dsec.AsyncSandbox {self.id} on {self.node}>"
 
     async def __aenter__(self) -> "AsyncSandbox":
         return self

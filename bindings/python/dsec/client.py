@@ -25,10 +25,10 @@ def _node_info(d) -> NodeInfo:
     return NodeInfo(**d)
 
 
-class Sandbox:
-    """A handle on one sandbox. ``with`` destroys it on exit, also on exceptions."""
+class _Handle:
+    """What a sandbox handle knows without asking: the facts fixed at create."""
 
-    def __init__(self, client: "Client", info: SandboxInfo):
+    def __init__(self, client, info: SandboxInfo):
         self._client = client
         self.id: str = info.id
         self.node: str = info.node
@@ -38,7 +38,11 @@ class Sandbox:
         self.created_at: float = info.created_at
 
     def __repr__(self):
-        return f"<dsec.Sandbox {self.id} on {self.node}>"
+        return f"<dsec.{type(self).__name__} {self.id} on {self.node}>"
+
+
+class Sandbox(_Handle):
+    """A handle on one sandbox. ``with`` destroys it on exit, also on exceptions."""
 
     def __enter__(self) -> "Sandbox":
         return self
