@@ -38,6 +38,23 @@
 //     lifecycle takes when it is spawned): no (start_atom); it runs at once and
 //     sends itself (ttl_atom) at the record's expires_at (at once if past)
 //
+// placement (one per node; the front door published on --listen, used by the
+// gateway, the SDK and peers; routes by the sandbox id's owner):
+//   every lifecycle row above (create, info, list, destroy, exec, stream in
+//   both forms, cancel, wfile, rfile, layers, status), answered for the whole
+//   cluster: local ones go to the lifecycle actor, others to the owner's
+//   placement actor; an owner that is dead or left answers `lost`
+//   (list_atom, labels, bool local_only)      -> std::vector<sandbox_info> (a
+//                                                peer's part of a cluster list)
+//   (nodes_atom)                              -> std::vector<member_info>
+//   INTERNAL from gossip: (view_atom, std::vector<member_info>)
+//
+// gossip (one per node; SWIM over UDP on the --listen port number):
+//   (nodes_atom)                              -> std::vector<member_info>
+//   (leave_atom)                              -> bool, once the leave has spread
+//   INTERNAL: (caf::tick_atom), (load_atom), (packet_atom, datagram),
+//             (leave_atom, bool)
+//
 // gateway (one per node; the only actor that knows HTTP):
 //   (http_atom, http_call)                    -> nothing; answers through http_call::respond
 //

@@ -90,9 +90,18 @@ def store(dsec_bin):
 # -- helpers -------------------------------------------------------------------
 
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free over TCP and UDP (a node's gossip uses the --listen
+    number over UDP)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                u.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
 
 
 def wait_for(pred, timeout, interval=0.1, what="condition"):
