@@ -31,8 +31,6 @@ error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
   if (!spec.network.allow.empty())
     return invalid_argument("create: network allow-lists are not available on node " + node
                             + "; use {\"mode\":\"none\"} (loopback only)");
-  if (!spec.protect.readonly.empty() || !spec.protect.hidden.empty())
-    return invalid_argument("create: protected paths are not available on node " + node);
   if (!spec.node.empty() && spec.node != node)
     return not_found("create: node \"" + spec.node + "\" is not known to node " + node);
   if (st.sandboxes.size() >= st.ctx->config.max_sandboxes)

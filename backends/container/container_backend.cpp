@@ -78,7 +78,12 @@ status await_ready(int ctl, int pidfd, const std::string& id) {
     return {};
   proto::reader r(std::string_view(in).substr(proto::header_size, h.length));
   auto msg = r.str();
-  return internal_error("create " + id + ": init setup: " + (r.ok() ? msg : "malformed"));
+  if (!r.ok())
+    return internal_error("create " + id + ": init setup: malformed answer");
+  // A protected path the layers do not have is the caller's mistake.
+  if (msg.rfind("protect ", 0) == 0)
+    return invalid_argument("create " + id + ": " + msg);
+  return internal_error("create " + id + ": init setup: " + msg);
 }
 
 // The cgroup.procs file of every directory of `cg`, open for writing.
@@ -182,7 +187,8 @@ status container_backend::start_init(const create_params& p, sandbox_parts& part
   if (!sock)
     return sock.err();
   parts.ctl = std::move(sock->client);
-  auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_});
+  auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_,
+                                               p.spec.protect.readonly, p.spec.protect.hidden});
   if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
     return sys_error("send config to init of", p.id, errno);
   auto join = open_cgroup_procs(*parts.cgroup);
@@ -207,8 +213,10 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
     return init_error_;
   if (auto st = valid_params(p); !st)
     return st.err();
-  sys::cleanup_stack undo;
+  // `parts` first: the undos hold pointers into it (cgroup, pidfd) and must
+  // run before it is destroyed.
   sandbox_parts parts;
+  sys::cleanup_stack undo;
   parts.id = p.id;
   parts.dir = p.dir;
   parts.env = p.spec.env;

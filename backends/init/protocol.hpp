@@ -176,6 +176,10 @@ struct config_msg {
   /// The seccomp filter as raw `struct sock_filter` array, compiled once by
   /// the node; init refuses to start without a well-formed one.
   std::string seccomp_bpf;
+  /// Paths inside the root made read-only (recursively) for everything in the
+  /// sandbox, and paths covered by an empty read-only mount.
+  std::vector<std::string> readonly;
+  std::vector<std::string> hidden;
 };
 
 /// Body of `exec`.
@@ -188,7 +192,13 @@ struct exec_msg {
 };
 
 inline std::string encode(const config_msg& m) {
-  return writer(msg::config, 0).str(m.hostname).str(m.rootfs).str(m.seccomp_bpf).finish();
+  return writer(msg::config, 0)
+    .str(m.hostname)
+    .str(m.rootfs)
+    .str(m.seccomp_bpf)
+    .strs(m.readonly)
+    .strs(m.hidden)
+    .finish();
 }
 
 inline bool decode(std::string_view body, config_msg& m) {
@@ -196,6 +206,8 @@ inline bool decode(std::string_view body, config_msg& m) {
   m.hostname = r.str();
   m.rootfs = r.str();
   m.seccomp_bpf = r.str();
+  m.readonly = r.strs(256);
+  m.hidden = r.strs(256);
   return r.done();
 }
 

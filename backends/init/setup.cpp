@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
@@ -132,6 +133,95 @@ std::string setup_sys(const std::string& root) {
   return do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr);
 }
 
+/// Opens `path` inside `root` as an O_PATH fd, resolving every component
+/// (symlinks included) as if `root` were "/": a layer's symlink cannot lead a
+/// protection mount outside the sandbox.
+int open_in_root(int root, const std::string& path, std::string& err) {
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  int fd = static_cast<int>(::syscall(SYS_openat2, root, path.c_str(), &how, sizeof how));
+  if (fd < 0)
+    err = errno_message("protect", path, errno);
+  return fd;
+}
+
+std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+/// Clones the mount tree at `src` (recursively), makes the clone read-only,
+/// nosuid, nodev and moves it onto the O_PATH fd `target`. 0 or errno.
+int attach_readonly(int src_dfd, const char* src_path, unsigned src_flags, int target) {
+  int tree = ::open_tree(src_dfd, src_path,
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | src_flags);
+  if (tree < 0)
+    return errno;
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  int err = 0;
+  if (::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0
+      || ::move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    err = errno;
+  ::close(tree);
+  return err;
+}
+
+/// Covers `path` with an empty read-only mount: a size-0 tmpfs on a
+/// directory, /dev/null on anything else.
+std::string hide(int root, const std::string& path) {
+  std::string err;
+  int fd = open_in_root(root, path, err);
+  if (fd < 0)
+    return err;
+  struct stat st {};
+  std::string e;
+  if (::fstat(fd, &st) != 0)
+    e = errno_message("mount protection (stat)", path, errno);
+  else if (S_ISDIR(st.st_mode)) {
+    if (::mount("tmpfs", fd_path(fd).c_str(), "tmpfs", MS_RDONLY | nosuid_nodev_noexec,
+                "size=0,mode=000") != 0)
+      e = errno_message("mount protection (hidden)", path, errno);
+  } else if (int err = attach_readonly(AT_FDCWD, "/dev/null", 0, fd); err != 0) {
+    e = errno_message("mount protection (hidden)", path, err);
+  }
+  ::close(fd);
+  return e;
+}
+
+/// Makes `path` and everything mounted below it read-only: a recursive clone
+/// of the tree, set read-only with mount_setattr, moved over the original.
+/// Without CAP_SYS_ADMIN (and with mount calls filtered) nothing inside can
+/// undo it, root included.
+std::string make_readonly(int root, const std::string& path) {
+  std::string err;
+  int fd = open_in_root(root, path, err);
+  if (fd < 0)
+    return err;
+  std::string e;
+  if (int err = attach_readonly(fd, "", AT_EMPTY_PATH, fd); err != 0)
+    e = errno_message("mount protection (read-only)", path, err);
+  ::close(fd);
+  return e;
+}
+
+/// Hidden paths first, so a read-only tree above them keeps them hidden.
+std::string setup_protect(const std::string& rootfs, const std::vector<std::string>& readonly,
+                          const std::vector<std::string>& hidden) {
+  if (readonly.empty() && hidden.empty())
+    return {};
+  int root = ::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0)
+    return errno_message("open", rootfs, errno);
+  std::string e;
+  for (auto& p : hidden)
+    if (e.empty())
+      e = hide(root, p);
+  for (auto& p : readonly)
+    if (e.empty())
+      e = make_readonly(root, p);
+  ::close(root);
+  return e;
+}
+
 // SAFETY: pivot_root(".", ".") stacks the old root under the new one; the
 // detach then drops every host mount from this namespace.
 std::string enter_root(const std::string& root) {
@@ -174,6 +264,7 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
   TRY(setup_dev(cfg.rootfs));
   TRY(setup_proc(cfg.rootfs));
   TRY(setup_sys(cfg.rootfs));
+  TRY(setup_protect(cfg.rootfs, cfg.readonly, cfg.hidden));
   TRY(enter_root(cfg.rootfs));
   auto host = cfg.hostname.substr(0, 64);
   if (::sethostname(host.data(), host.size()) != 0)

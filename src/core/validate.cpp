@@ -26,6 +26,28 @@ status check_string_map(const std::map<std::string, std::string>& m, const char*
   return {};
 }
 
+/// A protected path: absolute, normalised, not inside the kernel's own
+/// filesystems (/proc, /sys, /dev are set up by the node).
+status check_protected(const std::vector<std::string>& v, const char* field, bool allow_root) {
+  for (auto& p : v) {
+    bool ok = !p.empty() && p[0] == '/' && p.find('\0') == std::string::npos
+              && (p.size() == 1 || p.back() != '/') && p.find("//") == std::string::npos
+              && p.find("/./") == std::string::npos && p.find("/../") == std::string::npos
+              && (p.size() < 3 || (p.compare(p.size() - 3, 3, "/..") != 0
+                                   && p.compare(p.size() - 2, 2, "/.") != 0));
+    if (!ok)
+      return bad(field, "\"" + p.substr(0, 200) + "\" must be an absolute, normalised path");
+    if (p == "/" && !allow_root)
+      return bad(field, "\"/\" cannot be hidden");
+    for (const char* sys : {"/proc", "/sys", "/dev"}) {
+      std::string s{sys};
+      if (p == s || p.rfind(s + "/", 0) == 0)
+        return bad(field, "\"" + p + "\" is inside " + s + ", which the node sets up itself");
+    }
+  }
+  return {};
+}
+
 status check_strings(const std::vector<std::string>& v, const char* field, size_t max_items) {
   if (v.size() > max_items)
     return too_large(std::string{field} + ": more than " + std::to_string(max_items) + " entries");
@@ -78,7 +100,9 @@ status validate(const sandbox_spec& s) {
       || !(st = check_string_map(s.labels, "labels", spec_limits::max_labels, false))
       || !(st = check_strings(s.network.allow, "network.allow", 256))
       || !(st = check_strings(s.protect.readonly, "protect.readonly", 256))
-      || !(st = check_strings(s.protect.hidden, "protect.hidden", 256)))
+      || !(st = check_strings(s.protect.hidden, "protect.hidden", 256))
+      || !(st = check_protected(s.protect.readonly, "protect.readonly", true))
+      || !(st = check_protected(s.protect.hidden, "protect.hidden", false)))
     return st;
   return {};
 }

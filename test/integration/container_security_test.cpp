@@ -59,9 +59,9 @@ TEST_CASE("container: init refuses a malformed seccomp program", "[container][se
   auto good = backends::build_seccomp_program();
   REQUIRE(good);
   REQUIRE(good->size() % 8 == 0);
-  CHECK(init_answer({"raw", "", *good}) == "ready");
+  CHECK(init_answer({"raw", "", *good, {}, {}}) == "ready");
   auto refused = [](std::string prog) {
-    auto a = init_answer({"raw", "", std::move(prog)});
+    auto a = init_answer({"raw", "", std::move(prog), {}, {}});
     INFO(a);
     CHECK(a.find("seccomp") != std::string::npos);
   };
@@ -203,11 +203,13 @@ TEST_CASE("protocol: malformed frames are errors, never crashes", "[protocol]") 
   CHECK_FALSE(r.ok());
 
   // config carries the seccomp program; its shape is checked before use.
-  proto::config_msg cfg{"h", "/r", std::string(16, '\x01')};
+  proto::config_msg cfg{"h", "/r", std::string(16, '\x01'), {"/etc"}, {"/root"}};
   auto cframe = proto::encode(cfg);
   proto::config_msg cback;
   REQUIRE(proto::decode(std::string_view(cframe).substr(proto::header_size), cback));
   CHECK(cback.seccomp_bpf == cfg.seccomp_bpf);
+  CHECK(cback.readonly == cfg.readonly);
+  CHECK(cback.hidden == cfg.hidden);
   auto old_config = proto::writer(proto::msg::config, 0).str("h").str("/r").finish();
   CHECK_FALSE(proto::decode(std::string_view(old_config).substr(proto::header_size), cback));
   CHECK(proto::filter_shape_error("") != nullptr);

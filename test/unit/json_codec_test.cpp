@@ -256,3 +256,22 @@ TEST_CASE("record decoding tolerates new fields and rejects broken records", "[c
     CHECK(rec.err().message.find(r.mentions) != std::string::npos);
   }
 }
+
+TEST_CASE("protected paths: absolute, normalised, outside /proc /sys /dev", "[codec]") {
+  auto with = [](const std::string& protect) {
+    return json_codec::parse_spec(R"({"layers":["base/busybox@1"],"protect":)" + protect + "}");
+  };
+  CHECK(with(R"({"readonly":["/etc","/opt/tools"],"hidden":["/answers","/etc/shadow"]})").ok());
+  CHECK(with(R"({"readonly":["/"]})").ok());
+  for (auto bad : {R"({"readonly":["etc"]})", R"({"readonly":["/etc/"]})",
+                   R"({"readonly":["/a//b"]})", R"({"hidden":["/a/../etc"]})",
+                   R"({"hidden":["/a/.."]})", R"({"hidden":["/a/."]})", R"({"hidden":["/"]})",
+                   R"({"readonly":["/proc/1"]})", R"({"hidden":["/sys"]})",
+                   R"({"readonly":["/dev/shm"]})"}) {
+    INFO(bad);
+    auto s = with(bad);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.err().code == errc::invalid_argument);
+    CHECK(s.err().message.find("protect.") != std::string::npos);
+  }
+}
