@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -169,6 +170,27 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
   return out;
 }
 
+/// The quota volume over <state>/sandboxes (disk_mb), or null with a warning:
+/// a node without loop devices or mkfs.ext4 still runs, unquota'd.
+std::shared_ptr<const sys::quota_volume> open_quota_volume(const node_config& cfg) {
+  auto dir = cfg.state_dir + "/sandboxes";
+  auto warn = [&](const std::string& why) {
+    std::cerr << "dsec node: disk_mb is not enforced: " << why << std::endl;
+    return nullptr;
+  };
+  if (!sys::is_mount_point(dir) && !sys::dir_is_empty(dir))
+    return warn(dir + " holds sandboxes from a node without a quota volume");
+  // Sparse: the image takes what sandboxes write, up to half the free space.
+  struct statvfs fs {};
+  uint64_t size = uint64_t{64} << 30;
+  if (::statvfs(cfg.state_dir.c_str(), &fs) == 0)
+    size = std::min<uint64_t>(size, uint64_t(fs.f_bavail) * fs.f_frsize / 2);
+  auto v = sys::quota_volume::open(cfg.state_dir + "/sandboxes.img", dir, size);
+  if (!v)
+    return warn(v.err().message);
+  return std::make_shared<const sys::quota_volume>(std::move(*v));
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
   if (cfg.store_dir.empty())
@@ -176,6 +198,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
   for (auto& d : {cfg.state_dir, cfg.state_dir + "/sandboxes", cfg.state_dir + "/mounts"})
     if (auto st = sys::make_dirs(d, 0700); !st)
       return st.err();
+  ctx->quota = open_quota_volume(cfg);
   auto id = settle_node_id(cfg);
   if (!id)
     return id.err();
@@ -191,6 +214,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
   ctx->layers = make_store_layer_source(layer_store, mounts);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
+  cc.quota = ctx->quota;
   cc.init_path = find_init();
   if (!sys::exists(cc.init_path))
     return unavailable("node: the sandbox init binary " + cc.init_path
@@ -304,6 +328,10 @@ int run_node(node_config cfg) {
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
+  // Every sandbox is gone (or the stop failed and the next start takes over).
+  if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
+    if (auto st = node.quota->unmount(); !st)
+      std::cerr << "dsec node: " << st.err().message << "\n";
   // The node's own cgroup parents (dsec/<node-id>); empty once every sandbox is
   // gone. The shared "dsec" parent goes too when no other node uses it.
   if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)

@@ -11,6 +11,7 @@
 #include "actors/layer_source.hpp"
 #include "backends/backend.hpp"
 #include "gossip/udp_transport.hpp"
+#include "sys/quota_volume.hpp"
 #include "sys/worker_pool.hpp"
 
 namespace dsec {
@@ -60,6 +61,8 @@ struct node_context {
   /// null in tests.
   std::shared_ptr<layers::mount_cache> mounts;
   std::shared_ptr<sys::worker_pool> pool;
+  /// The volume under <state>/sandboxes that enforces disk_mb; null if off.
+  std::shared_ptr<const sys::quota_volume> quota;
   /// The gossip socket (bound at start); null in tests: no gossip actor.
   std::shared_ptr<gossip::udp_transport> gossip_net;
   int64_t started_at_ms = 0;

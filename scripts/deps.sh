@@ -8,7 +8,7 @@ packages=(
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libssl-dev
   libseccomp-dev libcap-dev catch2
   erofs-utils busybox-static debootstrap iproute2 procps curl
-  python3 python3-pytest python3-dev pybind11-dev python3-pybind11
+  python3 python3-pytest python3-dev pybind11-dev python3-pybind11 btrfs-progs
   crun bubblewrap util-linux
 )
 

@@ -154,8 +154,15 @@ status container_backend::make_root(const create_params& p, sys::cleanup_stack& 
   if (slash > 0)
     if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
       return st;
-  if (::mkdir(p.dir.c_str(), 0700) != 0)
+  // disk_mb: on the quota volume the sandbox dir is a subvolume limited to
+  // it, so the upper and work dirs below are charged to the sandbox.
+  if (cfg_.quota) {
+    if (auto st = cfg_.quota->make_limited_dir(p.dir, static_cast<uint64_t>(p.spec.disk_mb) << 20);
+        !st)
+      return st;
+  } else if (::mkdir(p.dir.c_str(), 0700) != 0) {
     return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
+  }
   undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
   if (auto st = mount_overlay(p.dir, p.lower_dirs); !st)
     return st;

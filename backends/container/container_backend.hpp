@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "sys/quota_volume.hpp"
 
 namespace dsec::backends {
 
@@ -27,6 +28,8 @@ struct container_config {
   std::string init_path;
   /// Where the cgroup controllers are mounted.
   std::string cgroup_root = "/sys/fs/cgroup";
+  /// The volume sandbox dirs live on, for `disk_mb`; null = not enforced.
+  std::shared_ptr<const sys::quota_volume> quota;
 };
 
 /// Makes the backend. Never fails itself: a missing init binary or broken

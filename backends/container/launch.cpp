@@ -220,10 +220,14 @@ expected<launched> launch_init(const launch_image& img, int listener,
   launched l;
   l.pid = pid;
   l.pidfd.reset(pidfd);
-  // A child that failed before execveat already exited (we waited for it).
+  // A child that failed before execveat already exited (we waited for it)
+  // with one of child_main's codes. Any other exit is init itself, which can
+  // be that quick when its setup fails: the caller reads its error frame.
   siginfo_t si{};
   if (::waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-      si.si_pid == pid) {
+      si.si_pid == pid && si.si_code == CLD_EXITED &&
+      (si.si_status == exit_join_failed || si.si_status == exit_fds_failed ||
+       si.si_status == exit_exec_failed)) {
     kill_and_reap(l.pidfd.get());
     return internal_error(std::string(failed_step(si.si_status)) +
                           " dsec-init: child exited with status " +

@@ -190,6 +190,22 @@ void unmount_below(const std::string& dir) {
     ::umount2(m.c_str(), MNT_DETACH);
 }
 
+bool dir_is_empty(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d)
+    return true;
+  bool empty = true;
+  while (auto* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != ".." && n != "lost+found") {
+      empty = false;
+      break;
+    }
+  }
+  ::closedir(d);
+  return empty;
+}
+
 bool exists(const std::string& path) {
   struct stat st;
   return ::lstat(path.c_str(), &st) == 0;

@@ -48,6 +48,10 @@ std::vector<mount_entry> mounts();
 /// that debootstrap mounts into a tree it was building when it was killed.
 void unmount_below(const std::string& dir);
 
+/// True if `dir` has no entries (besides . and ..) or does not exist;
+/// a lost+found left by mkfs does not count.
+bool dir_is_empty(const std::string& dir);
+
 /// True if `path` exists (lstat).
 bool exists(const std::string& path);
 

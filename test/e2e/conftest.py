@@ -398,8 +398,12 @@ class Node:
         left = []
         mounts = mounts_under(self.state_dir)
         layer_root = os.path.join(os.path.realpath(self.state_dir), "mounts")
+        # The node's own mounts while it runs: layers, and the quota volume
+        # that holds the sandbox dirs (the sandboxes' own mounts are below it).
+        volume = os.path.join(os.path.realpath(self.state_dir), "sandboxes")
         for m in mounts:
-            if allow_layer_mounts and (m == layer_root or m.startswith(layer_root + "/")):
+            if allow_layer_mounts and (m == layer_root or m.startswith(layer_root + "/")
+                                       or m == volume):
                 continue
             left.append(f"mount {m}")
         left += [f"cgroup {d}" for d in cgroup_dirs(self.node_id)]

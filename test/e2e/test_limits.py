@@ -103,14 +103,15 @@ def test_pids_fork_loop_killed_by_timeout(client, node):
     assert client.healthz()[0] == 200
 
 
-@pytest.mark.xfail(strict=True, reason="disk_mb is accepted but not enforced yet: this host's ext4 root "
-                   "has no project quotas; the quota on the writable upper comes with the layers work (issue 5)")
 def test_disk_limit(client):
+    """The upper sits on the node's quota volume: writing past disk_mb fails
+    with a quota error inside the sandbox, and deleting frees the room."""
     sid = client.create_ok(disk_mb=50)
     r = client.sh(sid, "dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; sync; "
                        "du -m /tmp/fill | cut -f1", timeout_s=120)
     used = int(r["stdout"].split()[-1])
     assert used <= 60, f"wrote {used} MB into a disk_mb=50 sandbox: {r['stdout'][-300:]}"
+    assert "quota" in r["stdout"].lower() or "space" in r["stdout"].lower(), r["stdout"][-300:]
     client.sh(sid, "rm -f /tmp/fill")
     assert client.sh(sid, "echo ok > /tmp/small && cat /tmp/small")["stdout"] == "ok\n"
 

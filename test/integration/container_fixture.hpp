@@ -73,7 +73,7 @@ struct world {
     sh("mkdir -p " + top_dir + "/etc && echo top > " + top_dir + "/etc/layer");
     secret = tmp + "/host-secret";
     sh("echo HOSTSECRET > " + secret);
-    backend = backends::make_container_backend({node_id, DSEC_INIT_PATH, "/sys/fs/cgroup"});
+    backend = backends::make_container_backend({node_id, DSEC_INIT_PATH, "/sys/fs/cgroup", nullptr});
   }
 
   ~world() {

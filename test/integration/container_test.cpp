@@ -305,7 +305,7 @@ TEST_CASE("container: a create failing halfway leaves nothing", "[container]") {
   CHECK(r.err().message.find("no-such-layer") != std::string::npos);
   require_gone(p.id, p.dir, -1);
 
-  auto bad = backends::make_container_backend({node_id, "/nonexistent/dsec-init"});
+  auto bad = backends::make_container_backend({node_id, "/nonexistent/dsec-init", "/sys/fs/cgroup", nullptr});
   auto r2 = bad->create(w().params());
   REQUIRE_FALSE(r2);
   CHECK(r2.err().code == errc::not_found);
@@ -321,7 +321,7 @@ TEST_CASE("container: recover after a node restart", "[container]") {
   run_sh(*first, "echo kept > /tmp/state");
   // A second backend stands for the restarted node; the first handle is
   // simply dropped, as a crashed node would.
-  auto node2 = backends::make_container_backend({node_id, DSEC_INIT_PATH});
+  auto node2 = backends::make_container_backend({node_id, DSEC_INIT_PATH, "/sys/fs/cgroup", nullptr});
   auto again = node2->recover(p.id, p.dir);
   INFO((again ? "" : again.err().message));
   REQUIRE(again);
