@@ -64,8 +64,13 @@ int run_node_command(const std::vector<std::string>& words) {
     cfg.join.push_back(seed);
   }
   cfg.advertise = a->get("advertise", cfg.listen);
-  if (auto hp = sys::parse_host_port(cfg.advertise, false);
-      !hp || hp->first == "0.0.0.0" || hp->first.empty()) {
+  // A node on --listen port 0 runs alone (no fixed address to gossip); it
+  // needs a real address only to join or when one is given.
+  bool needs_address = a->has("advertise") || !cfg.join.empty()
+                       || cfg.advertise.size() < 2
+                       || cfg.advertise.compare(cfg.advertise.size() - 2, 2, ":0") != 0;
+  if (auto hp = sys::parse_host_port(cfg.advertise, !needs_address);
+      needs_address && (!hp || hp->first == "0.0.0.0" || hp->first.empty())) {
     std::cerr << "dsec node: --advertise " << cfg.advertise
               << ": peers need a concrete host:port to reach this node (set --advertise when "
                  "--listen is a wildcard)\n";
