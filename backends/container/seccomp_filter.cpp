@@ -5,6 +5,7 @@
 
 #include <sched.h>
 #include <seccomp.h>
+#include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -69,8 +70,12 @@ status add_rules(scmp_filter_ctx ctx) {
       return st;
   }
   // The kernel reads ioctl's request as 32 bits: compare only those, so a
-  // request with high bits set cannot slip past.
-  const uint64_t ioctls[] = {TIOCSTI, TIOCLINUX};
+  // request with high bits set cannot slip past. Besides terminal injection:
+  // the ioctls that clone, dedupe or swap extents between files, which get
+  // around file access checks (DSec saw XFS_IOC_SWAPEXT used that way).
+  constexpr uint64_t xfs_ioc_swapext = 0xc0c0586d; // _IOWR('X', 109, struct xfs_swapext)
+  const uint64_t ioctls[] = {TIOCSTI, TIOCLINUX, FICLONE, FICLONERANGE, FIDEDUPERANGE,
+                             xfs_ioc_swapext};
   for (auto req : ioctls) {
     scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, req);
     if (auto st = add_rule(ctx, "ioctl", SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1, &cmp); !st)

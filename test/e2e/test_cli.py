@@ -166,3 +166,36 @@ def test_dsec_rest_env(dsec_bin, node):
                        env=env, timeout=60)
     assert p.returncode == 0, p
     assert "sandboxes" in json.loads(p.stdout)
+
+
+def test_node_on_listen_port_0_runs_alone(dsec_bin, store, tmp_path):
+    """--listen HOST:0 (a kernel-chosen native port) is a lone node: no gossip
+    address needed; it serves REST and stops cleanly."""
+    import http.client
+    import signal
+    import time
+    rest = free_port()
+    state = tmp_path / "state"
+    p = subprocess.Popen([dsec_bin, "node", "--state-dir", str(state), "--store", store,
+                          "--rest", f"127.0.0.1:{rest}", "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        ok = False
+        while time.monotonic() < deadline and p.poll() is None and not ok:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", rest, timeout=2)
+                c.request("GET", "/healthz")
+                ok = c.getresponse().status == 200
+                c.close()
+            except OSError:
+                time.sleep(0.1)
+        assert ok, p.stdout.read().decode() if p.poll() is not None else "no /healthz"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == 0
+    # --join needs a fixed port: a usage error, not a silent lone node.
+    q = subprocess.run([dsec_bin, "node", "--state-dir", str(state), "--store", store,
+                        "--listen", "127.0.0.1:0", "--join", "127.0.0.1:9"],
+                       capture_output=True, timeout=30)
+    assert q.returncode == 2, q
