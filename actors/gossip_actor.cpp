@@ -36,6 +36,8 @@ std::chrono::milliseconds load_interval(const gossip::memberlist& ml) {
   return std::max(std::chrono::milliseconds(1000),
                   std::chrono::milliseconds(20 * static_cast<int64_t>(ml.live_count())));
 }
+/// Coalescing of load-only view updates to the placement actor.
+constexpr auto view_push_interval = std::chrono::milliseconds(250);
 /// How long a leaving node keeps gossiping so its `left` reaches everyone.
 constexpr auto leave_linger = std::chrono::milliseconds(800);
 
@@ -65,21 +67,37 @@ double load_per_core() {
 
 void push_view(gossip_actor_ptr self) {
   auto& st = self->state;
+  st.view_dirty = false;
+  st.view_pushed_at = std::chrono::steady_clock::now();
   self->send(st.placement, view_atom::value, to_member_infos(st.members->members()));
+}
+
+/// Load-only changes arrive from every member every second: the whole view is
+/// copied to placement at most every 250 ms for them (membership changes go
+/// at once, in after_input).
+void push_view_if_due(gossip_actor_ptr self) {
+  auto& st = self->state;
+  if (st.view_dirty && std::chrono::steady_clock::now() - st.view_pushed_at >= view_push_interval)
+    push_view(self);
 }
 
 /// Drains memberlist events; logs membership changes, pushes the view.
 void after_input(gossip_actor_ptr self) {
   auto& st = self->state;
   auto events = st.members->take_events();
-  if (events.empty())
-    return;
-  for (auto& e : events)
-    if (e.kind != gossip::event_kind::updated) // load updates are too frequent to log
-      caf::aout(self) << "dsec node " << st.ctx->config.node_id << ": gossip: "
-                        << e.who.id << " (" << e.who.address << ") "
-                        << gossip::to_string(e.kind) << std::endl;
-  push_view(self);
+  bool membership = false;
+  for (auto& e : events) {
+    if (e.kind == gossip::event_kind::updated) // load updates: too frequent to log
+      continue;
+    membership = true;
+    caf::aout(self) << "dsec node " << st.ctx->config.node_id << ": gossip: " << e.who.id
+                    << " (" << e.who.address << ") " << gossip::to_string(e.kind) << std::endl;
+  }
+  st.view_dirty = st.view_dirty || !events.empty();
+  if (membership)
+    push_view(self);
+  else
+    push_view_if_due(self);
 }
 
 void publish_load(gossip_actor_ptr self) {

@@ -13,6 +13,7 @@
 // (leave_atom) -> bool, after the leave had time to spread (SIGTERM).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,6 +40,9 @@ struct gossip_state {
   std::unique_ptr<gossip::memberlist> members;
   std::thread receiver;
   bool load_inflight = false;
+  /// Load changes not yet pushed to placement, and when the view last went.
+  bool view_dirty = false;
+  std::chrono::steady_clock::time_point view_pushed_at;
   bool leaving = false;
   /// Callers of (leave_atom), answered once the leave had time to spread.
   std::vector<caf::response_promise> leave_waiters;

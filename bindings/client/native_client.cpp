@@ -97,7 +97,7 @@ struct link {
     std::shared_ptr<call_base> call;
   };
 
-  std::mutex mu;
+  mutable std::mutex mu;
   /// Set once this lifetime takes no more calls.
   bool dead = false;
   /// The node's lifecycle (placement) actor, once connected.
@@ -158,7 +158,7 @@ void fail_all_and_quit(client_actor_ptr self, const error& err) {
 }
 
 bool is_dead(const link& lk) {
-  std::lock_guard<std::mutex> lock{const_cast<std::mutex&>(lk.mu)};
+  std::lock_guard<std::mutex> lock{lk.mu};
   return lk.dead;
 }
 

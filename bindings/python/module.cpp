@@ -439,7 +439,6 @@ std::shared_ptr<exec_stream> open_stream(const connection_ptr& c, const std::str
   auto s = std::make_shared<exec_stream>(c, id);
   auto token = client::new_token();
   s->set_token(token);
-  std::weak_ptr<exec_stream> w = s;
   // The callbacks hold the stream: it outlives the call even if Python drops it.
   start(*c, "exec", py::make_tuple(id, exec_args),
         [s](outcome o) { s->on_done(std::move(o)); }, token,

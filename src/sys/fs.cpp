@@ -168,12 +168,12 @@ std::vector<mount_entry> mounts() {
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
-    std::string id, parent, devno, root, mnt, field, fstype;
+    std::string id, parent, devno, root, mnt, field, fstype, source;
     ls >> id >> parent >> devno >> root >> mnt;
     while (ls >> field && field != "-") { // optional fields end at "-"
     }
-    ls >> fstype;
-    out.push_back({unescape_mountinfo(mnt), fstype});
+    ls >> fstype >> source;
+    out.push_back({unescape_mountinfo(mnt), fstype, unescape_mountinfo(source)});
   }
   return out;
 }

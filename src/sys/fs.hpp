@@ -39,6 +39,8 @@ struct mount_entry {
   /// Where it is mounted, with mountinfo's \ooo escapes decoded.
   std::string point;
   std::string fstype;
+  /// What is mounted there (a device such as /dev/loop0, or "none").
+  std::string source;
 };
 
 /// Every mount of this process's mount namespace, in mount order.

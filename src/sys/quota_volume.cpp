@@ -10,9 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
 #include <cstring>
-#include <sstream>
 
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
@@ -22,22 +20,12 @@ namespace dsec::sys {
 
 namespace {
 
-/// The source device of the mount at `dir`, from mountinfo; empty if none.
+/// The source device of the visible mount at `dir`; empty if none.
 std::string mounted_device(const std::string& dir) {
-  std::ifstream in{"/proc/self/mountinfo"};
-  std::string line;
   std::string found;
-  while (std::getline(in, line)) {
-    std::istringstream f{line};
-    std::string id, parent, devno, root, point, opts, field;
-    f >> id >> parent >> devno >> root >> point >> opts;
-    while (f >> field && field != "-") {
-    }
-    std::string type, source;
-    f >> type >> source;
-    if (point == dir)
-      found = source; // the last mount on a path is the visible one
-  }
+  for (auto& m : mounts())
+    if (m.point == dir)
+      found = m.source; // the last mount on a path is the visible one
   return found;
 }
 
