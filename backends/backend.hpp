@@ -72,6 +72,33 @@ class sandbox {
 
   /// Host pid of the sandbox's init (for metrics and tests), -1 if none.
   virtual int init_pid() const = 0;
+
+  // -- optional capabilities (default: refused, naming the operation) -------
+
+  /// Stops every process and frees what memory it can; files and processes
+  /// survive. Blocking.
+  virtual status pause() { return unsupported("pause"); }
+
+  /// Undoes pause(). Blocking.
+  virtual status resume() { return unsupported("resume"); }
+
+  /// The directory holding the sandbox's changes in overlayfs upper form
+  /// (whiteouts as 0:0 character devices, opaque directories marked with the
+  /// trusted.overlay.opaque xattr), for snapshots. The caller pauses the
+  /// sandbox while it reads it.
+  virtual expected<std::string> changes_dir() { return unsupported("snapshot"); }
+
+  /// Replaces the network policy; new connections see it at once. Blocking.
+  virtual status set_network(const network_policy&) { return unsupported("set network"); }
+
+  /// What the sandbox tried and was refused, so far.
+  virtual denial_counts denials() { return {}; }
+
+ protected:
+  static error unsupported(const char* op) {
+    return error{errc::invalid_argument,
+                 std::string{op} + ": not supported by this sandbox's backend"};
+  }
 };
 
 /// A kind of sandbox. Thread-safe.

@@ -10,6 +10,7 @@ packages=(
   erofs-utils busybox-static debootstrap iproute2 procps curl
   python3 python3-pytest python3-dev pybind11-dev python3-pybind11 btrfs-progs
   crun bubblewrap util-linux
+  libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
 )
 
 if [[ $(id -u) -ne 0 ]]; then

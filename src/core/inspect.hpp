@@ -45,10 +45,15 @@ typename Inspector::result_type inspect(Inspector& f, exec_chunk& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, denial_counts& x) {
+  return f(caf::meta::type_name("dsec::denial_counts"), x.network, x.syscall, x.file, x.recent);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
            x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
-           x.disk_mb);
+           x.disk_mb, x.denials);
 }
 
 template <class Inspector>

@@ -191,6 +191,10 @@ json to_json(const sandbox_info& s) {
             {"disk_mb", s.disk_mb}};
   if (!s.reason.empty())
     j["reason"] = s.reason;
+  j["denials"] = {{"network", s.denials.network},
+                  {"syscall", s.denials.syscall},
+                  {"file", s.denials.file},
+                  {"recent", s.denials.recent}};
   return j;
 }
 
@@ -406,6 +410,12 @@ sandbox_info sandbox_from(const json& j) {
   s.cpu = value_or<double>(j, "cpu", 0);
   s.memory_mb = value_or<int64_t>(j, "memory_mb", 0);
   s.disk_mb = value_or<int64_t>(j, "disk_mb", 0);
+  if (auto d = j.find("denials"); d != j.end() && d->is_object()) {
+    s.denials.network = value_or<int64_t>(*d, "network", 0);
+    s.denials.syscall = value_or<int64_t>(*d, "syscall", 0);
+    s.denials.file = value_or<int64_t>(*d, "file", 0);
+    s.denials.recent = value_or<std::vector<std::string>>(*d, "recent", {});
+  }
   return s;
 }
 

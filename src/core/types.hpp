@@ -122,6 +122,20 @@ struct exec_chunk {
   std::string data;
 };
 
+/// Security events of one sandbox: what it tried and was refused. A trainer
+/// reads them to penalise reward hacking.
+struct denial_counts {
+  /// Refused connects and sends (eBPF allow-list).
+  int64_t network = 0;
+  /// Refused system calls (seccomp).
+  int64_t syscall = 0;
+  /// Refused writes to read-only or protected files.
+  int64_t file = 0;
+  /// The last few denied targets, newest last ("net 1.2.3.4:443",
+  /// "syscall mount", "file /usr/bin/python3"); at most 16.
+  std::vector<std::string> recent;
+};
+
 /// What GET /v1/sandboxes/{id} returns.
 struct sandbox_info {
   std::string id;
@@ -139,6 +153,8 @@ struct sandbox_info {
   double cpu = 0;
   int64_t memory_mb = 0;
   int64_t disk_mb = 0;
+  /// Filled by info (GET one sandbox); empty in lists.
+  denial_counts denials;
 };
 
 /// A layer in the store catalog.
