@@ -20,6 +20,14 @@ using layers_atom = caf::atom_constant<caf::atom("layers")>;
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using http_atom = caf::atom_constant<caf::atom("http")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using pause_atom = caf::atom_constant<caf::atom("pause")>;
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using network_atom = caf::atom_constant<caf::atom("network")>;
+using fncall_atom = caf::atom_constant<caf::atom("fncall")>;
+// Layers: catalog entries and blobs between peers (image fetch).
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using blob_atom = caf::atom_constant<caf::atom("blob")>;
 // Cluster: membership view, routing, gossip.
 using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;

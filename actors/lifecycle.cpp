@@ -25,12 +25,18 @@ error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
   auto& node = st.ctx->config.node_id;
   if (st.shutting_down)
     return unavailable("create: node " + node + " is shutting down");
-  if (spec.backend != "container")
+  if (!st.ctx->backend_for(spec.backend)) {
+    std::string runs;
+    for (auto& [name, b] : st.ctx->backends)
+      runs += (runs.empty() ? "" : ", ") + name;
+    if (runs.empty())
+      runs = "container";
+    auto why = st.ctx->unavailable_backends.find(spec.backend);
     return invalid_argument("create: backend \"" + spec.backend + "\" is not available on node "
-                            + node + " (this node runs: container)");
-  if (!spec.network.allow.empty())
-    return invalid_argument("create: network allow-lists are not available on node " + node
-                            + "; use {\"mode\":\"none\"} (loopback only)");
+                            + node
+                            + (why != st.ctx->unavailable_backends.end() ? ": " + why->second : "")
+                            + " (this node runs: " + runs + ")");
+  }
   if (!spec.node.empty() && spec.node != node)
     return not_found("create: node \"" + spec.node + "\" is not known to node " + node);
   if (st.sandboxes.size() >= st.ctx->config.max_sandboxes)

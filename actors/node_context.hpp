@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +56,23 @@ struct recovered_sandbox {
 /// Shared, thread-safe services of one node.
 struct node_context {
   node_config config;
+  /// The container backend (also in `backends`).
   std::shared_ptr<backends::backend> container;
+  /// Every backend this node runs, by spec.backend name ("container",
+  /// "microvm", "vm", ...).
+  std::map<std::string, std::shared_ptr<backends::backend>> backends;
+  /// Backends this node cannot run, with why ("microvm": "qemu-system-x86_64
+  /// not found"): a create asking for one gets a 400 naming the cause.
+  std::map<std::string, std::string> unavailable_backends;
+
+  /// The backend named `name`, or null.
+  backends::backend* backend_for(const std::string& name) const {
+    if (auto it = backends.find(name); it != backends.end())
+      return it->second.get();
+    if (name == "container")
+      return container.get();
+    return nullptr;
+  }
   std::shared_ptr<layer_source> layers;
   /// The mount cache behind `layers` (the node unmounts everything at exit);
   /// null in tests.

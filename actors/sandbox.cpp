@@ -64,7 +64,13 @@ provisioned provision(const node_context& ctx, const std::string& id, const sand
   p.spec = spec;
   p.dir = ctx.sandbox_dir(id);
   p.lower_dirs = held->dirs;
-  auto sb = ctx.container->create(p);
+  auto* backend = ctx.backend_for(spec.backend);
+  if (!backend) {
+    ctx.layers->release(held->digests);
+    out.err = invalid_argument("create: backend \"" + spec.backend + "\" is not available");
+    return out;
+  }
+  auto sb = backend->create(p);
   if (!sb) {
     ctx.layers->release(held->digests);
     out.err = sb.err();

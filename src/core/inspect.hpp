@@ -45,6 +45,18 @@ typename Inspector::result_type inspect(Inspector& f, exec_chunk& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fncall_request& x) {
+  return f(caf::meta::type_name("dsec::fncall_request"), x.language, x.code, x.stdin_data,
+           x.timeout_s, x.files);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, snapshot_info& x) {
+  return f(caf::meta::type_name("dsec::snapshot_info"), x.ref, x.digest, x.layers,
+           x.size_bytes, x.duration_ms);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, denial_counts& x) {
   return f(caf::meta::type_name("dsec::denial_counts"), x.network, x.syscall, x.file, x.recent);
 }

@@ -122,6 +122,31 @@ struct exec_chunk {
   std::string data;
 };
 
+/// POST /v1/fncall: run one short program in a fresh process from a warm
+/// pool (SandboxFusion's run_code). Answered with an exec_result.
+struct fncall_request {
+  /// "python" | "bash".
+  std::string language;
+  std::string code;
+  std::string stdin_data;
+  double timeout_s = 10;
+  /// Files written before the call, relative or absolute path -> content;
+  /// gone after it.
+  std::map<std::string, std::string> files;
+};
+
+/// The answer of POST /v1/sandboxes/{id}/snapshot: a new layer holding the
+/// sandbox's changes, to stack on its layers when creating branches.
+struct snapshot_info {
+  /// The snapshot layer's ref (`snapshot/<sandbox id>@<n>` unless named).
+  std::string ref;
+  std::string digest;
+  /// The layers to create a branch from: the source's layers + ref.
+  std::vector<std::string> layers;
+  int64_t size_bytes = 0;
+  double duration_ms = 0;
+};
+
 /// Security events of one sandbox: what it tried and was refused. A trainer
 /// reads them to penalise reward hacking.
 struct denial_counts {
