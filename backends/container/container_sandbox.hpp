@@ -56,6 +56,11 @@ class container_sandbox final : public sandbox,
   status destroy() override;
   int init_pid() const override { return parts_.pid; }
 
+  // Pause and snapshot: container_pause.cpp.
+  status pause() override;
+  status resume() override;
+  expected<std::string> changes_dir() override;
+
  private:
   struct pending_exec {
     exec_callbacks cb;
