@@ -227,6 +227,40 @@ void handle_get_file(gateway_actor_ptr self, const http_call& c, const route& r)
           on_error(c));
 }
 
+void handle_pause(gateway_actor_ptr self, const http_call& c, const route& r, bool pause) {
+  auto req = pause ? self->request(self->state.front, op_timeout, pause_atom::value, r.id)
+                   : self->request(self->state.front, op_timeout, resume_atom::value, r.id);
+  req.then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
+}
+
+void handle_snapshot(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto req = codec::parse_snapshot(c->body);
+  if (!req)
+    return reply_error(c, req.err());
+  self->request(self->state.front, op_timeout, snapshot_atom::value, r.id, req->name,
+                req->version)
+    .then([c](snapshot_info& snap) { reply(c, 201, codec::encode(snap)); }, on_error(c));
+}
+
+void handle_network(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto policy = codec::parse_network_policy(c->body);
+  if (!policy)
+    return reply_error(c, policy.err());
+  self->request(self->state.front, 60s, network_atom::value, r.id, *policy)
+    .then([c, id = r.id](bool) { reply(c, 200, R"({"id":")" + id + R"(","network":"updated"})"); },
+          on_error(c));
+}
+
+void handle_fncall(gateway_actor_ptr self, const http_call& c) {
+  auto req = codec::parse_fncall(c->body);
+  if (!req)
+    return reply_error(c, req.err());
+  auto timeout = caf::duration{std::chrono::milliseconds(
+    static_cast<int64_t>(req->timeout_s * 1000) + 30000)};
+  self->request(self->state.front, timeout, fncall_atom::value, std::move(*req))
+    .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
+}
+
 void handle_layers(gateway_actor_ptr self, const http_call& c) {
   self->request(self->state.front, 60s, layers_atom::value)
     .then([c](std::vector<layer_info>& layers) { reply(c, 200, codec::encode(layers)); },
@@ -254,6 +288,11 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::exec: return handle_exec(self, c, *r);
     case route::put_file: return handle_put_file(self, c, *r);
     case route::get_file: return handle_get_file(self, c, *r);
+    case route::pause: return handle_pause(self, c, *r, true);
+    case route::resume: return handle_pause(self, c, *r, false);
+    case route::snapshot: return handle_snapshot(self, c, *r);
+    case route::set_network: return handle_network(self, c, *r);
+    case route::fncall: return handle_fncall(self, c);
   }
 }
 

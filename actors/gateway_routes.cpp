@@ -107,6 +107,8 @@ expected<route> parse_route(std::string_view method, std::string_view target,
       return want("GET", route::list_layers) ? expected<route>{r} : not_allowed();
     if (seg.size() == 2 && seg[1] == "nodes")
       return want("GET", route::list_nodes) ? expected<route>{r} : not_allowed();
+    if (seg.size() == 2 && seg[1] == "fncall")
+      return want("POST", route::fncall) ? expected<route>{r} : not_allowed();
     if (seg.size() == 2 && seg[1] == "sandboxes:batch")
       return want("POST", route::create_batch) ? expected<route>{r} : not_allowed();
     if (seg.size() == 2 && seg[1] == "sandboxes")
@@ -128,6 +130,14 @@ expected<route> parse_route(std::string_view method, std::string_view target,
         return want("PUT", route::put_file) || want("GET", route::get_file)
                  ? expected<route>{r}
                  : not_allowed();
+      if (seg.size() == 4 && seg[3] == "pause")
+        return want("POST", route::pause) ? expected<route>{r} : not_allowed();
+      if (seg.size() == 4 && seg[3] == "resume")
+        return want("POST", route::resume) ? expected<route>{r} : not_allowed();
+      if (seg.size() == 4 && seg[3] == "snapshot")
+        return want("POST", route::snapshot) ? expected<route>{r} : not_allowed();
+      if (seg.size() == 4 && seg[3] == "network")
+        return want("PUT", route::set_network) ? expected<route>{r} : not_allowed();
     }
   }
   return not_found("no route for " + std::string{method} + " " + std::string{path});

@@ -28,6 +28,11 @@ struct route {
     exec,
     put_file,
     get_file,
+    pause,
+    resume,
+    snapshot,
+    set_network,
+    fncall,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

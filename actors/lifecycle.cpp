@@ -175,9 +175,38 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
   adopt_recovered(self);
   return {
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
-    [self](info_atom, const std::string& id) -> caf::result<sandbox_info> {
-      return with_sandbox(self, id,
-                          [](sandbox_entry& e) -> caf::result<sandbox_info> { return e.info; });
+    // info asks the sandbox actor (it adds the live denial counts) unless
+    // the sandbox is still being created (its actor answers only then).
+    [self](info_atom, const std::string& id) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        if (e.info.state == sandbox_state::creating)
+          return caf::make_message(e.info);
+        return self->delegate(e.actor, info_atom::value);
+      });
+    },
+    [self](pause_atom, const std::string& id) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, pause_atom::value);
+      });
+    },
+    [self](resume_atom, const std::string& id) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, resume_atom::value);
+      });
+    },
+    [self](snapshot_atom, const std::string& id, std::string& name,
+           std::string& version) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, snapshot_atom::value, std::move(name), std::move(version));
+      });
+    },
+    [self](network_atom, const std::string& id,
+           network_policy& policy) -> caf::result<caf::message> {
+      if (auto valid = validate(policy); !valid)
+        return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, network_atom::value, std::move(policy));
+      });
     },
     [self](list_atom, const lbl_map& labels) {
       std::vector<sandbox_info> out;

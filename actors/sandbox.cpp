@@ -158,6 +158,8 @@ error not_running(const sandbox_actor_state& st) {
   std::string msg = "sandbox " + st.info.id + " is " + s;
   if (!st.info.reason.empty())
     msg += " (" + st.info.reason + ")";
+  if (st.info.state == sandbox_state::paused && !st.destroying)
+    return conflict(msg + "; resume it first");
   return unavailable(std::move(msg));
 }
 
@@ -221,6 +223,77 @@ void file_op(sandbox_actor_ptr self, Work work) {
   auto sb = st.sb;
   run_blocking(self, *st.ctx->pool, [sb, work] { return work(*sb); },
                [self, rp](auto& res) mutable { finish_op(self, rp, res); });
+}
+
+/// Pause or resume: `to` is the state after it. Idempotent: a sandbox
+/// already in `to` answers at once.
+void change_pause(sandbox_actor_ptr self, bool pause) {
+  auto rp = self->make_response_promise();
+  auto& st = self->state;
+  auto to = pause ? sandbox_state::paused : sandbox_state::running;
+  if (st.info.state == to && !st.destroying && !st.changing) {
+    rp.deliver(st.info);
+    return;
+  }
+  auto from = pause ? sandbox_state::running : sandbox_state::paused;
+  if (st.info.state != from || st.destroying || !st.sb || st.changing) {
+    rp.deliver(to_caf(st.changing ? conflict("sandbox " + st.info.id
+                                             + " is being paused, resumed or snapshotted")
+                                  : not_running(st)));
+    return;
+  }
+  ++st.inflight;
+  st.changing = true;
+  auto sb = st.sb;
+  run_blocking(self, *st.ctx->pool, [sb, pause] { return pause ? sb->pause() : sb->resume(); },
+               [self, rp, to](status& res) mutable {
+                 auto& st = self->state;
+                 st.changing = false;
+                 expected<sandbox_info> out = res ? expected<sandbox_info>{st.info}
+                                                  : expected<sandbox_info>{res.err()};
+                 if (res && !st.destroying) {
+                   st.info.state = to;
+                   notify_lifecycle(self);
+                   out = st.info;
+                 }
+                 finish_op(self, rp, out);
+               });
+}
+
+/// Blocking: the sandbox's changes as a new snapshot layer. The sandbox is
+/// paused while its upper is read (unless it already was) so the image is
+/// one consistent state.
+expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox& sb,
+                                      const sandbox_info& info, bool running, std::string name,
+                                      std::string version) {
+  if (!ctx.store)
+    return invalid_argument("snapshot " + info.id + ": this node has no layer store");
+  auto began = std::chrono::steady_clock::now();
+  auto dir = sb.changes_dir();
+  if (!dir)
+    return dir.err();
+  if (name.empty())
+    name = "snapshot/" + info.id;
+  if (version.empty())
+    version = std::to_string(now_ms());
+  if (running)
+    if (auto st = sb.pause(); !st)
+      return st.err();
+  auto layer = ctx.store->build(*dir, name, version, "snapshot");
+  if (running)
+    if (auto st = sb.resume(); !st && layer)
+      return st.err();
+  if (!layer)
+    return error{layer.err().code, "snapshot " + info.id + ": " + layer.err().message};
+  snapshot_info out;
+  out.ref = layer->ref;
+  out.digest = layer->digest;
+  out.size_bytes = layer->size_bytes;
+  out.layers = info.layers;
+  out.layers.push_back(layer->ref);
+  out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
+                                                              - began).count();
+  return out;
 }
 
 /// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
@@ -356,7 +429,59 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         return sb.read_file(path, static_cast<size_t>(max_bytes));
       });
     },
-    [self](info_atom) { return self->state.info; },
+    [self](info_atom) {
+      auto& st = self->state;
+      if (st.sb)
+        st.info.denials = st.sb->denials();
+      return st.info;
+    },
+    [self](pause_atom) { change_pause(self, true); },
+    [self](resume_atom) { change_pause(self, false); },
+    [self](snapshot_atom, std::string& name, std::string& version) {
+      auto rp = self->make_response_promise();
+      auto& st = self->state;
+      bool paused = st.info.state == sandbox_state::paused;
+      if (st.changing) {
+        rp.deliver(to_caf(conflict("sandbox " + st.info.id
+                                   + " is being paused, resumed or snapshotted")));
+        return;
+      }
+      if (!paused && !accepts_ops(self, rp))
+        return;
+      ++st.inflight;
+      st.changing = true;
+      run_blocking(self, *st.ctx->pool,
+                   [ctx = st.ctx, sb = st.sb, info = st.info, paused, name = std::move(name),
+                    version = std::move(version)]() mutable {
+                     return take_snapshot(*ctx, *sb, info, !paused, std::move(name),
+                                          std::move(version));
+                   },
+                   [self, rp](expected<snapshot_info>& res) mutable {
+                     self->state.changing = false;
+                     finish_op(self, rp, res);
+                   });
+    },
+    [self](network_atom, network_policy& policy) {
+      auto rp = self->make_response_promise();
+      auto& st = self->state;
+      if (st.info.state != sandbox_state::paused && !accepts_ops(self, rp))
+        return;
+      ++st.inflight;
+      run_blocking(self, *st.ctx->pool,
+                   [sb = st.sb, policy]() -> expected<network_policy> {
+                     if (auto res = sb->set_network(policy); !res)
+                       return res.err();
+                     return policy;
+                   },
+                   [self, rp](expected<network_policy>& res) mutable {
+                     expected<bool> out = true;
+                     if (res)
+                       self->state.spec.network = std::move(*res);
+                     else
+                       out = res.err();
+                     finish_op(self, rp, out);
+                   });
+    },
     [self](destroy_atom) {
       auto rp = self->make_response_promise();
       auto& st = self->state;

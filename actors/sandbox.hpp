@@ -36,6 +36,8 @@ struct sandbox_actor_state {
   std::unordered_map<uint64_t, uint64_t> cancellable;
   /// Set once destroy has begun; later destroys wait for the first.
   bool destroying = false;
+  /// A pause, resume or snapshot is running (one at a time).
+  bool changing = false;
   bool destroyed = false;
   std::vector<caf::response_promise> destroy_waiters;
 };

@@ -7,7 +7,7 @@ packages=(
   meson ninja-build pkg-config g++ ccache
   libcaf-dev libboost-dev libboost-system-dev nlohmann-json3-dev libssl-dev
   libseccomp-dev libcap-dev catch2
-  erofs-utils busybox-static debootstrap iproute2 procps curl
+  erofs-utils busybox-static git debootstrap iproute2 procps curl
   python3 python3-pytest python3-dev pybind11-dev python3-pybind11 btrfs-progs
   crun bubblewrap util-linux
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd

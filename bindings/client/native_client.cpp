@@ -611,6 +611,40 @@ void connection::nodes(done_fn<std::vector<member_info>> done) {
                                         impl_->op_timeout(), "list nodes", std::move(done));
 }
 
+void connection::pause(std::string id, done_fn<sandbox_info> done) {
+  auto what = "pause sandbox " + id;
+  impl_->call<sandbox_info>(caf::make_message(pause_atom::value, std::move(id)),
+                            impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::resume(std::string id, done_fn<sandbox_info> done) {
+  auto what = "resume sandbox " + id;
+  impl_->call<sandbox_info>(caf::make_message(resume_atom::value, std::move(id)),
+                            impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::snapshot(std::string id, std::string name, std::string version,
+                          done_fn<snapshot_info> done) {
+  auto what = "snapshot sandbox " + id;
+  impl_->call<snapshot_info>(
+    caf::make_message(snapshot_atom::value, std::move(id), std::move(name), std::move(version)),
+    impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::set_network(std::string id, network_policy policy, done_fn<bool> done) {
+  auto what = "set network of sandbox " + id;
+  impl_->call<bool>(caf::make_message(network_atom::value, std::move(id), std::move(policy)),
+                    impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::fncall(fncall_request req, done_fn<exec_result> done) {
+  // The node kills the call at its timeout; wait that long plus slack.
+  auto timeout = caf::duration{std::chrono::milliseconds(
+    static_cast<int64_t>(req.timeout_s * 1000) + 30000)};
+  impl_->call<exec_result>(caf::make_message(fncall_atom::value, std::move(req)), timeout,
+                           "fncall", std::move(done));
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t t = 0;

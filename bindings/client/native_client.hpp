@@ -93,6 +93,13 @@ class connection {
   void layers(done_fn<std::vector<layer_info>> done);
   /// The cluster as the node's gossip sees it (itself first).
   void nodes(done_fn<std::vector<member_info>> done);
+  void pause(std::string id, done_fn<sandbox_info> done);
+  void resume(std::string id, done_fn<sandbox_info> done);
+  /// Empty name/version: the node picks `snapshot/<id>@<ms>`.
+  void snapshot(std::string id, std::string name, std::string version,
+                done_fn<snapshot_info> done);
+  void set_network(std::string id, network_policy policy, done_fn<bool> done);
+  void fncall(fncall_request req, done_fn<exec_result> done);
 
   struct impl;
 

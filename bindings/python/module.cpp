@@ -79,6 +79,22 @@ py::dict to_py(const sandbox_info& s) {
   d["cpu"] = s.cpu;
   d["memory_mb"] = s.memory_mb;
   d["disk_mb"] = s.disk_mb;
+  py::dict den;
+  den["network"] = s.denials.network;
+  den["syscall"] = s.denials.syscall;
+  den["file"] = s.denials.file;
+  den["recent"] = s.denials.recent;
+  d["denials"] = den;
+  return d;
+}
+
+py::dict to_py(const snapshot_info& s) {
+  py::dict d;
+  d["ref"] = s.ref;
+  d["digest"] = s.digest;
+  d["layers"] = s.layers;
+  d["size_bytes"] = s.size_bytes;
+  d["duration_ms"] = s.duration_ms;
   return d;
 }
 
@@ -240,6 +256,26 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     return c.layers(to_outcome<std::vector<layer_info>>(sink));
   if (op == "nodes")
     return c.nodes(to_outcome<std::vector<member_info>>(sink));
+  if (op == "pause")
+    return c.pause(str(0), to_outcome<sandbox_info>(sink));
+  if (op == "resume")
+    return c.resume(str(0), to_outcome<sandbox_info>(sink));
+  if (op == "snapshot")
+    return c.snapshot(str(0), str(1), str(2), to_outcome<snapshot_info>(sink));
+  if (op == "set_network") {
+    network_policy policy;
+    policy.allow = args[1].cast<std::vector<std::string>>();
+    return c.set_network(str(0), std::move(policy), to_outcome<bool>(sink));
+  }
+  if (op == "fncall") {
+    fncall_request req;
+    req.language = str(0);
+    req.code = str(1);
+    req.stdin_data = str(2);
+    req.timeout_s = args[3].cast<double>();
+    req.files = args[4].cast<std::map<std::string, std::string>>();
+    return c.fncall(std::move(req), to_outcome<exec_result>(sink));
+  }
   throw py::value_error("dsec._native: unknown operation \"" + op + "\"");
 }
 

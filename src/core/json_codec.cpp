@@ -298,6 +298,59 @@ expected<exec_request> parse_exec(std::string_view body) {
   return r;
 }
 
+expected<network_policy> parse_network_policy(std::string_view body) {
+  auto j = parse_object(body, "network");
+  if (!j)
+    return j.err();
+  network_policy out;
+  if (auto st = parse_network(json{{"network", *j}}, out); !st)
+    return st.err();
+  if (auto st = validate(out); !st)
+    return st.err();
+  return out;
+}
+
+expected<snapshot_request> parse_snapshot(std::string_view body) {
+  snapshot_request out;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return out; // no body: default name and version
+  auto j = parse_object(body, "snapshot");
+  if (!j)
+    return j.err();
+  status st;
+  if (!(st = reject_unknown(*j, {"name", "version"}, "snapshot"))
+      || !(st = get_string(*j, "name", out.name)) || !(st = get_string(*j, "version", out.version)))
+    return st.err();
+  return out;
+}
+
+expected<fncall_request> parse_fncall(std::string_view body) {
+  auto j = parse_object(body, "fncall");
+  if (!j)
+    return j.err();
+  fncall_request r;
+  status st;
+  if (!(st = reject_unknown(*j, {"language", "code", "stdin", "timeout_s", "files"}, "fncall"))
+      || !(st = get_string(*j, "language", r.language)) || !(st = get_string(*j, "code", r.code))
+      || !(st = get_string(*j, "stdin", r.stdin_data))
+      || !(st = get_double(*j, "timeout_s", r.timeout_s, 0.001, 3600))
+      || !(st = get_string_map(*j, "files", r.files, 1024)))
+    return st.err();
+  if (r.language.empty())
+    return bad("language", "is required: \"python\" or \"bash\"");
+  if (auto st2 = validate(r); !st2)
+    return st2.err();
+  return r;
+}
+
+std::string encode(const snapshot_info& s) {
+  return dump({{"ref", s.ref},
+               {"digest", s.digest},
+               {"layers", s.layers},
+               {"size_bytes", s.size_bytes},
+               {"duration_ms", s.duration_ms}});
+}
+
 std::string encode(const sandbox_info& info) { return dump(to_json(info)); }
 
 std::string encode(const std::vector<sandbox_info>& list) {

@@ -23,6 +23,21 @@ expected<std::pair<sandbox_spec, int>> parse_batch(std::string_view body);
 /// `cmd` may be a string (run by /bin/sh -c) or an argv array.
 expected<exec_request> parse_exec(std::string_view body);
 
+/// PUT /v1/sandboxes/{id}/network: {"mode":"none"} or {"allow":["host:port",...]}.
+expected<network_policy> parse_network_policy(std::string_view body);
+
+/// POST /v1/sandboxes/{id}/snapshot: an empty body or {"name","version"}.
+struct snapshot_request {
+  std::string name;
+  std::string version;
+};
+expected<snapshot_request> parse_snapshot(std::string_view body);
+
+/// POST /v1/fncall: {"language","code","stdin","timeout_s","files"}.
+expected<fncall_request> parse_fncall(std::string_view body);
+
+std::string encode(const snapshot_info& s);
+
 std::string encode(const sandbox_info& info);
 /// `{"sandboxes":[...]}`.
 std::string encode(const std::vector<sandbox_info>& list);

@@ -99,6 +99,7 @@ status validate(const sandbox_spec& s) {
   if (!(st = check_string_map(s.env, "env", spec_limits::max_env, true))
       || !(st = check_string_map(s.labels, "labels", spec_limits::max_labels, false))
       || !(st = check_strings(s.network.allow, "network.allow", 256))
+      || !(st = validate(s.network))
       || !(st = check_strings(s.protect.readonly, "protect.readonly", 256))
       || !(st = check_strings(s.protect.hidden, "protect.hidden", 256))
       || !(st = check_protected(s.protect.readonly, "protect.readonly", true))
@@ -125,6 +126,76 @@ status validate(const exec_request& r) {
   if (!(r.timeout_s >= 0) || r.timeout_s > 7 * 24 * 3600.0)
     return bad("timeout_s", "must be between 0 and 604800");
   return check_string_map(r.env, "env", spec_limits::max_env, true);
+}
+
+namespace {
+
+bool valid_port(std::string_view p) {
+  if (p == "*")
+    return true;
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string_view::npos)
+    return false;
+  auto v = std::stoi(std::string{p});
+  return v >= 1 && v <= 65535;
+}
+
+bool valid_host(std::string_view h) {
+  if (h.empty() || h.size() > 253)
+    return false;
+  if (h.front() == '[') // [v6] or [v6/n]
+    return h.size() > 2 && h.back() == ']'
+           && h.substr(1, h.size() - 2).find_first_not_of("0123456789abcdefABCDEF:./")
+                == std::string_view::npos;
+  // v4, v4/n or a domain name: letters, digits, '-', '.', '/' (prefix), '*.' lead.
+  if (h.substr(0, 2) == "*.")
+    h.remove_prefix(2);
+  return h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-./")
+           == std::string_view::npos
+         && h.front() != '.' && h.front() != '-';
+}
+
+} // namespace
+
+status validate(const network_policy& policy) {
+  if (policy.allow.size() > 256)
+    return too_large("network.allow: more than 256 entries");
+  for (auto& e : policy.allow) {
+    auto colon = e.rfind(':');
+    if (colon == std::string::npos || !valid_host(std::string_view{e}.substr(0, colon))
+        || !valid_port(std::string_view{e}.substr(colon + 1)))
+      return bad("network.allow", "\"" + e.substr(0, 200)
+                                    + "\" is not host:port, cidr:port, [v6]:port or domain:port"
+                                      " (port 1-65535 or *)");
+  }
+  return {};
+}
+
+status validate(const fncall_request& r) {
+  if (r.language != "python" && r.language != "bash")
+    return bad("language", "must be \"python\" or \"bash\", got \"" + r.language.substr(0, 100)
+                             + "\"");
+  if (r.code.size() > fncall_limits::max_code)
+    return too_large("code: " + std::to_string(r.code.size()) + " bytes, over the limit of 1 MiB");
+  if (r.stdin_data.size() > fncall_limits::max_stdin)
+    return too_large("stdin: over the limit of 1 MiB");
+  if (!(r.timeout_s > 0) || r.timeout_s > fncall_limits::max_timeout_s)
+    return bad("timeout_s", "must be more than 0 and at most 300");
+  if (r.files.size() > fncall_limits::max_files)
+    return too_large("files: more than 64 files");
+  size_t total = 0;
+  for (auto& [path, data] : r.files) {
+    total += data.size();
+    bool dotdot = path == ".." || path.rfind("../", 0) == 0
+                  || path.find("/../") != std::string::npos
+                  || (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0);
+    if (path.empty() || path[0] == '/' || dotdot || path.find('\0') != std::string::npos
+        || path.size() > 1024)
+      return bad("files", "\"" + path.substr(0, 200)
+                            + "\" must be a relative path inside the call's directory, without ..");
+  }
+  if (total > fncall_limits::max_file_bytes)
+    return too_large("files: more than 16 MiB in all");
+  return {};
 }
 
 } // namespace dsec

@@ -22,4 +22,23 @@ status validate(const sandbox_spec& spec);
 /// cwd, env names, a timeout between 0 and 7 days.
 status validate(const exec_request& req);
 
+/// Checks the shape of every allow-list entry: `host:port`, `a.b.c.d/n:port`,
+/// `[v6]:port`, `[v6/n]:port` or `domain:port`, port 1-65535 or `*`; at most
+/// 256 entries. Resolving names and addresses is the backend's job.
+status validate(const network_policy& policy);
+
+/// Checks an fncall: language python or bash, code and stdin at most 1 MiB,
+/// timeout in (0, 300] s, at most 64 files of 16 MiB in all under relative
+/// paths without "..".
+status validate(const fncall_request& req);
+
+/// Limits of an fncall request.
+struct fncall_limits {
+  static constexpr size_t max_code = 1u << 20;
+  static constexpr size_t max_stdin = 1u << 20;
+  static constexpr size_t max_files = 64;
+  static constexpr size_t max_file_bytes = 16u << 20;
+  static constexpr double max_timeout_s = 300;
+};
+
 } // namespace dsec

@@ -16,7 +16,7 @@ import atexit as _atexit
 
 from .errors import (Conflict, Error, InvalidArgument, NotFound, ResourceExhausted, Timeout,
                      TooLarge, Unavailable)
-from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
+from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Sandbox", "ExecStream", "AsyncClient", "AsyncSandbox", "AsyncExecStream",
-    "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo",
+    "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
     "Unavailable", "Timeout",
 ]

@@ -117,3 +117,37 @@ def path_arg(path):
 
 def labels_arg(labels):
     return {} if labels is None else _str_map("labels", labels)
+
+
+def make_network(allow):
+    """set_network(allow) -> the allow-list (None or [] = loopback only)."""
+    return [] if allow is None else _str_list("allow", allow)
+
+
+def make_fncall(language, code, stdin, timeout_s, files):
+    """fncall() arguments -> the native tuple, with types checked."""
+    _string("language", language)
+    if isinstance(code, bytes):
+        code = code.decode()
+    _string("code", code)
+    if stdin is None:
+        stdin = ""
+    elif isinstance(stdin, bytes):
+        stdin = stdin.decode("utf-8", "surrogateescape")
+    _string("stdin", stdin)
+    timeout_s = float(_number("timeout_s", timeout_s, False))
+    out = {}
+    for k, v in (files or {}).items():
+        if not isinstance(k, str):
+            raise InvalidArgument("files: names must be str")
+        if isinstance(v, str):
+            v = v.encode()
+        if not isinstance(v, (bytes, bytearray)):
+            raise InvalidArgument(f"files[{k!r}]: must be bytes or str")
+        out[k] = bytes(v)
+    return (language, code, stdin, timeout_s, out)
+
+
+def snapshot_args(name, version):
+    return ("" if name is None else _string("name", name),
+            "" if version is None else _string("version", version))

@@ -14,7 +14,7 @@ from . import _native
 from . import _spec
 from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument
-from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
+from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
@@ -113,6 +113,24 @@ class AsyncSandbox(_Handle):
     async def destroy(self) -> bool:
         """Destroys the sandbox; False if it was already gone."""
         return await self._client._call("destroy", (self.id,))
+
+    async def pause(self) -> SandboxInfo:
+        """Freezes the sandbox and frees what memory it can (see Sandbox.pause)."""
+        return _info(await self._client._call("pause", (self.id,)))
+
+    async def resume(self) -> SandboxInfo:
+        """Undoes pause()."""
+        return _info(await self._client._call("resume", (self.id,)))
+
+    async def snapshot(self, name: Optional[str] = None,
+                       version: Optional[str] = None) -> SnapshotInfo:
+        """The sandbox's changes as a snapshot layer (see Sandbox.snapshot)."""
+        d = await self._client._call("snapshot", (self.id,) + _spec.snapshot_args(name, version))
+        return SnapshotInfo(**d)
+
+    async def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
+        """Replaces the network allow-list (see Sandbox.set_network)."""
+        await self._client._call("set_network", (self.id, _spec.make_network(allow)))
 
 
 class AsyncExecStream:
@@ -249,3 +267,10 @@ class AsyncClient:
     async def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""
         return [LayerInfo(**d) for d in await self._call("layers")]
+
+    async def fncall(self, language: str, code: Union[str, bytes], *,
+                     stdin: Union[bytes, str, None] = None, timeout_s: float = 10.0,
+                     files: Optional[Mapping[str, Union[bytes, str]]] = None) -> ExecResult:
+        """Runs ``code`` once from the node's warm pool (see Client.fncall)."""
+        args = _spec.make_fncall(language, code, stdin, timeout_s, files)
+        return ExecResult._from_native(await self._call("fncall", args))

@@ -9,7 +9,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
 from . import _native
 from . import _spec
 from .errors import Error
-from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo
+from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -97,6 +97,30 @@ class Sandbox(_Handle):
     def destroy(self) -> bool:
         """Destroys the sandbox. Idempotent: False if it was already gone."""
         return self._client._call("destroy", (self.id,))
+
+    def pause(self) -> SandboxInfo:
+        """Freezes every process and frees what memory it can; files and
+        processes survive. Calls other than info/resume/snapshot/destroy raise
+        Conflict while paused. Idempotent."""
+        return _info(self._client._call("pause", (self.id,)))
+
+    def resume(self) -> SandboxInfo:
+        """Undoes pause(). Idempotent."""
+        return _info(self._client._call("resume", (self.id,)))
+
+    def snapshot(self, name: Optional[str] = None,
+                 version: Optional[str] = None) -> SnapshotInfo:
+        """The sandbox's changes (new files, edits and deletions) as a new
+        snapshot layer; it keeps running. ``create(layers=snap.layers)``
+        branches any number of sandboxes from this point."""
+        d = self._client._call("snapshot", (self.id,) + _spec.snapshot_args(name, version))
+        return SnapshotInfo(**d)
+
+    def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
+        """Replaces the network allow-list (``host:port``, ``cidr:port``,
+        ``domain:port``); None or [] = loopback only. New connections see it
+        at once."""
+        self._client._call("set_network", (self.id, _spec.make_network(allow)))
 
 
 class ExecStream:
@@ -224,3 +248,12 @@ class Client:
     def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""
         return [LayerInfo(**d) for d in self._call("layers")]
+
+    def fncall(self, language: str, code: Union[str, bytes], *,
+               stdin: Union[bytes, str, None] = None, timeout_s: float = 10.0,
+               files: Optional[Mapping[str, Union[bytes, str]]] = None) -> ExecResult:
+        """Runs ``code`` ("python" or "bash") once in a fresh process from the
+        node's warm pool and returns its result; nothing it does survives the
+        call. ``files`` (relative path -> content) are written beside it."""
+        args = _spec.make_fncall(language, code, stdin, timeout_s, files)
+        return ExecResult._from_native(self._call("fncall", args))

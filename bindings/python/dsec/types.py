@@ -1,9 +1,9 @@
 """Plain values returned by dsec calls: results, descriptions, output chunks."""
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
-__all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo"]
+__all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,20 @@ class SandboxInfo:
     cpu: float = 0.0
     memory_mb: int = 0
     disk_mb: int = 0
+    #: What the sandbox tried and was refused: {"network": n, "syscall": n,
+    #: "file": n, "recent": [last denied targets]}; filled by info()/get().
+    denials: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot layer: create with ``layers=snap.layers`` to branch from it."""
+
+    ref: str
+    digest: str
+    layers: List[str]
+    size_bytes: int
+    duration_ms: float
 
 
 @dataclass(frozen=True)
