@@ -19,3 +19,6 @@ meson test -C build --print-errorlogs --num-processes 1
 
 echo "== end-to-end tests"
 /usr/bin/python3 -m pytest test/e2e -q -p no:cacheprovider
+
+echo "== red-team tests"
+/usr/bin/python3 -m pytest test/security -q -p no:cacheprovider

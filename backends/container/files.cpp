@@ -43,7 +43,12 @@ errc code_of(int err) {
   case EISDIR:
   case ELOOP:
   case EXDEV:
-  case ENAMETOOLONG: return errc::invalid_argument;
+  case ENAMETOOLONG:
+  case ENXIO: // a socket or a FIFO the agent planted: not a file to move
+    return errc::invalid_argument;
+  case ETXTBSY: // a binary the sandbox is running right now
+    return errc::conflict;
+  case EFBIG: return errc::too_large;
   case ENOSPC:
   case EDQUOT: return errc::resource_exhausted;
   default: return errc::internal;
@@ -142,6 +147,8 @@ expected<std::string> read_in_root(int root, const std::string& path, size_t max
     return parts.err();
   sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),
                                  O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0)};
+  if (!fd && errno == ENXIO)
+    return invalid_argument("read " + path + ": not a regular file");
   if (!fd)
     return sys_error("open", path, errno, code_of(errno));
   struct stat st;

@@ -84,7 +84,10 @@ status mount_overlay(const std::string& dir, const std::vector<std::string>& low
     return sys_error("overlay volatile", root, errno);
   if (::fsconfig(fs.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
     return sys_error("mount overlay", root, errno);
-  sys::unique_fd mnt{::fsmount(fs.get(), FSMOUNT_CLOEXEC, 0)};
+  // nosuid, nodev: the agent owns the upper (a setuid-root file or a device
+  // node from a layer must mean nothing, on the host side of this mount and
+  // in the sandbox, which inherits the flags through pivot_root).
+  sys::unique_fd mnt{::fsmount(fs.get(), FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)};
   if (!mnt)
     return sys_error("fsmount overlay", root, errno);
   if (::move_mount(mnt.get(), "", AT_FDCWD, root.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)

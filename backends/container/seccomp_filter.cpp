@@ -41,6 +41,12 @@ constexpr rule denied[] = {
   {"fspick", EPERM}, {"move_mount", EPERM}, {"open_tree", EPERM},
   {"mount_setattr", EPERM}, {"settimeofday", EPERM}, {"clock_settime", EPERM},
   {"clock_adjtime", EPERM}, {"adjtimex", EPERM}, {"lookup_dcookie", EPERM},
+  // Reading or writing another process's memory or stealing its descriptors
+  // is ptrace by other means: init is not dumpable, but agent processes are
+  // and share one uid.
+  {"process_vm_readv", EPERM}, {"process_vm_writev", EPERM}, {"pidfd_getfd", EPERM},
+  // The kernel log and I/O ports: host information and hardware access.
+  {"syslog", EPERM}, {"iopl", EPERM}, {"ioperm", EPERM},
 };
 
 status add_rule(scmp_filter_ctx ctx, const char* what, int action, int nr,

@@ -17,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -24,6 +25,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -101,8 +103,11 @@ std::string setup_proc(const std::string& root) {
   auto proc = root + "/proc";
   TRY(make_dir(proc, 0555));
   TRY(do_mount("proc", proc, "proc", nosuid_nodev_noexec, nullptr));
-  static const char* masked_files[] = {"kcore", "keys", "latency_stats", "timer_list",
-                                       "sched_debug", "kmsg", "kallsyms"};
+  // kpage*: physical page flags and counts (uid 0 may read them without
+  // any capability; a Rowhammer and page-reuse aid).
+  static const char* masked_files[] = {
+    "kcore",    "keys",       "latency_stats", "timer_list",  "timer_stats", "sched_debug",
+    "kmsg",     "kallsyms",   "kpagecount",    "kpageflags",  "kpagecgroup"};
   auto null = root + "/dev/null";
   for (auto f : masked_files) {
     auto p = proc + "/" + f;
@@ -127,10 +132,20 @@ std::string setup_proc(const std::string& root) {
   return {};
 }
 
+// Read-only sysfs with runc's masked directories: firmware tables (ACPI,
+// DMI, EFI variables) and powercap (RAPL energy counters, a power side
+// channel readable by uid 0).
 std::string setup_sys(const std::string& root) {
   auto sys = root + "/sys";
   TRY(make_dir(sys, 0555));
-  return do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr);
+  TRY(do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr));
+  static const char* masked_dirs[] = {"firmware", "devices/virtual/powercap"};
+  for (auto d : masked_dirs) {
+    auto p = sys + "/" + d;
+    if (::access(p.c_str(), F_OK) == 0)
+      TRY(do_mount("tmpfs", p, "tmpfs", MS_RDONLY | nosuid_nodev_noexec, "size=0"));
+  }
+  return {};
 }
 
 /// Opens `path` inside `root` as an O_PATH fd, resolving every component
@@ -318,9 +333,32 @@ std::string install_filter(const std::string& prog) {
   return {};
 }
 
+// Limits every process of the sandbox inherits from init. Without
+// CAP_SYS_RESOURCE nothing inside can raise a hard limit again.
+//  - open files: at most 65536 per process (the node's own limit may be far
+//    higher): every open file takes a slot of the host-wide fs.file-max.
+//    Lower if the node's hard limit is lower; the soft limit is kept.
+//  - core dumps: none. The host's core_pattern may pipe to a helper that
+//    runs on the host, as root, for every crash inside.
+std::string set_limits() {
+  constexpr rlim_t max_open_files = 65536;
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) != 0)
+    return errno_message("getrlimit", "RLIMIT_NOFILE", errno);
+  nofile.rlim_max = std::min(nofile.rlim_max, max_open_files);
+  nofile.rlim_cur = std::min(nofile.rlim_cur, nofile.rlim_max);
+  if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0)
+    return errno_message("setrlimit", "RLIMIT_NOFILE", errno);
+  rlimit none{0, 0};
+  if (::setrlimit(RLIMIT_CORE, &none) != 0)
+    return errno_message("setrlimit", "RLIMIT_CORE", errno);
+  return {};
+}
+
 } // namespace
 
 std::string drop_privileges(const std::string& seccomp_bpf) {
+  TRY(set_limits());
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
     return errno_message("prctl", "PR_SET_NO_NEW_PRIVS", errno);
   TRY(drop_capabilities());

@@ -18,7 +18,8 @@ std::string errno_message(const char* op, const std::string& obj, int err);
 /// cfg.rootfs, hostname, loopback up.
 std::string setup_namespaces(const init_proto::config_msg& cfg);
 
-/// no_new_privs, securebits, every capability set emptied, then
+/// rlimits (open files at most 65536, no core dumps), no_new_privs,
+/// securebits, every capability set emptied, then
 /// `seccomp_bpf` (raw sock_filter instructions from the node) installed with
 /// TSYNC. After this init itself has no privilege left. A malformed program
 /// is an error: init never runs unfiltered.

@@ -1,0 +1,92 @@
+# Red-team suite fixtures (issue 6): every test runs one attack from inside a
+# sandbox, asserts that it failed the way it should, then that nothing else
+# was harmed: the node answers /healthz, a NEIGHBOUR sandbox created before
+# the attack still execs and keeps its files, and host files planted by the
+# suite are unchanged (or, for files that must not appear, absent).
+#
+# The node fixtures come from test/e2e/conftest.py (redteam.py loads it under
+# its own module name): one `dsec node` per test module, the REST client,
+# DSEC_BIN / DSEC_TEST_STORE / DSEC_E2E_TMP as documented there.
+#
+# Threat -> test:
+#   resources  fork bomb, memory bomb (processes and tmpfs), disk fill,
+#              inode fill, open files, CPU            test_resources.py
+#   /proc      /proc/*/root, fd walk, open_by_handle_at, sysrq, masked
+#              paths and kallsyms, host info           test_proc.py
+#   files      lower-layer and protected writes, symlink-swap race and
+#              special files against the file API       test_fs.py
+#   processes  ptrace/kill of init and of a neighbour, /proc/*/exe,
+#              TIOCSTI/TIOCLINUX, seccomp + no_new_privs on every thread,
+#              the denied syscalls, 32-bit and x32 entry  test_process.py
+#   channel    init not dumpable, no socket to reach    test_channel.py
+#   fds        inherited descriptors, node environment  test_fds.py
+#   egress     raw sockets, the node's ports            test_net.py
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .redteam import Client, HostFiles, Neighbour, PYTHON, e2e
+
+# Fixtures and hooks reused as they are (pytest finds them by name here).
+dsec_bin = e2e.dsec_bin
+store = e2e.store
+client = e2e.client
+pytest_runtest_makereport = e2e.pytest_runtest_makereport
+
+SECURITY_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def node(dsec_bin, store):
+    """One node per test module (as in e2e), named redteam-*."""
+    n = e2e.Node(dsec_bin, store, node_id=f"redteam-{uuid.uuid4().hex[:6]}").start()
+    yield n
+    e2e._finish_node(n)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(
+            reason="the red-team suite needs root: the node creates namespaces, mounts and "
+                   f"cgroups (euid is {os.geteuid()})")
+        for item in items:
+            if SECURITY_DIR in Path(str(item.fspath)).resolve().parents:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def neighbour(node):
+    # Its own client: the per-test `client` fixture deletes what node.client
+    # created during a test, and the neighbour must outlive every test.
+    c = Client("127.0.0.1", node.rest_port)
+    n = Neighbour(c, node.node_id)
+    yield n
+    if node.alive():
+        c.cleanup()
+
+
+@pytest.fixture(scope="module")
+def host_files(node, dsec_bin, neighbour):  # after it: its layers are mounted
+    h = HostFiles(node, dsec_bin)
+    yield h
+    h.remove()
+
+
+@pytest.fixture
+def unharmed(node, client, neighbour, host_files):
+    """Call after the attack: the node, the neighbour and the host are intact."""
+    def check():
+        assert node.alive(), f"node died:\n{node.log_tail()}"
+        status, body = client.healthz(timeout=10)
+        assert status == 200, f"/healthz after the attack: {status} {body}"
+        neighbour.check()
+        host_files.check()
+    return check
+
+
+@pytest.fixture
+def py(client):
+    """A fresh python sandbox for one attack (deleted after the test)."""
+    return client.create_ok([PYTHON], memory_mb=256)
