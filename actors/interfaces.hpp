@@ -20,6 +20,12 @@
 //      remote clients pick random 64-bit tokens so they never collide)
 //   (wfile_atom, id, path, std::string data)  -> bool | error
 //   (rfile_atom, id, path)                    -> std::string | error
+//   (pause_atom, id) / (resume_atom, id)      -> sandbox_info | error (idempotent;
+//                                                exec and files answer conflict while paused)
+//   (snapshot_atom, id, std::string name, std::string version)
+//                                             -> snapshot_info | error (empty name/version:
+//                                                snapshot/<id>@<unix ms>)
+//   (network_atom, id, network_policy)        -> bool | error (replaces the allow-list)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
@@ -32,6 +38,10 @@
 //   (cancel_atom, uint64_t token)             -> nothing
 //   (wfile_atom, path, data)                  -> bool | error
 //   (rfile_atom, path)                        -> std::string | error
+//   (pause_atom) / (resume_atom)              -> sandbox_info | error
+//   (snapshot_atom, name, version)            -> snapshot_info | error
+//   (network_atom, network_policy)            -> bool | error
+//   (info_atom)                               -> sandbox_info (with live denial counts)
 //   (destroy_atom)                            -> bool | error; the actor quits after it
 //   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason)
 //   ADOPTED mode (adopted_sandbox_actor, for node_context::recovered, which

@@ -148,6 +148,11 @@ node_status make_status(lifecycle_actor_ptr self) {
       ++ns.creating;
     refs.insert(e.spec.layers.begin(), e.spec.layers.end());
   }
+  // Refs whose images this node holds (bounded, cached: never blocks), so a
+  // peer missing a layer asks holders first (actors/image_fetch.hpp).
+  if (st.ctx->layers)
+    for (auto& r : st.ctx->layers->held_refs())
+      refs.insert(r);
   ns.layers.assign(refs.begin(), refs.end());
   using namespace std::chrono;
   ns.uptime_ms = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count()

@@ -20,12 +20,16 @@
 
 #include "actors/atoms.hpp"
 #include "actors/gateway.hpp"
+#include "actors/fncall.hpp"
+#include "actors/image_fetch.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/node_supervisor.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
+#include "backends/vm/vm_backend.hpp"
 #include "core/ids.hpp"
 #include "core/json_codec.hpp"
+#include "layers/blob_cache.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
 #include "sys/cgroup.hpp"
@@ -139,7 +143,10 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
   for (auto& id : ids) {
     auto dir = root + "/" + id;
     auto rec = read_record(ctx, id);
-    auto sb = ctx.container->recover(id, dir); // the reap below needs it too
+    // The backend that made it (its record says); without a record the
+    // container backend, whose recover also reaps what is left.
+    auto* backend = rec ? ctx.backend_for(rec->spec.backend) : nullptr;
+    auto sb = (backend ? backend : ctx.container.get())->recover(id, dir); // the reap needs it too
     error why_not; // set when the sandbox cannot be taken back
     if (!rec)
       why_not = rec.err();
@@ -211,7 +218,15 @@ expected<node_context_ptr> make_context(node_config cfg) {
     return adopted.err();
   ctx->mounts = mounts;
   auto layer_store = std::make_shared<layers::store>(std::move(*store));
-  ctx->layers = make_store_layer_source(layer_store, mounts);
+  // Images fetched from peers count against --layer-cache-mb; one a sandbox
+  // has mounted is in use and never evicted.
+  auto cache = std::make_shared<layers::blob_cache>(
+    layer_store, [mounts](const std::string& d) { return mounts->refcount(d) > 0; },
+    uint64_t(cfg.layer_cache_mb) << 20, cfg.state_dir + "/layer-cache.json");
+  if (auto st = cache->load(); !st)
+    std::cerr << "dsec node: " << st.err().message << std::endl;
+  ctx->layers = make_store_layer_source(layer_store, mounts, cache);
+  ctx->store = layer_store;
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.quota = ctx->quota;
@@ -220,6 +235,17 @@ expected<node_context_ptr> make_context(node_config cfg) {
     return unavailable("node: the sandbox init binary " + cc.init_path
                        + " is missing (set DSEC_INIT)");
   ctx->container = backends::make_container_backend(cc);
+  {
+    backends::vm_config vc; // microvm and vm: QEMU guests, when this node can run them
+    vc.node_id = cfg.node_id;
+    vc.init_path = cc.init_path;
+    vc.work_dir = cfg.state_dir + "/vm";
+    auto vms = backends::make_vm_backends(vc);
+    for (auto& [name, b] : vms.ready)
+      ctx->backends[name] = b;
+    for (auto& [name, why] : vms.unavailable)
+      ctx->unavailable_backends[name] = why;
+  }
   ctx->config = std::move(cfg);
   ctx->recovered = recover_sandboxes(*ctx, *layer_store, *mounts);
   mounts->release_unused(); // layer mounts nothing holds any more
@@ -267,6 +293,12 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   std::cout << "dsec node " << node.config.node_id << " serving REST on " << rest.first << ":"
             << (*server)->port() << ", native on " << node.config.listen << ", state "
             << node.config.state_dir << std::endl;
+  // Layers this node lacks come from peers; a create's worker blocks on the
+  // image-fetch actor through the fetcher (actors/image_fetch.hpp).
+  auto fetch = spawn_image_fetch(sys, ctx, front);
+  // FnCall's warm pool starts warming now (actors/fncall.hpp).
+  auto fncall = spawn_fncall_actor(sys, ctx);
+  node.layers->set_fetcher(make_layer_fetcher(sys, fetch));
   // The signal thread stops taking requests, then asks for an orderly stop.
   std::thread signals([&, sup] {
     int sig = 0;
@@ -277,6 +309,12 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   int rc = 0;
   self->monitor(sup);
   self->receive([&](caf::down_msg& dm) { rc = dm.reason ? 1 : 0; });
+  node.layers->set_fetcher({}); // it refers to `sys`
+  sys.registry().erase(image_fetch_registry_name());
+  caf::anon_send_exit(fetch, caf::exit_reason::user_shutdown);
+  sys.registry().erase(fncall_atom::value);
+  self->send_exit(fncall, caf::exit_reason::user_shutdown);
+  self->wait_for(fncall); // its warm sandboxes go before the layers are unmounted
   pthread_kill(signals.native_handle(), SIGTERM); // wakes it if the stop came from inside
   signals.join();
   (*server)->stop();

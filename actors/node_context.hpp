@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/layer_source.hpp"
+#include "layers/store.hpp"
 #include "backends/backend.hpp"
 #include "gossip/udp_transport.hpp"
 #include "sys/quota_volume.hpp"
@@ -37,6 +38,10 @@ struct node_config {
   size_t max_file_bytes = 256u << 20;
   /// Sandboxes this node accepts at once; 429 beyond. Sized for 24 GiB.
   size_t max_sandboxes = 4096;
+  /// Budget in MiB for layer images fetched from peers (--layer-cache-mb);
+  /// beyond it, unused fetched images are evicted least recently used first.
+  /// 0 = unlimited: a node never deletes an image unless its operator asks.
+  uint64_t layer_cache_mb = 0;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its
@@ -74,6 +79,9 @@ struct node_context {
     return nullptr;
   }
   std::shared_ptr<layer_source> layers;
+  /// The layer store behind `layers` (snapshots are built into it); null in
+  /// tests.
+  std::shared_ptr<layers::store> store;
   /// The mount cache behind `layers` (the node unmounts everything at exit);
   /// null in tests.
   std::shared_ptr<layers::mount_cache> mounts;

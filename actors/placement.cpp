@@ -8,6 +8,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/image_fetch.hpp"
 #include "actors/interfaces.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
@@ -441,8 +442,49 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                                  caf::make_message(rfile_atom::value, id, std::move(path), max_bytes),
                                  caf::duration{peer_timeout});
     },
+    [self](pause_atom, std::string& id) -> caf::result<caf::message> {
+      return routed<sandbox_info>(self, id, caf::make_message(pause_atom::value, id),
+                                  caf::duration{peer_timeout});
+    },
+    [self](resume_atom, std::string& id) -> caf::result<caf::message> {
+      return routed<sandbox_info>(self, id, caf::make_message(resume_atom::value, id),
+                                  caf::duration{peer_timeout});
+    },
+    [self](snapshot_atom, std::string& id, std::string& name,
+           std::string& version) -> caf::result<caf::message> {
+      return routed<snapshot_info>(self, id,
+                                   caf::make_message(snapshot_atom::value, id, std::move(name),
+                                                     std::move(version)),
+                                   caf::duration{peer_timeout});
+    },
+    [self](network_atom, std::string& id, network_policy& policy) -> caf::result<caf::message> {
+      return routed<bool>(self, id, caf::make_message(network_atom::value, id, std::move(policy)),
+                          caf::duration{peer_timeout});
+    },
     [self](layers_atom) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, layers_atom::value);
+    },
+    // FnCall (actors/fncall.hpp): served by this node's warm pool.
+    [self](fncall_atom, fncall_request& req) -> caf::result<caf::message> {
+      auto fn = self->home_system().registry().get(fncall_atom::value);
+      if (!fn)
+        return to_caf(unavailable("node " + self_id(self) + ": fncall is not running"));
+      return self->delegate(caf::actor_cast<caf::actor>(fn), fncall_atom::value, std::move(req));
+    },
+    // Image fetch from peers (actors/image_fetch.hpp): what this node holds
+    // of `ref`, and part of an image, both served by the image-fetch actor.
+    [self](fetch_atom, std::string& ref) -> caf::result<caf::message> {
+      auto fetch = image_fetch_of(self->home_system());
+      if (!fetch)
+        return to_caf(unavailable("node " + self_id(self) + ": image fetch is not running"));
+      return self->delegate(fetch, info_atom::value, std::move(ref));
+    },
+    [self](blob_atom, std::string& digest, uint64_t offset,
+           uint32_t len) -> caf::result<caf::message> {
+      auto fetch = image_fetch_of(self->home_system());
+      if (!fetch)
+        return to_caf(unavailable("node " + self_id(self) + ": image fetch is not running"));
+      return self->delegate(fetch, blob_atom::value, std::move(digest), offset, len);
     },
     [self](status_atom) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, status_atom::value);

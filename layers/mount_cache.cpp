@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
 #include "sys/fs.hpp"
 
@@ -44,19 +45,50 @@ std::vector<std::string> erofs_mount_points() {
   return out;
 }
 
+// The mount options for `image`: empty for a self-contained image,
+// "device=<data blob>" for a chunked one (layers/blob_device.hpp). The data
+// blob must exist next to the image; its size must cover the blocks the image
+// records, else reads would fail later with EIO inside a sandbox.
+expected<std::string> mount_options(const std::string& image, const std::string& what) {
+  auto ref = read_data_blob_ref(image);
+  if (!ref)
+    return error{ref.err().code, "mount layer " + what + ": " + ref.err().message};
+  if (ref->digest.empty())
+    return std::string{};
+  auto data = data_blob_path(image, ref->digest);
+  if (data.find(',') != std::string::npos)
+    return invalid_argument("mount layer " + what + ": data blob path " + data
+                            + " contains ',', which a mount option cannot carry");
+  struct stat st;
+  if (::stat(data.c_str(), &st) != 0)
+    return sys_error("mount layer " + what + ": data blob", data, errno,
+                     errno == ENOENT ? errc::not_found : errc::internal);
+  if (static_cast<uint64_t>(st.st_size) < ref->blocks * ref->block_size)
+    return internal_error("mount layer " + what + ": data blob " + data + " is "
+                          + std::to_string(st.st_size) + " bytes, the image records "
+                          + std::to_string(ref->blocks) + " blocks (truncated?)");
+  return "device=" + data;
+}
+
 status mount_image(const std::string& blob, const std::string& dir, const std::string& what) {
   struct stat st;
   if (::stat(blob.c_str(), &st) != 0)
     return sys_error("mount layer " + what + ": image", blob, errno,
                      errno == ENOENT ? errc::not_found : errc::internal);
+  auto opts = mount_options(blob, what);
+  if (!opts)
+    return opts.err();
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return sys_error("mount layer " + what + ": mkdir", dir, errno);
   // SAFETY: read-only, nodev, nosuid mount of a file we built into a
-  // directory only this cache uses; undone by unmount_dir().
-  if (::mount(blob.c_str(), dir.c_str(), "erofs", layer_mount_flags, nullptr) != 0) {
+  // directory only this cache uses; undone by unmount_dir(). A chunked
+  // layer's data blob is opened by the kernel from the device= option.
+  if (::mount(blob.c_str(), dir.c_str(), "erofs", layer_mount_flags,
+              opts->empty() ? nullptr : opts->c_str()) != 0) {
     auto err = errno;
     ::rmdir(dir.c_str());
-    return sys_error("mount layer " + what + ": mount erofs " + blob + " on", dir, err);
+    return sys_error("mount layer " + what + ": mount erofs " + blob
+                     + (opts->empty() ? "" : " (" + *opts + ")") + " on", dir, err);
   }
   return {};
 }

@@ -12,6 +12,10 @@
 //
 // mount(2) is called directly with the image file as source (file-backed
 // EROFS, no loop device); mount(8) would create a loop device per image.
+// A chunked layer (metadata image + data blob, layers/blob_device.hpp) is
+// mounted with `-o device=<store>/blobs/sha256-<data hex>.blob`, the blob the
+// image names; kernel 6.18 opens it as a file too (checked by hand and by
+// test/integration/layers_mount_test.cpp), and reads only touched blocks.
 // Thread-safe: one mutex guards the table, mount and umount run outside it,
 // and concurrent acquires of one digest wait for the single mount in flight.
 #pragma once
@@ -47,7 +51,8 @@ class mount_cache {
 
   /// Mounts `layer`'s image at `blob_path` unless already mounted, counts one
   /// more user and returns the mount directory. Errors: invalid_argument for a
-  /// bad digest, not_found if the image file is missing, internal if mount(2)
+  /// bad digest, not_found if the image file (or a chunked layer's data blob,
+  /// looked up next to it) is missing, internal if mount(2)
   /// fails (message names the image, the directory and errno). Blocking.
   expected<std::string> acquire(const layer_info& layer, const std::string& blob_path);
 

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 
+#include "layers/blob_device.hpp"
 #include "layers/catalog.hpp"
 #include "layers/digest.hpp"
 #include "sys/fs.hpp"
@@ -83,9 +84,12 @@ void sweep_stale_tmp(const std::string& dir) {
       continue;
     struct stat st;
     auto path = dir + "/" + name;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)
-        && now - st.st_mtime > stale_tmp_seconds)
+    if (::lstat(path.c_str(), &st) != 0 || now - st.st_mtime <= stale_tmp_seconds)
+      continue;
+    if (S_ISREG(st.st_mode))
       ::unlink(path.c_str());
+    else if (S_ISDIR(st.st_mode)) // import-*/prune-* staging of a killed import or build
+      (void)sys::remove_tree(path);
   }
   ::closedir(d);
 }
@@ -313,6 +317,38 @@ expected<layer_info> store::build(const std::string& src_dir, const std::string&
   return out;
 }
 
+expected<layer_info> store::add_blob(const std::string& tmp_image, const layer_info& info) {
+  auto what = "add fetched layer " + info.ref;
+  auto out = [&]() -> expected<layer_info> {
+    auto ref = parse_ref(info.ref);
+    if (!ref)
+      return ref.err();
+    if (ref->name != info.name || ref->version != info.version)
+      return invalid_argument(what + ": name \"" + info.name + "\" and version \"" + info.version
+                              + "\" do not match the ref");
+    if (auto st = validate_kind(info.kind); !st)
+      return st.err();
+    if (!is_valid_digest(info.digest))
+      return invalid_argument(what + ": bad digest \"" + info.digest + "\"");
+    struct stat st;
+    if (::stat(tmp_image.c_str(), &st) != 0)
+      return sys_error(what + ": stat image", tmp_image, errno);
+    if (st.st_size != info.size_bytes)
+      return internal_error(what + ": image " + tmp_image + " has " + std::to_string(st.st_size)
+                            + " bytes, the catalog entry says " + std::to_string(info.size_bytes)
+                            + " (truncated or padded transfer)");
+    auto digest = sha256_file(tmp_image);
+    if (!digest)
+      return error{digest.err().code, what + ": " + digest.err().message};
+    if (*digest != info.digest)
+      return internal_error(what + ": digest mismatch: the image is " + *digest
+                            + ", the catalog entry says " + info.digest + " (corrupt copy)");
+    return commit(tmp_image, info);
+  }();
+  ::unlink(tmp_image.c_str()); // no-op after a successful rename
+  return out;
+}
+
 expected<layer_info> store::commit(const std::string& tmp_image, layer_info info) {
   auto what = "build layer " + info.ref;
   auto held = catalog::lock::acquire(root_ + "/catalog.lock");
@@ -341,6 +377,107 @@ expected<layer_info> store::commit(const std::string& tmp_image, layer_info info
   if (auto st = catalog::save(root_ + "/catalog.json", *cat); !st)
     return error{st.err().code, what + ": " + st.err().message};
   return info;
+}
+
+// -- chunked layers (metadata image + data blob) -------------------------------
+
+expected<layer_info> store::build(const std::string& src_dir, const std::string& name,
+                                  const std::string& version, const std::string& kind,
+                                  const build_options& opts) {
+  if (!opts.chunked)
+    return build(src_dir, name, version, kind);
+  for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
+    if (!st)
+      return st.err();
+  auto what = name + "@" + version;
+  if (opts.chunk_size < 4096 || (opts.chunk_size & (opts.chunk_size - 1)) != 0)
+    return invalid_argument("build layer " + what + ": chunk size "
+                            + std::to_string(opts.chunk_size)
+                            + " is not a power of two >= 4096");
+  // The data blob's path goes into a mount option (device=PATH), where a
+  // comma would end it.
+  if (root_.find(',') != std::string::npos)
+    return invalid_argument("build layer " + what + ": store root " + root_
+                            + " contains ',', which a mount option cannot carry");
+  if (auto st = check_source(src_dir, kind, what, root_); !st)
+    return st.err();
+  layer_info info;
+  info.ref = what;
+  info.name = name;
+  info.version = version;
+  info.kind = kind;
+  return build_chunked(src_dir, std::move(info), opts.chunk_size);
+}
+
+// mkfs writes metadata to tmp/X.erofs and data to tmp/X.blob; the blob is
+// digested, renamed to its digest name and its digest written into the
+// image's device slot; then the image is digested and committed like any
+// other. A crash leaves at worst a data blob no image names.
+expected<layer_info> store::build_chunked(const std::string& src_dir, layer_info info,
+                                          uint32_t chunk_size) {
+  auto what = info.ref;
+  auto base = root_ + "/tmp/build-" + random_suffix();
+  auto meta = base + ".erofs", data = base + data_blob_suffix;
+  auto cleanup = [&] {
+    ::unlink(meta.c_str());
+    ::unlink(data.c_str());
+  };
+  auto res = sys::run_command({"mkfs.erofs", std::string{"-T"} + image_epoch,
+                               std::string{"-U"} + image_uuid, "--quiet",
+                               "--chunksize=" + std::to_string(chunk_size),
+                               "--blobdev=" + data, meta, src_dir});
+  if (!res || res->exit_code != 0) {
+    cleanup();
+    if (!res)
+      return error{res.err().code, "build layer " + what + ": run mkfs.erofs: " + res.err().message};
+    return internal_error("build layer " + what + ": mkfs.erofs --blobdev " + src_dir
+                          + " exited with " + std::to_string(res->exit_code) + ": "
+                          + tail(res->output));
+  }
+  struct stat data_st, meta_st;
+  auto data_digest = sha256_file(data);
+  if (!data_digest || ::stat(data.c_str(), &data_st) != 0) {
+    cleanup();
+    return internal_error("build layer " + what + ": digest data blob " + data + ": "
+                          + (data_digest ? "stat failed" : data_digest.err().message));
+  }
+  if (auto st = write_data_blob_ref(meta, *data_digest, data_st.st_size); !st) {
+    cleanup();
+    return error{st.err().code, "build layer " + what + ": " + st.err().message};
+  }
+  for (auto* f : {&data, &meta}) { // mkfs.erofs does not fsync
+    sys::unique_fd fd{::open(f->c_str(), O_RDONLY | O_CLOEXEC)};
+    if (!fd || ::fsync(fd.get()) != 0) {
+      auto err = errno;
+      cleanup();
+      return sys_error("build layer " + what + ": fsync", *f, err);
+    }
+  }
+  auto data_final = root_ + "/blobs/sha256-" + digest_hex(*data_digest) + data_blob_suffix;
+  if (!sys::exists(data_final)) {
+    if (::rename(data.c_str(), data_final.c_str()) != 0) {
+      auto err = errno;
+      cleanup();
+      return sys_error("build layer " + what + ": rename data blob", data + " -> " + data_final, err);
+    }
+    if (auto st = catalog::sync_dir(root_ + "/blobs"); !st) {
+      cleanup();
+      return error{st.err().code, "build layer " + what + ": " + st.err().message};
+    }
+  }
+  auto digest = sha256_file(meta);
+  if (!digest || ::stat(meta.c_str(), &meta_st) != 0) {
+    cleanup();
+    return internal_error("build layer " + what + ": digest image " + meta + ": "
+                          + (digest ? "stat failed" : digest.err().message));
+  }
+  info.digest = *digest;
+  // size_bytes stays the image's size, as for every layer (peers verify a
+  // fetched image against it); the data blob's size is in the image.
+  info.size_bytes = meta_st.st_size;
+  auto out = commit(meta, std::move(info));
+  cleanup(); // no-op for files already renamed into place
+  return out;
 }
 
 } // namespace dsec::layers

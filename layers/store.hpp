@@ -15,6 +15,7 @@
 // unreferenced blob, never a torn catalog or a blob whose name lies.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,6 +72,34 @@ class store {
   expected<layer_info> build(const std::string& src_dir, const std::string& name,
                              const std::string& version, const std::string& kind);
 
+  /// How build() lays a layer out.
+  struct build_options {
+    /// Keep the EROFS image to metadata only and put every file's data in a
+    /// separate data blob `blobs/sha256-<data hex>.blob` (mkfs.erofs
+    /// --chunksize --blobdev), the image recording the blob's digest (see
+    /// layers/blob_device.hpp). The mount cache mounts such an image with
+    /// `-o device=<data blob>`. The layer's digest and size_bytes are the
+    /// image's; the blob is verified through the digest the image records.
+    bool chunked = false;
+    /// Chunk size for chunked layers: a power of two >= 4096. 1 MiB keeps the
+    /// per-file chunk index small (8 bytes per chunk); smaller chunks dedup
+    /// finer but grow the metadata. Reads are per page either way.
+    uint32_t chunk_size = 1u << 20;
+  };
+
+  /// build() with options; `opts.chunked = false` is exactly build().
+  expected<layer_info> build(const std::string& src_dir, const std::string& name,
+                             const std::string& version, const std::string& kind,
+                             const build_options& opts);
+
+  /// Commits an image fetched from a peer: checks that `tmp_image` (in this
+  /// store's tmp/) has `info.size_bytes` bytes and the digest `info.digest`,
+  /// then renames it into blobs/ and records `info.ref` -> it under the
+  /// catalog lock, as build() does. A size or digest mismatch is
+  /// errc::internal naming both values; the temp file is deleted unless it
+  /// became the blob. Blocking (reads the whole image once).
+  expected<layer_info> add_blob(const std::string& tmp_image, const layer_info& info);
+
   // -- queries ----------------------------------------------------------------
 
   /// Looks up `name@version`: not_found names the ref and the store,
@@ -97,6 +126,8 @@ class store {
 
   expected<std::string> make_image(const std::string& src_dir, const std::string& what) const;
   expected<layer_info> commit(const std::string& tmp_image, layer_info info);
+  expected<layer_info> build_chunked(const std::string& src_dir, layer_info info,
+                                     uint32_t chunk_size);
 
   using catalog_map = std::map<std::string, layer_info>;
   struct catalog_cache;

@@ -14,6 +14,9 @@ export DSEC_TEST_STORE=${DSEC_TEST_STORE:-/var/lib/dsec-test/store}
 echo "== test layer store $DSEC_TEST_STORE"
 "$DSEC_BIN" layer defaults --store "$DSEC_TEST_STORE"
 
+echo "== guest kernel for the microVM and VM backends (cached after the first run)"
+bash scripts/guest_kernel.sh "${DSEC_GUEST_DIR:-/var/lib/dsec/guest}"
+
 echo "== unit, actor and integration tests"
 meson test -C build --print-errorlogs --num-processes 1
 

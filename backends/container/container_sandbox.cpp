@@ -383,6 +383,9 @@ status container_sandbox::destroy() {
   // SAFETY: the pidfd pins this exact process; killing a pid namespace's
   // init kills every process in it.
   ::syscall(SYS_pidfd_send_signal, parts_.pidfd.get(), SIGKILL, nullptr, 0);
+  // A paused sandbox's processes die only once thawed (v1 freezer).
+  if (parts_.cgroup)
+    (void)parts_.cgroup->freeze(false);
   pollfd pfd{parts_.pidfd.get(), POLLIN, 0};
   while (::poll(&pfd, 1, 10000) < 0 && errno == EINTR) {
   }
@@ -396,6 +399,8 @@ status container_sandbox::destroy() {
     if (!st && first)
       first = std::move(st);
   };
+  if (parts_.net)
+    parts_.net->release(); // policy and counter entries, veth
   if (parts_.cgroup)
     keep(parts_.cgroup->remove());
   auto rootfs = parts_.dir + "/rootfs";

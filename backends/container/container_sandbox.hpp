@@ -15,6 +15,7 @@
 #include "backends/backend.hpp"
 #include "backends/container/io_loop.hpp"
 #include "backends/init/protocol.hpp"
+#include "backends/net/sandbox_net.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fd.hpp"
 
@@ -32,6 +33,9 @@ struct sandbox_parts {
   sys::unique_fd rootfs; ///< O_PATH of <dir>/rootfs
   std::unique_ptr<sys::cgroup> cgroup;
   std::map<std::string, std::string> env; ///< spec env, under each exec's env
+  /// Network policy and denial counters (container_net.cpp); null only in
+  /// the moments before join_network().
+  std::unique_ptr<net::sandbox_net> net;
 };
 
 class container_sandbox final : public sandbox,
@@ -60,6 +64,10 @@ class container_sandbox final : public sandbox,
   status pause() override;
   status resume() override;
   expected<std::string> changes_dir() override;
+
+  // Network policy and denial counters: container_net.cpp.
+  status set_network(const network_policy& policy) override;
+  denial_counts denials() override;
 
  private:
   struct pending_exec {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backends/init/protocol.hpp"
+#include "backends/init/guest.hpp"
 #include "backends/init/setup.hpp"
 #include "backends/init/spawn.hpp"
 
@@ -505,6 +506,7 @@ bool bootstrap() {
 } // namespace
 
 int main() {
+  dsec::init::guest_boot(); // VM guests only: builds the root, returns in a child
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
   sigset_t mask;

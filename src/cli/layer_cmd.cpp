@@ -1,6 +1,7 @@
-// `dsec layer` subcommands. Flags are parsed by cli/args (`--flag value` and
-// `--flag=value`); each subcommand then checks which ones it accepts, so a
-// typo or a misplaced option is a usage error (exit 2), never ignored.
+// `dsec layer` subcommands (build, import, ls, defaults). Flags are parsed by
+// cli/args (`--flag value` and `--flag=value`); each subcommand then checks
+// which ones it accepts, so a typo or a misplaced option is a usage error
+// (exit 2), never ignored.
 #include "cli/layer_cmd.hpp"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "cli/args.hpp"
 #include "core/json_codec.hpp"
 #include "layers/defaults.hpp"
+#include "layers/oci_import.hpp"
+#include "layers/prune_git.hpp"
 #include "layers/store.hpp"
 
 namespace dsec::cli {
@@ -22,7 +25,9 @@ constexpr const char* default_state_dir = "/var/lib/dsec";
 
 constexpr const char* usage_text =
   "usage: dsec layer build DIR --name N --version V [--kind base|workspace|toolkit|snapshot]"
-  " [--state-dir DIR | --store DIR]\n"
+  " [--prune-git | --chunked] [--state-dir DIR | --store DIR]\n"
+  "       dsec layer import OCI_LAYOUT_DIR|DOCKER_SAVE.tar --name N --version V"
+  " [--kind base|workspace|toolkit] [--state-dir DIR | --store DIR]\n"
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
   "       dsec layer defaults [--state-dir DIR | --store DIR]\n";
 
@@ -69,10 +74,41 @@ std::string short_digest(const std::string& digest) {
 }
 
 int cmd_build(const args& p, layers::store& s) {
-  auto info = s.build(p.positional[1], p.get("name"), p.get("version"), p.get("kind", "base"));
+  if (p.has("prune-git")) {
+    auto built = layers::build_pruned(s, p.positional[1], p.get("name"), p.get("version"),
+                                      p.get("kind", "base"));
+    if (!built)
+      return fail(built.err());
+    std::cerr << "pruned git history of " << built->repos.size() << " repositor"
+              << (built->repos.size() == 1 ? "y" : "ies");
+    for (auto& r : built->repos)
+      std::cerr << " " << r;
+    std::cerr << "\n";
+    std::cout << built->info.ref << " " << built->info.digest << "\n";
+    return 0;
+  }
+  // --chunked: metadata image + data blob (layers/blob_device.hpp).
+  layers::store::build_options opts;
+  opts.chunked = p.has("chunked");
+  auto info = s.build(p.positional[1], p.get("name"), p.get("version"), p.get("kind", "base"), opts);
   if (!info)
     return fail(info.err());
   std::cout << info->ref << " " << info->digest << "\n";
+  return 0;
+}
+
+int cmd_import(const args& p, layers::store& s) {
+  auto res = layers::import_image(s, p.positional[1], p.get("name"), p.get("version"),
+                                  p.get("kind", "base"));
+  if (!res)
+    return fail(res.err());
+  auto& st = res->stats;
+  std::cerr << "imported " << res->manifest.layers.size() << " layer(s) from "
+            << res->manifest.format << " (" << res->manifest.source << "): " << st.entries
+            << " entries, " << human_size(st.bytes) << ", " << st.whiteouts << " whiteouts, "
+            << st.opaque_dirs << " opaque dirs, " << st.hardlinks << " hardlinks, "
+            << st.skipped_devices << " device nodes skipped\n";
+  std::cout << res->info.ref << " " << res->info.digest << "\n";
   return 0;
 }
 
@@ -116,21 +152,26 @@ int run_layer_command(const std::vector<std::string>& words) {
       std::cout << usage_text;
       return 0;
     }
-  auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store"}, {"json"});
+  auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store"},
+                           {"json", "prune-git", "chunked"});
   if (!parsed)
     return usage(parsed.err().message);
   auto& p = *parsed;
   std::string why;
   if (p.positional.empty())
-    return usage("missing subcommand (build, ls or defaults)");
+    return usage("missing subcommand (build, import, ls or defaults)");
   auto& sub = p.positional[0];
   bool ok = true;
-  if (sub == "build") {
-    ok = only(p, {"name", "version", "kind", "state-dir", "store"}, why);
+  if (sub == "build" || sub == "import") {
+    ok = sub == "build" ? only(p, {"name", "version", "kind", "state-dir", "store", "prune-git", "chunked"}, why)
+                        : only(p, {"name", "version", "kind", "state-dir", "store"}, why);
     if (ok && p.positional.size() != 2)
-      ok = false, why = "build takes exactly one DIR";
+      ok = false, why = sub == "build" ? "build takes exactly one DIR"
+                                       : "import takes exactly one OCI layout dir or .tar";
     if (ok && (!p.has("name") || !p.has("version")))
-      ok = false, why = "build needs --name and --version";
+      ok = false, why = sub + " needs --name and --version";
+    if (ok && p.has("prune-git") && p.has("chunked"))
+      ok = false, why = "--prune-git and --chunked cannot be combined";
   } else if (sub == "ls") {
     ok = only(p, {"state-dir", "store", "json"}, why);
   } else if (sub == "defaults") {
@@ -138,7 +179,7 @@ int run_layer_command(const std::vector<std::string>& words) {
   } else {
     return usage("unknown subcommand \"" + sub + "\"");
   }
-  if (ok && sub != "build" && p.positional.size() != 1)
+  if (ok && sub != "build" && sub != "import" && p.positional.size() != 1)
     ok = false, why = sub + " takes no arguments";
   if (ok && p.has("state-dir") && p.has("store"))
     ok = false, why = "give --state-dir or --store, not both";
@@ -149,6 +190,8 @@ int run_layer_command(const std::vector<std::string>& words) {
     return fail(s.err());
   if (sub == "build")
     return cmd_build(p, *s);
+  if (sub == "import")
+    return cmd_import(p, *s);
   if (sub == "ls")
     return cmd_ls(p, *s);
   return cmd_defaults(*s);

@@ -31,10 +31,10 @@ std::vector<std::string> split_list(const std::string& s) {
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
-                     "[--max-sandboxes N]";
+                     "[--max-sandboxes N] [--layer-cache-mb N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
-                       "max-sandboxes"},
+                       "max-sandboxes", "layer-cache-mb"},
                       {});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
@@ -54,6 +54,14 @@ int run_node_command(const std::vector<std::string>& words) {
       return 2;
     }
     cfg.max_sandboxes = static_cast<size_t>(*n);
+  }
+  if (a->has("layer-cache-mb")) {
+    auto n = to_int("layer-cache-mb", a->get("layer-cache-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --layer-cache-mb must be a whole number of MiB (0 = unlimited)\n";
+      return 2;
+    }
+    cfg.layer_cache_mb = static_cast<uint64_t>(*n);
   }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {

@@ -209,7 +209,8 @@ struct node_status {
   int64_t execs_total = 0;
   /// Host pid of the node process (benchmarks measure its memory).
   int64_t pid = 0;
-  /// Layer refs used by this node's sandboxes (placement's locality hint).
+  /// Layer refs in use by this node's sandboxes or held in its store
+  /// (bounded): placement's locality hint and image fetch's holders.
   std::vector<std::string> layers;
 };
 

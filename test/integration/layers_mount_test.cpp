@@ -5,7 +5,9 @@
 // checks that it leaves nothing mounted under its root.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,9 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
 using namespace dsec;
@@ -208,13 +212,15 @@ TEST_CASE("a missing blob or a bad digest mounts nothing", "[layers][mount]") {
   REQUIRE_FALSE(bad);
   CHECK(bad.err().code == errc::invalid_argument);
 
-  // A file that is not an EROFS image: mount(2) fails, the error names it.
+  // A file that is not an EROFS image: refused before mount(2) (its device
+  // table is read first), the error names it.
   REQUIRE(sys::make_dirs(f.path + "/junk"));
   REQUIRE(sys::write_file_atomic(f.path + "/junk/x.erofs", std::string(8192, 'j')));
   ghost.digest = sha256_string("junk");
   auto junk = cache.acquire(ghost, f.path + "/junk/x.erofs");
   REQUIRE_FALSE(junk);
-  CHECK(junk.err().message.find("mount erofs") != std::string::npos);
+  CHECK(junk.err().message.find("not an EROFS image") != std::string::npos);
+  CHECK(junk.err().message.find("junk/x.erofs") != std::string::npos);
   CHECK_FALSE(sys::exists(cache.mount_dir(ghost.digest)));
   CHECK(fixture::mounts_under(f.mounts()).empty());
 }
@@ -276,4 +282,123 @@ TEST_CASE("unmount_below clears nested mounts a killed build left", "[layers][mo
   CHECK_FALSE(sys::is_mount_point(dir + "/rootfs/tmp/inner"));
   CHECK(sys::remove_tree(dir));
   CHECK_FALSE(sys::exists(dir));
+}
+
+// -- chunked layers: metadata image + data blob (layers/blob_device.hpp) -----
+
+namespace {
+
+// Random, incompressible bytes, so the data blob really holds the data.
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::string out(n, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull ^ seed;
+  for (auto& c : out) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    c = static_cast<char>(x >> 24);
+  }
+  return out;
+}
+
+// Overwrites `len` bytes of `path` at `off` with `byte` (through the page
+// cache, so the next read of the file sees it).
+void scribble(const std::string& path, off_t off, size_t len, char byte) {
+  sys::unique_fd fd{::open(path.c_str(), O_WRONLY | O_CLOEXEC)};
+  REQUIRE(fd);
+  std::string junk(len, byte);
+  REQUIRE(::pwrite(fd.get(), junk.data(), len, off) == static_cast<ssize_t>(len));
+}
+
+} // namespace
+
+TEST_CASE("a chunked layer keeps data in its blob and mounts with device=", "[layers][mount]") {
+  fixture f;
+  auto s = store::open(f.path + "/store");
+  REQUIRE(s);
+  auto src = f.path + "/src-chunked";
+  REQUIRE(sys::make_dirs(src + "/bin"));
+  REQUIRE(sys::make_dirs(src + "/lib/deep"));
+  auto big = random_bytes(3 << 20, 1), mid = random_bytes(70000, 2);
+  REQUIRE(sys::write_file_atomic(src + "/bin/marker", "chunked\n"));
+  REQUIRE(sys::write_file_atomic(src + "/lib/big.bin", big));
+  REQUIRE(sys::write_file_atomic(src + "/lib/deep/mid.bin", mid));
+  store::build_options opts;
+  opts.chunked = true;
+  opts.chunk_size = 64 << 10;
+  auto layer = s->build(src, "base/chunked", "1", "base", opts);
+  REQUIRE(layer);
+
+  // The image names its data blob by digest; the blob holds the data, the
+  // image only metadata. Building the same tree again gives the same layer.
+  auto image = s->blob_path(layer->digest);
+  auto ref = read_data_blob_ref(image);
+  REQUIRE(ref);
+  REQUIRE(is_valid_digest(ref->digest));
+  auto data = data_blob_path(image, ref->digest);
+  CHECK(data == f.path + "/store/blobs/sha256-" + digest_hex(ref->digest) + ".blob");
+  auto data_digest = sha256_file(data);
+  REQUIRE(data_digest);
+  CHECK(*data_digest == ref->digest);
+  struct stat image_st, data_st;
+  REQUIRE(::stat(image.c_str(), &image_st) == 0);
+  REQUIRE(::stat(data.c_str(), &data_st) == 0);
+  CHECK(data_st.st_size >= static_cast<off_t>(big.size() + mid.size()));
+  CHECK(image_st.st_size < 64 * 1024);
+  CHECK(layer->size_bytes == image_st.st_size); // the image; the blob's size is in it
+  CHECK(ref->blocks * ref->block_size == static_cast<uint64_t>(data_st.st_size));
+  auto same = s->build(src, "base/chunked", "1", "base", opts);
+  REQUIRE(same);
+  CHECK(same->digest == layer->digest);
+  // A plain image of the same tree has no data blob.
+  auto plain = f.build(*s, "base/plain", "plain\n");
+  auto plain_ref = read_data_blob_ref(s->blob_path(plain.digest));
+  REQUIRE(plain_ref);
+  CHECK(plain_ref->digest.empty());
+
+  mount_cache cache{f.mounts()};
+  auto dir = cache.acquire(*layer, image);
+  REQUIRE(dir);
+  CHECK(read(*dir + "/bin/marker") == "chunked\n");
+  CHECK(read(*dir + "/lib/big.bin") == big);
+  CHECK(read(*dir + "/lib/deep/mid.bin") == mid);
+  CHECK(cache.release(layer->digest));
+  CHECK(fixture::mounts_under(f.mounts()).empty());
+
+  // Reads come from the data blob: scribble over all of it and a fresh mount
+  // (no erofs page cache left) reads the scribbles, not the original bytes.
+  scribble(data, 0, data_st.st_size, 'Z');
+  dir = cache.acquire(*layer, image);
+  REQUIRE(dir);
+  auto after = read(*dir + "/lib/big.bin");
+  CHECK(after.size() == big.size());
+  CHECK(after == std::string(big.size(), 'Z'));
+  CHECK(cache.release(layer->digest));
+
+  // A truncated data blob is refused at mount time (not as EIO in a sandbox
+  // later), and a missing one is not_found naming it; neither leaves a mount.
+  REQUIRE(::truncate(data.c_str(), 4096) == 0);
+  auto cut = cache.acquire(*layer, image);
+  REQUIRE_FALSE(cut);
+  CHECK(cut.err().message.find("truncated") != std::string::npos);
+  REQUIRE(::unlink(data.c_str()) == 0);
+  auto gone = cache.acquire(*layer, image);
+  REQUIRE_FALSE(gone);
+  CHECK(gone.err().code == errc::not_found);
+  CHECK(gone.err().message.find(data) != std::string::npos);
+  CHECK(cache.mounted() == 0);
+  CHECK_FALSE(sys::exists(cache.mount_dir(layer->digest)));
+  CHECK(fixture::mounts_under(f.mounts()).empty());
+}
+
+TEST_CASE("chunked build rejects a bad chunk size", "[layers][mount]") {
+  fixture f;
+  auto s = store::open(f.path + "/store");
+  REQUIRE(s);
+  REQUIRE(sys::make_dirs(f.path + "/src/bin"));
+  store::build_options opts;
+  opts.chunked = true;
+  opts.chunk_size = 5000;
+  auto r = s->build(f.path + "/src", "base/x", "1", "base", opts);
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == errc::invalid_argument);
+  CHECK(r.err().message.find("chunk size 5000") != std::string::npos);
 }

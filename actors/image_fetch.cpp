@@ -1,0 +1,637 @@
+// Image-fetch actor implementation (see image_fetch.hpp). One fetch_job per
+// ref in flight; each job walks its candidate peers, one attempt at a time.
+// An attempt is numbered: chunk replies of an abandoned attempt (the peer
+// failed, the next one is being tried) are recognised and dropped.
+#include "actors/image_fetch.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <map>
+#include <random>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "core/inspect.hpp"
+#include "layers/blob_cache.hpp"
+#include "layers/blob_device.hpp"
+#include "layers/digest.hpp"
+#include "layers/store.hpp"
+#include "layers/uring_file.hpp"
+#include "sys/fd.hpp"
+#include "sys/fs.hpp"
+#include "sys/http_client.hpp"
+
+namespace dsec {
+
+/// An in-process requester of a fetch (the layer source's fetcher on a
+/// worker thread): called once with the outcome, from the actor's thread.
+/// Dropping it uncalled (the actor is gone) breaks the caller's promise,
+/// which the caller reads as `unavailable`.
+struct fetch_waiter {
+  std::function<void(expected<layer_info>)> fn;
+};
+
+} // namespace dsec
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::fetch_waiter)
+
+namespace dsec {
+
+namespace {
+
+/// Bytes per chunk request: big enough that per-message cost (~0.2 ms per
+/// CAF round trip here) is small against the copy, small enough that a few
+/// in flight stay well under BASP's buffers.
+constexpr uint32_t chunk_bytes = 1u << 20;
+/// The most a peer hands out per blob request, whatever is asked.
+constexpr uint32_t max_chunk_bytes = 4u << 20;
+/// Chunk requests in flight per transfer: hides the round trip.
+constexpr int pipeline_depth = 4;
+/// Bound on connecting, on the catalog question, and on each chunk. A peer
+/// slower than this is skipped; too short would skip peers under load.
+constexpr auto connect_timeout = std::chrono::seconds(5);
+constexpr auto info_timeout = std::chrono::seconds(10);
+constexpr auto chunk_timeout = std::chrono::seconds(30);
+/// How long a create's worker waits for a fetch (a large image over a slow
+/// link); the fetch itself fails earlier when every peer fails.
+constexpr auto waiter_timeout = std::chrono::minutes(10);
+/// Largest image accepted from a peer's catalog entry (sanity bound).
+constexpr int64_t max_image_bytes = int64_t{64} << 30;
+/// Threads for this actor's file work (serving reads, writes, verification).
+constexpr size_t io_threads = 4;
+
+struct fetch_job {
+  std::string ref;
+  std::vector<std::function<void(expected<layer_info>)>> waiters;
+  std::vector<member_info> candidates;
+  size_t next = 0;
+  std::vector<std::string> failures; // "node: why", one per failed peer
+  bool only_not_found = true;        // every peer said not_found (or none asked)
+  std::chrono::steady_clock::time_point started;
+  // The current attempt.
+  uint64_t attempt = 0;
+  std::string peer_id;
+  caf::actor peer;
+  layer_info info;
+  // What the transfer writes now: the image, then (chunked layers, see
+  // layers/blob_device.hpp) the data blob the image names.
+  bool data_phase = false;
+  std::string data_digest;
+  uint64_t size = 0;  // bytes to transfer (a data blob: at most this many)
+  uint64_t slack = 0; // a data blob may end up to this many bytes short of `size`
+  std::shared_ptr<layers::uring_writer> writer;
+  std::string tmp;
+  uint64_t next_offset = 0;
+  uint64_t received = 0;
+  int in_flight = 0;
+};
+using job_ptr = std::shared_ptr<fetch_job>;
+
+struct image_fetch_state {
+  static inline const char* name = "image_fetch";
+  node_context_ptr ctx;
+  caf::actor placement;
+  std::shared_ptr<layers::blob_cache> cache;
+  std::shared_ptr<layers::store> store;
+  std::shared_ptr<sys::worker_pool> io;
+  std::map<std::string, job_ptr> jobs;    // by ref
+  std::map<std::string, caf::actor> peers; // placement handles by node id
+  uint64_t fetches_total = 0;
+  uint64_t fetch_failures_total = 0;
+};
+using fetch_actor_ptr = caf::stateful_actor<image_fetch_state>*;
+
+/// A log line that begins with who: the node and this actor.
+caf::actor_ostream log(fetch_actor_ptr self) {
+  auto out = caf::aout(self);
+  out << "dsec node " << self->state.ctx->config.node_id << ": image_fetch: ";
+  return out;
+}
+
+std::string random_name() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000000);
+}
+
+/// `ref`'s entry if the store holds it with its image (blocking).
+expected<layer_info> held(const layers::store& store, const std::string& ref,
+                          const std::string& node_id) {
+  auto info = store.resolve(ref);
+  if (!info)
+    return info;
+  if (!layers::layer_present(store, info->digest))
+    return not_found("layer " + ref + ": node " + node_id + " knows it but does not hold its image");
+  return info;
+}
+
+/// Where image or data blob `digest` lives in `store` ("" if neither exists).
+std::string stored_path(const layers::store& store, const std::string& digest) {
+  auto image = store.blob_path(digest);
+  if (image.empty() || sys::exists(image))
+    return image;
+  auto data = layers::data_blob_path(image, digest);
+  return sys::exists(data) ? data : image;
+}
+
+/// The image phase's outcome: the committed entry and, for a chunked layer
+/// whose data blob is missing here, what to fetch next.
+struct image_done {
+  layer_info info;
+  std::string data_digest; // empty: the layer is complete
+  uint64_t data_max = 0;
+  uint64_t slack = 0;
+};
+
+/// Commits the image (verified by the store), then looks at its data blob.
+expected<image_done> commit_image(layers::store& store, const std::string& tmp,
+                                  const layer_info& info) {
+  auto out = store.add_blob(tmp, info); // verifies size and digest, or deletes tmp
+  if (!out)
+    return out.err();
+  image_done done;
+  done.info = *out;
+  auto image = store.blob_path(out->digest);
+  auto ref = layers::read_data_blob_ref(image);
+  if (!ref)
+    return error{ref.err().code, "fetched layer " + info.ref + ": " + ref.err().message};
+  if (!ref->digest.empty() && !sys::exists(layers::data_blob_path(image, ref->digest))) {
+    done.data_digest = ref->digest;
+    done.data_max = ref->blocks * ref->block_size;
+    done.slack = ref->block_size > 0 ? ref->block_size - 1 : 0;
+  }
+  return done;
+}
+
+/// Verifies a fetched data blob against its digest and renames it into blobs/.
+expected<bool> commit_data_blob(layers::store& store, const std::string& tmp,
+                                const layer_info& info, const std::string& digest) {
+  auto what = "fetched layer " + info.ref + ": data blob";
+  auto got = layers::sha256_file(tmp);
+  if (!got || *got != digest) {
+    ::unlink(tmp.c_str());
+    return internal_error(what + (got ? " digest mismatch: it is " + *got + ", the image names "
+                                          + digest + " (corrupt copy)"
+                                      : ": " + got.err().message));
+  }
+  auto final_path = layers::data_blob_path(store.blob_path(info.digest), digest);
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    auto err = errno;
+    ::unlink(tmp.c_str());
+    return sys_error(what + ": rename", tmp + " -> " + final_path, err);
+  }
+  sys::unique_fd dir{::open((store.root() + "/blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  if (dir)
+    (void)::fsync(dir.get());
+  return true;
+}
+
+/// Up to `len` bytes of the image `digest` from `offset` (blocking).
+expected<std::string> read_chunk(const layers::store& store, const std::string& digest,
+                                 uint64_t offset, uint32_t len) {
+  auto path = stored_path(store, digest);
+  if (path.empty())
+    return invalid_argument("read layer image: bad digest \"" + digest.substr(0, 80) + "\"");
+  sys::unique_fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (!fd)
+    return sys_error("read layer image", path, errno,
+                     errno == ENOENT ? errc::not_found : errc::internal);
+  std::string out(std::min(len, max_chunk_bytes), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    auto n = ::pread(fd.get(), out.data() + got, out.size() - got,
+                     static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return sys_error("read layer image", path, errno);
+    if (n == 0)
+      break; // end of the image
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+// -- one job ---------------------------------------------------------------------
+
+void try_next(fetch_actor_ptr self, job_ptr job);
+
+void finish_job(fetch_actor_ptr self, job_ptr job, expected<layer_info> result) {
+  for (auto& w : job->waiters)
+    w(result);
+  self->state.jobs.erase(job->ref);
+}
+
+/// Drops the current attempt's temp file (on the io pool) and moves on.
+void attempt_failed(fetch_actor_ptr self, job_ptr job, const error& why) {
+  ++job->attempt; // replies of this attempt are stale from now on
+  if (why.code != errc::not_found)
+    job->only_not_found = false;
+  job->failures.push_back(job->peer_id + ": " + why.message);
+  log(self) << "fetch layer " << job->ref << " from node " << job->peer_id
+            << " failed: " << why.message << std::endl;
+  if (why.code == errc::unavailable || why.code == errc::timeout)
+    self->state.peers.erase(job->peer_id); // reconnect next time
+  auto writer = std::move(job->writer);
+  auto tmp = std::exchange(job->tmp, std::string{});
+  if (!writer && tmp.empty())
+    return try_next(self, job);
+  run_blocking(self, *self->state.io,
+               [writer = std::move(writer), tmp]() mutable {
+                 writer.reset(); // waits for its writes, closes the file
+                 if (!tmp.empty())
+                   ::unlink(tmp.c_str());
+                 return true;
+               },
+               [self, job](bool) { try_next(self, job); });
+}
+
+void begin_writing(fetch_actor_ptr self, job_ptr job);
+
+/// The layer is complete in the store: counts it, makes room, answers.
+void fetched(fetch_actor_ptr self, job_ptr job) {
+  auto cache = self->state.cache;
+  auto src = self->state.ctx->layers;
+  auto info = job->info;
+  run_blocking(
+    self, *self->state.io,
+    [cache, src, info] {
+      if (cache) {
+        cache->record_fetched(info.digest, static_cast<uint64_t>(info.size_bytes));
+        cache->evict(info.digest);
+      }
+      if (src)
+        src->refresh_held();
+      return true;
+    },
+    [self, job](bool) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - job->started)
+                  .count();
+      ++self->state.fetches_total;
+      log(self) << "fetched layer " << job->ref << " (" << job->info.digest << ", "
+                << job->info.size_bytes << " bytes"
+                << (job->data_digest.empty() ? "" : " + data blob " + job->data_digest)
+                << ") from node " << job->peer_id << " in " << ms << " ms" << std::endl;
+      finish_job(self, job, job->info);
+    });
+}
+
+/// Verifies and commits the complete transfer of the image or data blob.
+void complete(fetch_actor_ptr self, job_ptr job) {
+  auto attempt = job->attempt;
+  auto writer = std::move(job->writer);
+  auto tmp = std::exchange(job->tmp, std::string{});
+  auto store = self->state.store;
+  auto info = job->info;
+  auto size = job->size;
+  if (job->data_phase) {
+    auto digest = job->data_digest;
+    return run_blocking(
+      self, *self->state.io,
+      [writer = std::move(writer), tmp, store, info, size, digest]() mutable -> expected<bool> {
+        auto st = writer->finish(size);
+        writer.reset();
+        if (!st) {
+          ::unlink(tmp.c_str());
+          return st.err();
+        }
+        return commit_data_blob(*store, tmp, info, digest);
+      },
+      [self, job, attempt](expected<bool>& out) {
+        if (attempt != job->attempt)
+          return;
+        if (!out)
+          return attempt_failed(self, job, out.err());
+        fetched(self, job);
+      });
+  }
+  run_blocking(
+    self, *self->state.io,
+    [writer = std::move(writer), tmp, store, info, size]() mutable -> expected<image_done> {
+      auto st = writer->finish(size);
+      writer.reset();
+      if (!st) {
+        ::unlink(tmp.c_str());
+        return st.err();
+      }
+      return commit_image(*store, tmp, info);
+    },
+    [self, job, attempt](expected<image_done>& out) {
+      if (attempt != job->attempt)
+        return;
+      if (!out)
+        return attempt_failed(self, job, out.err());
+      job->info = out->info;
+      if (out->data_digest.empty())
+        return fetched(self, job);
+      // A chunked layer: its data blob from the same peer.
+      job->data_phase = true;
+      job->data_digest = out->data_digest;
+      job->size = out->data_max;
+      job->slack = out->slack;
+      begin_writing(self, job);
+    });
+}
+
+/// Keeps `pipeline_depth` chunk requests in flight until everything is asked for.
+void pump(fetch_actor_ptr self, job_ptr job) {
+  auto digest = job->data_phase ? job->data_digest : job->info.digest;
+  while (job->in_flight < pipeline_depth && job->next_offset < job->size) {
+    auto offset = job->next_offset;
+    auto len = static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes, job->size - offset));
+    job->next_offset += len;
+    ++job->in_flight;
+    auto attempt = job->attempt;
+    self->request(job->peer, caf::duration{chunk_timeout}, blob_atom::value, digest, offset, len)
+      .then(
+        [self, job, attempt, offset, len](std::string& data) {
+          if (attempt != job->attempt)
+            return;
+          --job->in_flight;
+          if (data.size() != len) {
+            // Only a data blob's last chunk may be short: its size is known
+            // to the block, and the digest check below covers the rest.
+            bool last = offset + len == job->size;
+            if (!last || len - data.size() > job->slack)
+              return attempt_failed(self, job,
+                                    internal_error("chunk at offset " + std::to_string(offset)
+                                                   + ": asked " + std::to_string(len)
+                                                   + " bytes, got " + std::to_string(data.size())
+                                                   + " (truncated image)"));
+            job->size = offset + data.size();
+          }
+          job->received += data.size();
+          auto writer = job->writer;
+          self->state.io->post([writer, offset, data = std::move(data)]() mutable {
+            (void)writer->write_at(offset, std::move(data)); // errors surface in finish()
+          });
+          if (job->received == job->size)
+            return complete(self, job);
+          pump(self, job);
+        },
+        [self, job, attempt, offset](caf::error& err) {
+          if (attempt != job->attempt)
+            return;
+          auto e = from_caf(err);
+          e.message = "chunk at offset " + std::to_string(offset) + ": " + e.message;
+          attempt_failed(self, job, e);
+        });
+  }
+}
+
+/// The peer's entry is in: checks it, opens the temp file, starts the chunks.
+void start_transfer(fetch_actor_ptr self, job_ptr job, layer_info info) {
+  if (info.ref != job->ref || !layers::is_valid_digest(info.digest) || info.size_bytes <= 0
+      || info.size_bytes > max_image_bytes)
+    return attempt_failed(self, job,
+                          internal_error("bad catalog entry for " + job->ref + ": ref \""
+                                         + info.ref.substr(0, 200) + "\", digest \""
+                                         + info.digest.substr(0, 80) + "\", "
+                                         + std::to_string(info.size_bytes) + " bytes"));
+  job->info = std::move(info);
+  job->data_phase = false;
+  job->data_digest.clear();
+  job->size = static_cast<uint64_t>(job->info.size_bytes);
+  job->slack = 0;
+  begin_writing(self, job);
+}
+
+/// Opens a temp file for the current phase and starts the chunks.
+void begin_writing(fetch_actor_ptr self, job_ptr job) {
+  auto tmp = self->state.store->root() + "/tmp/fetch-" + random_name()
+             + (job->data_phase ? ".blob" : ".erofs");
+  auto attempt = job->attempt;
+  run_blocking(self, *self->state.io,
+               [tmp] { return layers::uring_writer::create(tmp, 2 * pipeline_depth); },
+               [self, job, attempt, tmp](expected<layers::uring_writer>& w) {
+                 if (attempt != job->attempt) {
+                   ::unlink(tmp.c_str()); // cannot happen today: one attempt at a time
+                   return;
+                 }
+                 if (!w)
+                   return attempt_failed(self, job, w.err());
+                 job->writer = std::make_shared<layers::uring_writer>(std::move(*w));
+                 job->tmp = tmp;
+                 job->next_offset = 0;
+                 job->received = 0;
+                 job->in_flight = 0;
+                 if (job->size == 0)
+                   return complete(self, job);
+                 pump(self, job);
+               });
+}
+
+/// Runs `f(handle, error)` with a connection to `m`'s placement actor.
+void with_peer(fetch_actor_ptr self, const member_info& m,
+               std::function<void(caf::actor, error)> f) {
+  if (auto it = self->state.peers.find(m.id); it != self->state.peers.end())
+    return f(it->second, {});
+  auto hp = sys::parse_host_port(m.address, false);
+  if (!hp)
+    return f({}, unavailable("bad address " + m.address));
+  auto mm = self->home_system().middleman().actor_handle();
+  auto id = m.id;
+  self->request(mm, caf::duration{connect_timeout}, caf::connect_atom::value, hp->first, hp->second)
+    .then(
+      [self, id, f](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+        if (!ptr)
+          return f({}, unavailable("publishes no actor"));
+        auto hdl = caf::actor_cast<caf::actor>(std::move(ptr));
+        self->state.peers[id] = hdl;
+        f(hdl, {});
+      },
+      [self, f](caf::error& err) { f({}, unavailable("connect: " + self->home_system().render(err))); });
+}
+
+void try_next(fetch_actor_ptr self, job_ptr job) {
+  if (job->next >= job->candidates.size()) {
+    ++self->state.fetch_failures_total;
+    auto n = std::to_string(job->candidates.size());
+    if (job->only_not_found)
+      return finish_job(self, job,
+                        not_found("layer " + job->ref + " not found in store "
+                                  + self->state.store->root() + " nor at any of " + n
+                                  + " other alive nodes"));
+    std::string why;
+    for (auto& f : job->failures)
+      why += (why.empty() ? "" : "; ") + f;
+    return finish_job(self, job,
+                      unavailable("fetch layer " + job->ref + ": no node could serve it (" + why
+                                  + ")"));
+  }
+  auto m = job->candidates[job->next++];
+  job->peer_id = m.id;
+  job->peer = {};
+  auto attempt = job->attempt;
+  with_peer(self, m, [self, job, attempt](caf::actor peer, error err) {
+    if (attempt != job->attempt)
+      return;
+    if (!peer)
+      return attempt_failed(self, job, err);
+    job->peer = peer;
+    self->request(peer, caf::duration{info_timeout}, fetch_atom::value, job->ref)
+      .then(
+        [self, job, attempt](layer_info& info) {
+          if (attempt == job->attempt)
+            start_transfer(self, job, std::move(info));
+        },
+        [self, job, attempt](caf::error& e) {
+          if (attempt == job->attempt)
+            attempt_failed(self, job, from_caf(e));
+        });
+  });
+}
+
+/// Orders the view into candidates: holders of `ref` first, then the rest.
+std::vector<member_info> candidates_for(const std::vector<member_info>& view,
+                                        const std::string& self_id, const std::string& ref) {
+  std::vector<member_info> out;
+  for (auto& m : view)
+    if (m.id != self_id && m.state == "alive")
+      out.push_back(m);
+  auto holds = [&](const member_info& m) {
+    return std::find(m.layers.begin(), m.layers.end(), ref) != m.layers.end();
+  };
+  std::stable_sort(out.begin(), out.end(), [&](auto& a, auto& b) {
+    bool ha = holds(a), hb = holds(b);
+    return ha != hb ? ha : a.id < b.id;
+  });
+  return out;
+}
+
+void handle_fetch(fetch_actor_ptr self, const std::string& ref,
+                  std::function<void(expected<layer_info>)> waiter) {
+  if (auto parsed = layers::parse_ref(ref); !parsed)
+    return waiter(parsed.err());
+  auto& st = self->state;
+  if (auto it = st.jobs.find(ref); it != st.jobs.end()) {
+    it->second->waiters.push_back(std::move(waiter)); // one fetch per ref: wait for it
+    return;
+  }
+  auto job = std::make_shared<fetch_job>();
+  job->ref = ref;
+  job->waiters.push_back(std::move(waiter));
+  job->started = std::chrono::steady_clock::now();
+  st.jobs[ref] = job;
+  auto store = st.store;
+  auto node_id = st.ctx->config.node_id;
+  run_blocking(self, *st.io, [store, ref, node_id] { return held(*store, ref, node_id); },
+               [self, job](expected<layer_info>& local) {
+                 if (local)
+                   return finish_job(self, job, std::move(*local));
+                 self->request(self->state.placement, caf::duration{info_timeout},
+                               nodes_atom::value)
+                   .then(
+                     [self, job](std::vector<member_info>& view) {
+                       job->candidates =
+                         candidates_for(view, self->state.ctx->config.node_id, job->ref);
+                       try_next(self, job);
+                     },
+                     [self, job](caf::error& e) { finish_job(self, job, from_caf(e)); });
+               });
+}
+
+caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf::actor placement) {
+  auto& st = self->state;
+  st.ctx = ctx;
+  st.placement = std::move(placement);
+  st.cache = ctx->layers ? ctx->layers->cache() : nullptr;
+  if (st.cache)
+    st.store = st.cache->store_ptr();
+  else if (auto s = layers::store::open(ctx->config.store_dir); s)
+    st.store = std::make_shared<layers::store>(std::move(*s));
+  st.io = std::make_shared<sys::worker_pool>(io_threads);
+  if (!st.store) {
+    log(self) << "cannot open the layer store " << ctx->config.store_dir << "; not serving"
+              << std::endl;
+    return {};
+  }
+  return {
+    [self](fetch_atom, std::string& ref) {
+      auto rp = self->make_response_promise();
+      handle_fetch(self, ref, [rp](expected<layer_info> r) mutable {
+        if (r)
+          rp.deliver(*r);
+        else
+          rp.deliver(to_caf(r.err()));
+      });
+      return rp;
+    },
+    [self](fetch_atom, std::string& ref, fetch_waiter& w) { handle_fetch(self, ref, std::move(w.fn)); },
+    // A peer's question: does this node hold `ref`?
+    [self](info_atom, std::string& ref) {
+      auto rp = self->make_response_promise();
+      auto store = self->state.store;
+      auto node_id = self->state.ctx->config.node_id;
+      run_blocking(self, *self->state.io, [store, ref, node_id] { return held(*store, ref, node_id); },
+                   [rp](expected<layer_info>& r) mutable {
+                     if (r)
+                       rp.deliver(*r);
+                     else
+                       rp.deliver(to_caf(r.err()));
+                   });
+      return rp;
+    },
+    // A peer reads part of an image this node holds.
+    [self](blob_atom, std::string& digest, uint64_t offset, uint32_t len) {
+      auto rp = self->make_response_promise();
+      auto store = self->state.store;
+      run_blocking(self, *self->state.io,
+                   [store, digest, offset, len] { return read_chunk(*store, digest, offset, len); },
+                   [rp](expected<std::string>& r) mutable {
+                     if (r)
+                       rp.deliver(std::move(*r));
+                     else
+                       rp.deliver(to_caf(r.err()));
+                   });
+      return rp;
+    },
+    [self](cont_atom, continuation& c) { c.fn(); },
+  };
+}
+
+} // namespace
+
+caf::atom_value image_fetch_registry_name() { return caf::atom("imgfetch"); }
+
+caf::actor spawn_image_fetch(caf::actor_system& sys, node_context_ptr ctx, caf::actor placement) {
+  auto hdl = sys.spawn(image_fetch_actor, std::move(ctx), std::move(placement));
+  sys.registry().put(image_fetch_registry_name(), caf::actor_cast<caf::strong_actor_ptr>(hdl));
+  return hdl;
+}
+
+caf::actor image_fetch_of(caf::actor_system& sys) {
+  return caf::actor_cast<caf::actor>(sys.registry().get(image_fetch_registry_name()));
+}
+
+layer_fetcher make_layer_fetcher(caf::actor_system&, caf::actor fetch) {
+  // A promise, not a scoped_actor: a blocking actor made on a worker thread
+  // kept the actor system from shutting down (seen with CAF 0.17.6).
+  return [fetch](const std::string& ref) -> expected<layer_info> {
+    using result = expected<layer_info>;
+    auto done = std::make_shared<std::promise<result>>();
+    auto answer = done->get_future();
+    caf::anon_send(fetch, fetch_atom::value, ref,
+                   fetch_waiter{[done](result r) { done->set_value(std::move(r)); }});
+    done.reset(); // the actor's copy is now the only one: dropped uncalled = broken
+    if (answer.wait_for(waiter_timeout) != std::future_status::ready)
+      return error{errc::timeout, "fetch layer " + ref + ": no answer within "
+                                    + std::to_string(waiter_timeout.count()) + " min"};
+    try {
+      return answer.get();
+    } catch (const std::future_error&) {
+      return unavailable("fetch layer " + ref + ": the image-fetch actor stopped");
+    }
+  };
+}
+
+} // namespace dsec

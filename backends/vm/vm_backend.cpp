@@ -1,0 +1,313 @@
+// create() of a VM sandbox: the layer images behind the node's EROFS mounts,
+// the sandbox dir, then up to three boots: two socketpairs (control channel
+// with `config` already queued, file channel), QEMU, and a wait for the
+// agent's `ready` within the boot deadline. A guest that does not answer in
+// time (under TCG a microvm occasionally hangs calibrating its clock;
+// tsc_early_khz on the command line makes that rare) is killed and booted
+// again; after the last attempt the error says what each one did. On any
+// failure nothing remains: QEMU is killed and reaped, the dir removed.
+#include "backends/vm/vm_backend.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <fstream>
+
+#include "backends/container/io_loop.hpp"
+#include "backends/container/seccomp_filter.hpp"
+#include "backends/init/protocol.hpp"
+#include "backends/vm/initramfs.hpp"
+#include "backends/vm/qemu.hpp"
+#include "backends/vm/vm_sandbox.hpp"
+#include "sys/cleanup.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec::backends {
+
+namespace proto = init_proto;
+
+namespace {
+
+constexpr int boot_attempts = 3;
+
+std::string find_on_path(const std::string& name) {
+  const char* path = ::getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t i = 0;
+  while (i <= p.size()) {
+    auto j = p.find(':', i);
+    if (j == std::string::npos)
+      j = p.size();
+    auto cand = p.substr(i, j - i) + "/" + name;
+    if (::access(cand.c_str(), X_OK) == 0)
+      return cand;
+    i = j + 1;
+  }
+  return {};
+}
+
+// The TSC rate of the host in kHz, for tsc_early_khz= (TCG guests see the
+// host's TSC); 0 if unknown.
+long host_tsc_khz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("cpu MHz", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos)
+        return std::lround(std::atof(line.c_str() + colon + 1) * 1000);
+    }
+  return 0;
+}
+
+// The image file behind the EROFS mount at `dir` (file-backed mount: the
+// file; loop device: its backing file).
+expected<std::string> layer_image(const std::string& dir, const std::string& id) {
+  std::string src;
+  bool found = false;
+  for (auto& m : sys::mounts())
+    if (m.point == dir) {
+      found = m.fstype == "erofs";
+      src = m.source;
+    }
+  if (!found)
+    return invalid_argument("create " + id + ": layer dir " + dir +
+                            " is not an EROFS mount; VM backends need EROFS layers");
+  if (src.rfind("/dev/loop", 0) == 0) {
+    auto back = sys::read_file("/sys/block/" + src.substr(5) + "/loop/backing_file");
+    if (!back)
+      return back.err();
+    src = back->substr(0, back->find('\n'));
+  }
+  struct stat st;
+  if (::stat(src.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return internal_error("create " + id + ": layer image " + src + " of " + dir +
+                          " is not a readable file");
+  return src;
+}
+
+status valid_params(const create_params& p) {
+  if (p.id.empty() || p.id.size() > 200 || p.id.find('/') != std::string::npos ||
+      p.id == "." || p.id == "..")
+    return invalid_argument("create: bad sandbox id \"" + p.id + "\"");
+  if (p.dir.size() < 2 || p.dir[0] != '/')
+    return invalid_argument("create " + p.id + ": dir must be an absolute path");
+  if (p.lower_dirs.empty())
+    return invalid_argument("create " + p.id + ": no layers");
+  return {};
+}
+
+enum class boot_result { ready, setup_failed, no_answer, qemu_exited };
+
+// Waits for init's answer to `config`, watching QEMU's pidfd.
+boot_result await_ready(int ctl, int pidfd, int timeout_ms, std::string& why) {
+  std::string in;
+  char buf[4096];
+  proto::header h;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (proto::peek_frame(in, h) == proto::parse::incomplete) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0)
+      return boot_result::no_answer;
+    pollfd fds[2] = {{ctl, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = ::poll(fds, 2, static_cast<int>(left));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (fds[0].revents & POLLIN) {
+      auto got = ::recv(ctl, buf, sizeof buf, MSG_DONTWAIT);
+      if (got > 0)
+        in.append(buf, static_cast<size_t>(got));
+      continue;
+    }
+    if (fds[1].revents & POLLIN)
+      return boot_result::qemu_exited;
+  }
+  if (proto::peek_frame(in, h) == proto::parse::invalid) {
+    why = "malformed answer from the guest agent";
+    return boot_result::setup_failed;
+  }
+  if (h.type == proto::msg::ready)
+    return boot_result::ready;
+  proto::reader r(std::string_view(in).substr(proto::header_size, h.length));
+  why = r.str();
+  return boot_result::setup_failed;
+}
+
+class vm_backend final : public backend {
+ public:
+  vm_backend(std::string name, bool microvm, bool kvm, vm_config cfg, std::string initrd,
+             std::string kernel, std::string seccomp, std::shared_ptr<io_loop> loop)
+    : name_(std::move(name)), microvm_(microvm), kvm_(kvm), cfg_(std::move(cfg)),
+      initrd_(std::move(initrd)), kernel_(std::move(kernel)), seccomp_(std::move(seccomp)),
+      loop_(std::move(loop)), tsc_khz_(host_tsc_khz()) {}
+
+  std::string_view name() const override { return name_; }
+
+  expected<std::shared_ptr<sandbox>> create(const create_params& p) override;
+
+  expected<std::shared_ptr<sandbox>> recover(const std::string& id,
+                                             const std::string& dir) override {
+    // QEMU dies with the node (PR_SET_PDEATHSIG): nothing to re-attach to.
+    (void)sys::remove_tree(dir);
+    return not_found("recover " + id + ": " + name_ +
+                     " sandboxes do not survive a node restart; leftovers removed");
+  }
+
+ private:
+  int boot_timeout_ms() const {
+    if (const char* env = ::getenv("DSEC_VM_BOOT_TIMEOUT_S"); env && std::atof(env) > 0)
+      return static_cast<int>(std::atof(env) * 1000);
+    if (kvm_)
+      return 15000;
+    return microvm_ ? 30000 : 90000;
+  }
+
+  machine_spec machine(const create_params& p, const std::vector<std::string>& disks) const {
+    machine_spec m;
+    m.microvm = microvm_;
+    m.kvm = kvm_;
+    m.qemu = cfg_.qemu;
+    m.kernel = kernel_;
+    m.initrd = initrd_;
+    m.mem_mb = std::max<int64_t>(p.spec.memory_mb, 128);
+    m.cpus = std::max(1, static_cast<int>(std::ceil(p.spec.cpu)));
+    m.cpus = std::min<int>(m.cpus, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+    m.disks = disks;
+    m.console_log = p.dir + "/console.log";
+    m.append = "console=ttyS0 quiet loglevel=3 panic=-1 reboot=t rdinit=/init "
+               "dsec.layers=" + std::to_string(disks.size()) +
+               " dsec.disk_mb=" + std::to_string(std::max<int64_t>(p.spec.disk_mb, 16));
+    if (tsc_khz_ > 0 && !kvm_)
+      m.append += " tsc_early_khz=" + std::to_string(tsc_khz_);
+    return m;
+  }
+
+  std::string name_;
+  bool microvm_, kvm_;
+  vm_config cfg_;
+  std::string initrd_, kernel_, seccomp_;
+  std::shared_ptr<io_loop> loop_;
+  long tsc_khz_;
+};
+
+expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
+  if (auto st = valid_params(p); !st)
+    return st.err();
+  std::vector<std::string> disks;
+  for (auto& dir : p.lower_dirs) {
+    auto img = layer_image(dir, p.id);
+    if (!img)
+      return img.err();
+    disks.push_back(*img);
+  }
+  auto slash = p.dir.find_last_of('/');
+  if (slash > 0)
+    if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
+      return st.err();
+  if (::mkdir(p.dir.c_str(), 0700) != 0)
+    return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
+  sys::cleanup_stack undo;
+  undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
+  vm_parts parts;
+  parts.id = p.id;
+  parts.dir = p.dir;
+  parts.env = p.spec.env;
+  parts.machine = machine(p, disks);
+  auto config = proto::encode(proto::config_msg{p.id, "/newroot", seccomp_,
+                                                p.spec.protect.readonly, p.spec.protect.hidden});
+  std::string attempts;
+  int timeout = boot_timeout_ms();
+  for (int attempt = 1; attempt <= boot_attempts; ++attempt) {
+    int ctl[2], files[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
+      return sys_error("socketpair", "control channel of " + p.id, errno);
+    parts.ctl_node.reset(ctl[0]);
+    parts.ctl_guest.reset(ctl[1]);
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, files) != 0)
+      return sys_error("socketpair", "file channel of " + p.id, errno);
+    parts.files_node.reset(files[0]);
+    parts.files_guest.reset(files[1]);
+    if (::send(parts.ctl_node.get(), config.data(), config.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(config.size()))
+      return sys_error("send config to the guest of", p.id, errno);
+    auto q = start_qemu(qemu_argv(parts.machine), parts.ctl_guest.get(),
+                        parts.files_guest.get(), p.dir + "/qemu.log");
+    if (!q)
+      return error{q.err().code, "create " + p.id + ": start qemu: " + q.err().message};
+    parts.qemu = std::move(*q);
+    std::string why;
+    auto r = await_ready(parts.ctl_node.get(), parts.qemu.pidfd.get(), timeout, why);
+    if (r == boot_result::ready)
+      break;
+    stop_qemu(parts.qemu);
+    auto console = log_tail(parts.machine.console_log);
+    auto qlog = log_tail(p.dir + "/qemu.log");
+    if (r == boot_result::setup_failed) {
+      if (why.rfind("protect ", 0) == 0)
+        return invalid_argument("create " + p.id + ": " + why);
+      return internal_error("create " + p.id + ": guest setup: " + why);
+    }
+    attempts += " attempt " + std::to_string(attempt) + ": " +
+                (r == boot_result::no_answer
+                   ? "the guest agent did not answer within " + std::to_string(timeout / 1000) +
+                       " s (killed)"
+                   : "qemu exited" + (qlog.empty() ? std::string() : " (" + qlog + ")")) +
+                (console.empty() ? std::string() : "; console: " + console) + ";";
+    ::truncate(parts.machine.console_log.c_str(), 0);
+    if (attempt == boot_attempts)
+      return error{errc::unavailable, "create " + p.id + ": " + name_ + " did not boot after " +
+                                          std::to_string(boot_attempts) + " attempts:" +
+                                          attempts};
+  }
+  auto sb = std::make_shared<vm_sandbox>(loop_, std::move(parts));
+  if (auto st = sb->start(); !st) {
+    (void)sb->destroy();
+    return st.err();
+  }
+  undo.commit();
+  return std::shared_ptr<sandbox>(std::move(sb));
+}
+
+} // namespace
+
+vm_backends make_vm_backends(const vm_config& in) {
+  vm_backends out;
+  vm_config cfg = in;
+  auto refuse = [&out](const std::string& why) {
+    out.unavailable["microvm"] = why;
+    out.unavailable["vm"] = why;
+    return out;
+  };
+  if (cfg.qemu.empty())
+    cfg.qemu = ::getenv("DSEC_QEMU") ? ::getenv("DSEC_QEMU") : find_on_path("qemu-system-x86_64");
+  if (cfg.qemu.empty() || ::access(cfg.qemu.c_str(), X_OK) != 0)
+    return refuse("qemu-system-x86_64 not found on this node (install qemu-system-x86)");
+  if (cfg.guest_dir.empty())
+    cfg.guest_dir = ::getenv("DSEC_GUEST_DIR") ? ::getenv("DSEC_GUEST_DIR") : "/var/lib/dsec/guest";
+  auto kernel = cfg.guest_dir + "/vmlinux";
+  if (!sys::exists(kernel) || !sys::exists(cfg.guest_dir + "/modules/overlay.ko"))
+    return refuse("no guest kernel in " + cfg.guest_dir +
+                  " (fetch it with scripts/guest_kernel.sh " + cfg.guest_dir + ")");
+  if (auto st = sys::make_dirs(cfg.work_dir); !st)
+    return refuse("guest initramfs: " + st.err().message);
+  auto initrd = cfg.work_dir + "/initramfs.cpio";
+  if (auto st = write_guest_initramfs(initrd, cfg.init_path, cfg.guest_dir + "/modules"); !st)
+    return refuse(st.err().message);
+  auto prog = build_seccomp_program();
+  if (!prog)
+    return refuse("seccomp program: " + prog.err().message);
+  bool kvm = ::access("/dev/kvm", R_OK | W_OK) == 0;
+  auto loop = std::make_shared<io_loop>();
+  out.ready["microvm"] = std::make_shared<vm_backend>("microvm", true, kvm, cfg, initrd, kernel,
+                                                      *prog, loop);
+  out.ready["vm"] = std::make_shared<vm_backend>("vm", false, kvm, cfg, initrd, kernel, *prog,
+                                                 loop);
+  return out;
+}
+
+} // namespace dsec::backends

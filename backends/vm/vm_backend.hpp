@@ -1,0 +1,51 @@
+// The microvm and vm backends: a sandbox is a QEMU guest booting Debian's
+// kernel (uncompressed vmlinux, PVH direct boot) with our initramfs, whose
+// PID 1 is dsec-init in guest mode (backends/init/guest.cpp). The layers are
+// the node's EROFS images as read-only virtio disks, the overlay and its
+// tmpfs upper (disk_mb) live inside the guest, and the node talks to the
+// guest over two virtio-serial ports: the init protocol (exec) and the file
+// channel. `microvm` is QEMU's -M microvm (virtio-mmio, ~2 s to the agent
+// under TCG); `vm` is a q35 PC (virtio-pci, ~5 s). KVM is used when
+// /dev/kvm is usable, TCG otherwise.
+//
+// Firecracker (a microVM monitor needing KVM) would be a third machine line
+// here; this machine has no KVM, so it is not built.
+//
+// Files in a sandbox's <dir>: console.log (the guest's serial console),
+// qemu.log, state (while paused). No socket files: every channel is a
+// socketpair whose guest end QEMU inherits.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backends/backend.hpp"
+
+namespace dsec::backends {
+
+/// Node-wide settings of the VM backends.
+struct vm_config {
+  std::string node_id;
+  /// The static dsec-init; copied into the initramfs.
+  std::string init_path;
+  /// Guest kernel cache (scripts/guest_kernel.sh): vmlinux, modules/*.ko.
+  /// Empty: $DSEC_GUEST_DIR, else /var/lib/dsec/guest.
+  std::string guest_dir;
+  /// Where the node writes the initramfs (a directory of its state dir).
+  std::string work_dir;
+  /// qemu-system-x86_64; empty: $DSEC_QEMU, else found on PATH.
+  std::string qemu;
+};
+
+/// The VM backends this node can run, and why the others cannot.
+struct vm_backends {
+  std::map<std::string, std::shared_ptr<backend>> ready;
+  std::map<std::string, std::string> unavailable;
+};
+
+/// Probes qemu, the guest kernel and KVM, builds the initramfs, and makes
+/// "microvm" and "vm" (or says why not). Blocking (~100 ms).
+vm_backends make_vm_backends(const vm_config& cfg);
+
+} // namespace dsec::backends

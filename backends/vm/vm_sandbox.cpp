@@ -1,0 +1,407 @@
+// One microvm/vm guest seen from the node (see vm_sandbox.hpp).
+#include "backends/vm/vm_sandbox.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "backends/init/guest_proto.hpp"
+
+namespace dsec::backends {
+
+namespace proto = init_proto;
+namespace gp = guest_proto;
+
+namespace {
+
+// A file call waits this long for the guest (a full 64 MiB write under TCG
+// takes seconds).
+constexpr int file_timeout_ms = 120000;
+constexpr int migrate_timeout_ms = 120000;
+
+errc code_of(int err) {
+  switch (err) {
+  case ENOENT: return errc::not_found;
+  case ENOTDIR:
+  case EISDIR:
+  case ELOOP:
+  case EXDEV:
+  case ENAMETOOLONG: return errc::invalid_argument;
+  case ENOSPC:
+  case EDQUOT: return errc::resource_exhausted;
+  default: return errc::internal;
+  }
+}
+
+// The checks files.cpp makes before resolving a path (the guest resolves
+// in-root the same way, so only the shape is checked here).
+status check_path(const std::string& path) {
+  if (path.empty() || path[0] != '/')
+    return invalid_argument("path " + path + ": must be absolute");
+  if (path.find('\0') != std::string::npos)
+    return invalid_argument("path: contains a NUL byte");
+  bool any = false;
+  size_t i = 1;
+  while (i <= path.size()) {
+    auto j = path.find('/', i);
+    if (j == std::string::npos)
+      j = path.size();
+    auto c = path.substr(i, j - i);
+    if (c == "..")
+      return invalid_argument("path " + path + ": \"..\" is not allowed");
+    any = any || (!c.empty() && c != ".");
+    i = j + 1;
+  }
+  if (!any)
+    return invalid_argument("path " + path + ": names the root directory");
+  return {};
+}
+
+bool send_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    auto n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+int64_t now_ms() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+} // namespace
+
+vm_sandbox::vm_sandbox(std::shared_ptr<io_loop> loop, vm_parts parts)
+  : loop_(std::move(loop)), parts_(std::move(parts)) {
+  pid_ = parts_.qemu.pid;
+}
+
+vm_sandbox::~vm_sandbox() {
+  std::lock_guard<std::mutex> g(m_);
+  if (qemu_token_)
+    loop_->remove(qemu_token_, parts_.qemu.pidfd.get());
+}
+
+status vm_sandbox::start() {
+  exit_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!exit_event_)
+    return sys_error("eventfd", parts_.id, errno);
+  sandbox_parts sp;
+  sp.id = parts_.id;
+  sp.dir = parts_.dir;
+  sp.pid = parts_.qemu.pid;
+  sp.reap = false; // the "init" the inner handle watches is our eventfd
+  sp.pidfd.reset(::fcntl(exit_event_.get(), F_DUPFD_CLOEXEC, 0));
+  sp.ctl = std::move(parts_.ctl_node);
+  sp.env = parts_.env;
+  inner_ = std::make_shared<container_sandbox>(loop_, std::move(sp));
+  if (auto st = inner_->start(); !st)
+    return st;
+  std::lock_guard<std::mutex> g(m_);
+  watch_qemu_locked();
+  return qemu_token_ ? status{} : sys_error("epoll add", "qemu pidfd of " + parts_.id, errno);
+}
+
+void vm_sandbox::watch_qemu_locked() {
+  std::weak_ptr<vm_sandbox> weak = shared_from_this();
+  qemu_token_ = loop_->add(parts_.qemu.pidfd.get(), EPOLLIN, [weak](uint32_t) {
+    if (auto self = weak.lock())
+      self->on_qemu_exit();
+  });
+}
+
+// The guest ended on its own (agent died and PID 1 powered off, a guest
+// panic, QEMU killed): tell the inner handle through the eventfd.
+void vm_sandbox::on_qemu_exit() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_ || !qemu_token_)
+      return;
+    loop_->remove(qemu_token_, parts_.qemu.pidfd.get());
+    qemu_token_ = 0;
+    siginfo_t si{};
+    std::string how;
+    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(parts_.qemu.pidfd.get()),
+                 &si, WEXITED | WNOHANG) == 0 && si.si_pid != 0)
+      how = si.si_code == CLD_EXITED ? "exit status " + std::to_string(si.si_status)
+                                     : std::string("signal ") + strsignal(si.si_status);
+    died_of_ = "guest exited (qemu " + how + ")";
+    auto tail = log_tail(parts_.machine.console_log, 200);
+    if (!tail.empty())
+      died_of_ += "; console: " + tail;
+  }
+  uint64_t one = 1;
+  (void)!::write(exit_event_.get(), &one, sizeof one);
+}
+
+uint64_t vm_sandbox::exec(exec_request req, exec_callbacks cb) {
+  return inner_->exec(std::move(req), std::move(cb));
+}
+
+void vm_sandbox::cancel(uint64_t exec_id) { inner_->cancel(exec_id); }
+
+void vm_sandbox::on_exit(std::function<void(std::string)> f) {
+  std::weak_ptr<vm_sandbox> weak = shared_from_this();
+  inner_->on_exit([weak, f = std::move(f)](std::string reason) {
+    auto self = weak.lock();
+    if (!self)
+      return;
+    {
+      std::lock_guard<std::mutex> g(self->m_);
+      if (self->destroying_)
+        return;
+      if (!self->died_of_.empty())
+        reason = self->died_of_;
+    }
+    f(std::move(reason));
+  });
+}
+
+// -- files ----------------------------------------------------------------------
+
+expected<std::string> vm_sandbox::file_call(const std::string& frame, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_)
+      return unavailable(what + " in " + parts_.id + ": sandbox destroyed");
+    if (paused_)
+      return unavailable(what + " in " + parts_.id + ": sandbox is paused");
+    if (!died_of_.empty())
+      return unavailable(what + " in " + parts_.id + ": " + died_of_);
+  }
+  proto::header h;
+  if (proto::peek_frame(frame, h) != proto::parse::complete)
+    return internal_error(what + ": bad request frame");
+  int fd = parts_.files_node.get();
+  if (!send_all(fd, frame))
+    return unavailable(what + " in " + parts_.id + ": file channel closed");
+  std::string in;
+  char buf[65536];
+  int64_t deadline = now_ms() + file_timeout_ms;
+  for (;;) {
+    proto::header r;
+    auto p = proto::peek_frame(in, r);
+    if (p == proto::parse::invalid)
+      return internal_error(what + " in " + parts_.id + ": malformed answer from the guest");
+    if (p == proto::parse::complete) {
+      if (r.id == h.id)
+        return in.substr(0, proto::header_size + r.length);
+      in.erase(0, proto::header_size + r.length); // a late answer to a timed-out call
+      continue;
+    }
+    int left = static_cast<int>(deadline - now_ms());
+    if (left <= 0)
+      return error{errc::timeout, what + " in " + parts_.id + ": the guest did not answer"};
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, left) < 0 && errno != EINTR)
+      return sys_error("poll", "file channel of " + parts_.id, errno);
+    auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0)
+      in.append(buf, static_cast<size_t>(n));
+    else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+      return unavailable(what + " in " + parts_.id + ": file channel closed");
+  }
+}
+
+namespace {
+
+error file_error(std::string_view frame, const std::string& path) {
+  proto::reader r(frame.substr(proto::header_size));
+  auto kind = static_cast<gp::err_kind>(r.u8());
+  int e = static_cast<int>(r.u32());
+  auto what = r.str();
+  auto size = r.u64();
+  if (!r.done())
+    return internal_error("file " + path + ": malformed answer from the guest");
+  if (kind == gp::err_kind::not_regular)
+    return invalid_argument(what + ": not a regular file");
+  if (kind == gp::err_kind::too_large)
+    return too_large(what + ": " + std::to_string(size) + " bytes, limit exceeded");
+  auto sp = what.find(' ');
+  return sys_error(what.substr(0, sp), sp == std::string::npos ? "" : what.substr(sp + 1), e,
+                   code_of(e));
+}
+
+} // namespace
+
+status vm_sandbox::write_file(const std::string& path, std::string_view data, uint32_t mode) {
+  if (auto st = check_path(path); !st)
+    return st;
+  if (data.size() + path.size() + 64 > proto::max_body)
+    return too_large("write " + path + ": larger than " + std::to_string(proto::max_body >> 20) +
+                     " MiB, the guest channel's limit");
+  std::lock_guard<std::mutex> op(op_m_);
+  auto frame = proto::writer(gp::put, next_file_id_++).str(path).u32(mode).str(data).finish();
+  auto reply = file_call(frame, "write " + path);
+  if (!reply)
+    return reply.err();
+  proto::header h;
+  proto::peek_frame(*reply, h);
+  if (h.type == gp::file_ok)
+    return {};
+  if (h.type == gp::file_err)
+    return file_error(*reply, path);
+  return internal_error("write " + path + ": unexpected answer from the guest");
+}
+
+expected<std::string> vm_sandbox::read_file(const std::string& path, size_t max_bytes) {
+  if (auto st = check_path(path); !st)
+    return st.err();
+  max_bytes = std::min<size_t>(max_bytes, proto::max_body - 64);
+  std::lock_guard<std::mutex> op(op_m_);
+  auto frame = proto::writer(gp::get, next_file_id_++).str(path).u64(max_bytes).finish();
+  auto reply = file_call(frame, "read " + path);
+  if (!reply)
+    return reply.err();
+  proto::header h;
+  proto::peek_frame(*reply, h);
+  if (h.type == gp::file_err)
+    return file_error(*reply, path);
+  proto::reader r(std::string_view(*reply).substr(proto::header_size));
+  auto data = r.str();
+  if (h.type != gp::file_data || !r.done())
+    return internal_error("read " + path + ": unexpected answer from the guest");
+  return data;
+}
+
+// -- pause, resume, destroy ----------------------------------------------------------
+
+// Stop, save the machine (RAM, devices, the guest's tmpfs upper) to
+// <dir>/state with QEMU 7.2's exec: migration, end QEMU: a paused guest
+// holds no host memory but its file.
+status vm_sandbox::pause() {
+  std::lock_guard<std::mutex> op(op_m_);
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_)
+      return unavailable("pause " + parts_.id + ": sandbox destroyed");
+    if (paused_)
+      return {};
+    if (!died_of_.empty())
+      return unavailable("pause " + parts_.id + ": " + died_of_);
+  }
+  auto state = parts_.dir + "/state";
+  qmp_client q(parts_.qemu.qmp.get(), parts_.qemu.qmp_ready);
+  auto fail = [&](const error& e) -> status {
+    (void)q.command(R"({"execute":"cont"})");
+    parts_.qemu.qmp_ready = q.ready();
+    ::unlink(state.c_str());
+    return error{e.code, "pause " + parts_.id + ": " + e.message};
+  };
+  if (auto r = q.command(R"({"execute":"stop"})"); !r)
+    return fail(r.err());
+  if (auto r = q.command(R"({"execute":"migrate","arguments":{"uri":"exec:cat > )" + state +
+                         R"("}})");
+      !r)
+    return fail(r.err());
+  for (int64_t deadline = now_ms() + migrate_timeout_ms;;) {
+    auto r = q.command(R"({"execute":"query-migrate"})");
+    if (!r)
+      return fail(r.err());
+    if (r->find("\"completed\"") != std::string::npos)
+      break;
+    if (r->find("\"failed\"") != std::string::npos || now_ms() > deadline)
+      return fail(internal_error("saving the machine failed: " + *r));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard<std::mutex> g(m_);
+    loop_->remove(qemu_token_, parts_.qemu.pidfd.get());
+    qemu_token_ = 0;
+    paused_ = true;
+  }
+  (void)q.command(R"({"execute":"quit"})", 2000);
+  pollfd pfd{parts_.qemu.pidfd.get(), POLLIN, 0};
+  ::poll(&pfd, 1, 5000);
+  stop_qemu(parts_.qemu);
+  return {};
+}
+
+// A new QEMU with the same machine line, restoring <dir>/state; the guest
+// runs on where it stopped, on the same channels.
+status vm_sandbox::resume() {
+  std::lock_guard<std::mutex> op(op_m_);
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_)
+      return unavailable("resume " + parts_.id + ": sandbox destroyed");
+    if (!paused_)
+      return {};
+  }
+  auto state = parts_.dir + "/state";
+  auto q = start_qemu(qemu_argv(parts_.machine, state), parts_.ctl_guest.get(),
+                      parts_.files_guest.get(), parts_.dir + "/qemu.log");
+  if (!q)
+    return error{q.err().code, "resume " + parts_.id + ": " + q.err().message};
+  qmp_client c(q->qmp.get());
+  // The machine was saved stopped, so it loads as "paused" (QEMU restores
+  // the run state): wait for the load to complete, then `cont`.
+  for (int64_t deadline = now_ms() + migrate_timeout_ms;;) {
+    auto r = c.command(R"({"execute":"query-migrate"})");
+    bool loaded = r && r->find("\"completed\"") != std::string::npos;
+    if (loaded)
+      r = c.command(R"({"execute":"cont"})");
+    if (loaded && r)
+      break;
+    bool failed = r && r->find("\"failed\"") != std::string::npos;
+    if (!r || failed || now_ms() > deadline) {
+      auto why = r ? "restore did not finish: " + *r : r.err().message;
+      stop_qemu(*q);
+      return internal_error("resume " + parts_.id + ": " + why + "; qemu: " +
+                            log_tail(parts_.dir + "/qemu.log"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::unlink(state.c_str());
+  q->qmp_ready = c.ready();
+  std::lock_guard<std::mutex> g(m_);
+  parts_.qemu = std::move(*q);
+  pid_ = parts_.qemu.pid;
+  paused_ = false;
+  watch_qemu_locked();
+  return {};
+}
+
+status vm_sandbox::destroy() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (!destroying_) {
+      destroying_ = true;
+      if (qemu_token_)
+        loop_->remove(qemu_token_, parts_.qemu.pidfd.get());
+      qemu_token_ = 0;
+      // Wakes a file call blocked on a hung guest.
+      ::shutdown(parts_.files_node.get(), SHUT_RDWR);
+    }
+  }
+  std::lock_guard<std::mutex> op(op_m_); // a second destroy waits for the first
+  if (!inner_)
+    return {};
+  stop_qemu(parts_.qemu);
+  pid_ = -1;
+  uint64_t one = 1;
+  (void)!::write(exit_event_.get(), &one, sizeof one); // the inner handle's "init" is gone
+  auto st = inner_->destroy(); // fails pending execs, removes <dir>
+  parts_.ctl_guest.reset();
+  parts_.files_guest.reset();
+  parts_.files_node.reset();
+  return st;
+}
+
+} // namespace dsec::backends

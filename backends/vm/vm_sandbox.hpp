@@ -1,0 +1,75 @@
+// vm_sandbox: the node's handle on one microvm or vm guest. Exec, cancel and
+// the exit report are the container sandbox's own code: the guest's init
+// speaks the same protocol, so a container_sandbox runs on our end of the
+// control socketpair (composition, no copy). What differs lives here: QEMU
+// (its pidfd stands behind an eventfd the inner handle watches as "init"),
+// files over the guest's second port (guest_proto.hpp), pause/resume by
+// saving the whole machine to <dir>/state and ending QEMU, and destroy.
+//
+// The guest ends of both socketpairs stay open in the node for the life of
+// the sandbox, so a QEMU that exits (pause) does not close the channels and
+// a restored QEMU continues them; frames sent while paused wait in them.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/backend.hpp"
+#include "backends/container/container_sandbox.hpp"
+#include "backends/container/io_loop.hpp"
+#include "backends/vm/qemu.hpp"
+#include "sys/fd.hpp"
+
+namespace dsec::backends {
+
+/// What vm_backend::create hands over.
+struct vm_parts {
+  std::string id, dir;
+  machine_spec machine;
+  qemu_process qemu;
+  sys::unique_fd ctl_node, ctl_guest;     ///< control channel socketpair
+  sys::unique_fd files_node, files_guest; ///< file channel socketpair
+  std::map<std::string, std::string> env;
+};
+
+class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_sandbox> {
+ public:
+  vm_sandbox(std::shared_ptr<io_loop> loop, vm_parts parts);
+  ~vm_sandbox() override;
+
+  /// Builds the inner handle and watches QEMU. Call once after make_shared.
+  status start();
+
+  uint64_t exec(exec_request req, exec_callbacks cb) override;
+  void cancel(uint64_t exec_id) override;
+  status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
+  expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
+  void on_exit(std::function<void(std::string reason)> f) override;
+  status destroy() override;
+  int init_pid() const override { return pid_.load(); }
+  status pause() override;
+  status resume() override;
+
+ private:
+  void watch_qemu_locked();
+  void on_qemu_exit();
+  expected<std::string> file_call(const std::string& frame, const std::string& what);
+
+  std::shared_ptr<io_loop> loop_;
+  vm_parts parts_;
+  std::shared_ptr<container_sandbox> inner_;
+  sys::unique_fd exit_event_; ///< readable = the guest is gone (inner's "pidfd")
+  std::atomic<int> pid_{-1};
+
+  std::mutex op_m_; ///< serializes pause, resume, destroy and file calls
+  std::mutex m_;
+  uint64_t qemu_token_ = 0;
+  bool paused_ = false;
+  bool destroying_ = false;
+  std::string died_of_;
+  uint32_t next_file_id_ = 1;
+};
+
+} // namespace dsec::backends
