@@ -66,15 +66,45 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   return out;
 }
 
+/// Per-sandbox denial counters (only sandboxes with any), for reward shaping
+/// dashboards and alerts.
+std::string denial_metrics(const std::string& node, const std::vector<sandbox_info>& infos) {
+  std::string out = "# HELP dsec_sandbox_denials_total Refused attempts per sandbox and kind.\n"
+                    "# TYPE dsec_sandbox_denials_total counter\n";
+  int64_t totals[3] = {0, 0, 0};
+  for (auto& i : infos) {
+    const std::pair<const char*, int64_t> kinds[] = {
+      {"network", i.denials.network}, {"syscall", i.denials.syscall}, {"file", i.denials.file}};
+    for (size_t k = 0; k < 3; ++k) {
+      totals[k] += kinds[k].second;
+      if (kinds[k].second > 0)
+        out += "dsec_sandbox_denials_total{node=\"" + node + "\",sandbox=\"" + i.id
+               + "\",kind=\"" + kinds[k].first + "\"} " + std::to_string(kinds[k].second) + "\n";
+    }
+  }
+  out += "# HELP dsec_denials Refused attempts of the node's live sandboxes, by kind.\n"
+         "# TYPE dsec_denials gauge\n";
+  const char* names[] = {"network", "syscall", "file"};
+  for (size_t k = 0; k < 3; ++k)
+    out += "dsec_denials{node=\"" + node + "\",kind=\"" + names[k] + "\"} "
+           + std::to_string(totals[k]) + "\n";
+  return out;
+}
+
 void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
   self->request(self->state.front, 10s, status_atom::value)
     .then(
       [self, c, metrics](node_status& st) {
         st.pid = ::getpid();
-        if (metrics)
-          reply(c, 200, metrics_text(st, self->state), "text/plain; version=0.0.4");
-        else
-          reply(c, 200, codec::encode(st));
+        if (!metrics)
+          return reply(c, 200, codec::encode(st));
+        auto text = std::make_shared<std::string>(metrics_text(st, self->state));
+        self->request(self->state.front, 10s, metrics_atom::value)
+          .then(
+            [c, text, node = st.node_id](std::vector<sandbox_info>& infos) {
+              reply(c, 200, *text + denial_metrics(node, infos), "text/plain; version=0.0.4");
+            },
+            [c, text](caf::error&) { reply(c, 200, *text, "text/plain; version=0.0.4"); });
       },
       on_error(c));
 }

@@ -189,6 +189,32 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return self->delegate(e.actor, info_atom::value);
       });
     },
+    // /metrics: every running sandbox's info with its live denial counts.
+    [self](metrics_atom) {
+      struct gather {
+        std::vector<sandbox_info> out;
+        size_t left = 0;
+        caf::response_promise rp;
+      };
+      auto g = std::make_shared<gather>();
+      g->rp = self->make_response_promise();
+      for (auto& [id, e] : self->state.sandboxes)
+        if (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused)
+          ++g->left;
+      if (g->left == 0) {
+        g->rp.deliver(std::move(g->out));
+        return;
+      }
+      auto done = [g] {
+        if (--g->left == 0)
+          g->rp.deliver(std::move(g->out));
+      };
+      for (auto& [id, e] : self->state.sandboxes)
+        if (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused)
+          self->request(e.actor, std::chrono::seconds(5), info_atom::value)
+            .then([g, done](sandbox_info& info) { g->out.push_back(std::move(info)); done(); },
+                  [done](caf::error&) { done(); });
+    },
     [self](pause_atom, const std::string& id) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, pause_atom::value);

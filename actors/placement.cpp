@@ -464,6 +464,9 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
     [self](layers_atom) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, layers_atom::value);
     },
+    [self](metrics_atom) -> caf::result<caf::message> {
+      return self->delegate(self->state.lifecycle, metrics_atom::value);
+    },
     // FnCall (actors/fncall.hpp): served by this node's warm pool.
     [self](fncall_atom, fncall_request& req) -> caf::result<caf::message> {
       auto fn = self->home_system().registry().get(fncall_atom::value);

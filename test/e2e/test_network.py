@@ -245,6 +245,11 @@ def test_syscall_and_file_denials_are_counted(client):
     assert d["file"] == 1, d
     assert "syscall mount" in d["recent"] and "syscall unshare" in d["recent"], d
     assert "file /etc/hostname-new" in d["recent"], d
+    # /metrics carries the same counts, per sandbox and kind.
+    status, text = client.call("GET", "/metrics")
+    text = text.decode() if isinstance(text, bytes) else text
+    assert f'sandbox="{sid}",kind="syscall"}} 2' in text, text[-2000:]
+    assert f'sandbox="{sid}",kind="file"}} 1' in text, text[-2000:]
 
 
 def test_destroy_and_stop_leave_nothing(dsec_bin, store, peer):

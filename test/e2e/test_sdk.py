@@ -309,7 +309,7 @@ def test_request_id_is_idempotent_and_conflicts_on_another_spec(sdk):
     dict(layers=[BUSYBOX], cpu=-1),
     dict(layers=[BUSYBOX], ttl_s=-1),
     dict(layers=[BUSYBOX], backend="no-such-backend"),
-    dict(layers=[BUSYBOX], network_allow=["1.1.1.1:80"]),
+    dict(layers=[BUSYBOX], network_allow=["1.1.1.1"]),
     # rejected by the SDK before the node sees them (wrong types)
     dict(layers=BUSYBOX),
     dict(layers=[BUSYBOX], memory_mb="512"),
