@@ -340,15 +340,6 @@ expected<unique_fd> verified_layer(const std::string& dir, const image_layer& l,
                           + ", expected " + l.digests.front());
 }
 
-// The staging dir: created under <store>/tmp, removed whatever happens.
-struct staging_dir {
-  std::string path;
-  ~staging_dir() {
-    if (!path.empty())
-      (void)sys::remove_tree(path);
-  }
-};
-
 } // namespace
 
 expected<import_result> import_image(store& s, const std::string& input, const std::string& name,
@@ -361,7 +352,7 @@ expected<import_result> import_image(store& s, const std::string& input, const s
   if (::stat(input.c_str(), &st) != 0)
     return sys_error(what + ": stat", input, errno,
                      errno == ENOENT ? errc::not_found : errc::invalid_argument);
-  staging_dir staging;
+  sys::scoped_tree staging; // under <store>/tmp, removed whatever happens
   std::string tmpl = s.root() + "/tmp/import-XXXXXX";
   if (!::mkdtemp(tmpl.data()))
     return sys_error(what + ": create staging dir", tmpl, errno);

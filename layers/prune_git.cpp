@@ -265,14 +265,6 @@ void walk(const std::string& dir, int depth, std::vector<std::pair<int, std::str
     walk(s, depth + 1, out);
 }
 
-struct staging_dir {
-  std::string path;
-  ~staging_dir() {
-    if (!path.empty())
-      (void)sys::remove_tree(path);
-  }
-};
-
 } // namespace
 
 std::vector<std::string> find_repos(const std::string& root) {
@@ -301,7 +293,7 @@ expected<pruned_build> build_pruned(store& s, const std::string& src_dir, const 
   auto src = absolute(src_dir), root = absolute(s.root());
   if (root == src || root.compare(0, src.size() + 1, src + "/") == 0)
     return invalid_argument(what + ": source " + src_dir + " contains the layer store " + s.root());
-  staging_dir staging;
+  sys::scoped_tree staging; // under <store>/tmp, removed whatever happens
   std::string tmpl = s.root() + "/tmp/prune-XXXXXX";
   if (!::mkdtemp(tmpl.data()))
     return sys_error(what + ": create staging dir", tmpl, errno);

@@ -108,6 +108,11 @@ class container_sandbox final : public sandbox,
   std::string in_; ///< bytes from init not yet parsed; loop thread only
 };
 
+/// Splits an absolute sandbox path into its components; refuses relative
+/// paths, "..", NUL bytes and the root itself (invalid_argument naming it).
+/// Implemented in files.cpp; the VM backend checks paths with it too.
+expected<std::vector<std::string>> split_sandbox_path(const std::string& path);
+
 /// Resolves `path` (absolute, no "..") below `root` with openat2 in-root
 /// semantics; exposed for the file calls. Implemented in files.cpp.
 status write_in_root(int root, const std::string& path, std::string_view data, uint32_t mode);

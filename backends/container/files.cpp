@@ -55,9 +55,9 @@ errc code_of(int err) {
   }
 }
 
-// Splits an absolute sandbox path into components; refuses relative paths,
-// "..", NUL bytes and empty names.
-expected<std::vector<std::string>> split(const std::string& path) {
+} // namespace
+
+expected<std::vector<std::string>> split_sandbox_path(const std::string& path) {
   if (path.empty() || path[0] != '/')
     return invalid_argument("path " + path + ": must be absolute");
   if (path.find('\0') != std::string::npos)
@@ -79,6 +79,8 @@ expected<std::vector<std::string>> split(const std::string& path) {
     return invalid_argument("path " + path + ": names the root directory");
   return parts;
 }
+
+namespace {
 
 std::string join(const std::vector<std::string>& parts, size_t n) {
   std::string s;
@@ -110,7 +112,7 @@ expected<sys::unique_fd> open_parent(int root, const std::vector<std::string>& p
 } // namespace
 
 status write_in_root(int root, const std::string& path, std::string_view data, uint32_t mode) {
-  auto parts = split(path);
+  auto parts = split_sandbox_path(path);
   if (!parts)
     return parts.err();
   if (auto parent = open_parent(root, *parts, path); !parent)
@@ -142,7 +144,7 @@ status write_in_root(int root, const std::string& path, std::string_view data, u
 }
 
 expected<std::string> read_in_root(int root, const std::string& path, size_t max_bytes) {
-  auto parts = split(path);
+  auto parts = split_sandbox_path(path);
   if (!parts)
     return parts.err();
   sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),

@@ -45,24 +45,8 @@ errc code_of(int err) {
 // The checks files.cpp makes before resolving a path (the guest resolves
 // in-root the same way, so only the shape is checked here).
 status check_path(const std::string& path) {
-  if (path.empty() || path[0] != '/')
-    return invalid_argument("path " + path + ": must be absolute");
-  if (path.find('\0') != std::string::npos)
-    return invalid_argument("path: contains a NUL byte");
-  bool any = false;
-  size_t i = 1;
-  while (i <= path.size()) {
-    auto j = path.find('/', i);
-    if (j == std::string::npos)
-      j = path.size();
-    auto c = path.substr(i, j - i);
-    if (c == "..")
-      return invalid_argument("path " + path + ": \"..\" is not allowed");
-    any = any || (!c.empty() && c != ".");
-    i = j + 1;
-  }
-  if (!any)
-    return invalid_argument("path " + path + ": names the root directory");
+  if (auto parts = split_sandbox_path(path); !parts)
+    return parts.err();
   return {};
 }
 

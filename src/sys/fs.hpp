@@ -34,6 +34,19 @@ status write_text(const std::string& path, std::string_view data);
 /// fail with EBUSY rather than delete another filesystem's files).
 status remove_tree(const std::string& path);
 
+/// A directory tree removed (remove_tree) when the guard goes out of scope,
+/// unless `path` is empty: staging dirs that must not outlive a failure.
+struct scoped_tree {
+  std::string path;
+  scoped_tree() = default;
+  scoped_tree(const scoped_tree&) = delete;
+  scoped_tree& operator=(const scoped_tree&) = delete;
+  ~scoped_tree() {
+    if (!path.empty())
+      (void)remove_tree(path);
+  }
+};
+
 /// One line of /proc/self/mountinfo.
 struct mount_entry {
   /// Where it is mounted, with mountinfo's \ooo escapes decoded.
