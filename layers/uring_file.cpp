@@ -87,6 +87,10 @@ struct uring_writer::impl {
     if (it == inflight.end())
       return true;
     auto& p = it->second;
+    // A request still queued in io_uring's workers is cancelled when the
+    // thread that submitted it exits: this (live) thread submits it again.
+    if (res == -ECANCELED && !err)
+      return submit_locked(id, p) || (inflight.erase(it), false);
     if (res < 0) {
       fail(sys_error("write " + path + " at offset " + std::to_string(p.offset), "", -res));
     } else if (res == 0) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -84,14 +85,23 @@ TEST_CASE("uring_writer writes chunks at offsets, out of order and from several 
   for (size_t off = 0; off < data.size(); off += chunk)
     offsets.push_back(off);
   std::shuffle(offsets.begin(), offsets.end(), std::mt19937{3});
+  // Catch's assertions are not thread-safe: threads record the first error.
+  std::mutex mu;
+  std::string first_error;
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t)
     threads.emplace_back([&, t] {
       for (size_t i = t; i < offsets.size(); i += 3)
-        REQUIRE(w->write_at(offsets[i], data.substr(offsets[i], chunk)));
+        if (auto st = w->write_at(offsets[i], data.substr(offsets[i], chunk)); !st) {
+          std::lock_guard<std::mutex> g{mu};
+          if (first_error.empty())
+            first_error = st.err().message;
+        }
     });
   for (auto& t : threads)
     t.join();
+  INFO(first_error);
+  REQUIRE(first_error.empty());
   REQUIRE(w->finish(data.size()));
   CHECK(w->written() == data.size());
   CHECK(read_all(path) == data);
