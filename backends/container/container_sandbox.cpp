@@ -74,6 +74,7 @@ container_sandbox::~container_sandbox() {
   // The loop's handlers hold weak references only; nothing runs after this.
   loop_->remove(ctl_token_, parts_.ctl.get());
   loop_->remove(pid_token_, parts_.pidfd.get());
+  loop_->remove(oom_token_, oom_fd_.get());
   // Dropped without destroy() (the sandbox lives on): every on_done still
   // runs exactly once, on the loop thread.
   if (!pending_.empty())
@@ -100,7 +101,33 @@ status container_sandbox::start() {
   });
   if (pid_token_ == 0)
     return sys_error("epoll add", "pidfd of " + parts_.id, errno);
+  // An OOM anywhere in the sandbox takes the whole sandbox: a half-killed
+  // sandbox (some process gone, the rest running) gives a trainer a state it
+  // cannot reason about; `failed: oom` is one clear signal.
+  if (parts_.cgroup) {
+    auto efd = parts_.cgroup->oom_eventfd();
+    if (!efd)
+      return error{efd.err().code, "watch oom of " + parts_.id + ": " + efd.err().message};
+    oom_fd_ = sys::unique_fd{*efd};
+    oom_token_ = loop_->add(oom_fd_.get(), EPOLLIN, [weak](uint32_t) {
+      if (auto self = weak.lock())
+        self->on_oom();
+    });
+    if (oom_token_ == 0)
+      return sys_error("epoll add", "oom eventfd of " + parts_.id, errno);
+  }
   return {};
+}
+
+void container_sandbox::on_oom() {
+  uint64_t n = 0;
+  (void)!::read(oom_fd_.get(), &n, sizeof n);
+  std::lock_guard<std::mutex> g(m_);
+  if (destroyed_ || dead_)
+    return;
+  // SAFETY: the pidfd pins init; killing it kills the pid namespace. The
+  // pidfd turning readable then reports the death, with reason "oom".
+  ::syscall(SYS_pidfd_send_signal, parts_.pidfd.get(), SIGKILL, nullptr, 0);
 }
 
 // -- exec ---------------------------------------------------------------------
@@ -316,6 +343,9 @@ void container_sandbox::on_init_exit() {
     dead_ = true;
     loop_->remove(pid_token_, parts_.pidfd.get());
     pid_token_ = 0;
+    if (oom_token_)
+      loop_->remove(oom_token_, oom_fd_.get());
+    oom_token_ = 0;
     close_channel_locked();
     reason = exit_reason();
     death_ = "init exited (" + reason + ")";
@@ -378,6 +408,9 @@ status container_sandbox::destroy() {
     close_channel_locked();
     loop_->remove(pid_token_, parts_.pidfd.get());
     pid_token_ = 0;
+    if (oom_token_)
+      loop_->remove(oom_token_, oom_fd_.get());
+    oom_token_ = 0;
     root_.reset(); // an O_PATH fd on the root would keep the overlay busy
   }
   // SAFETY: the pidfd pins this exact process; killing a pid namespace's

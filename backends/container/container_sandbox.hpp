@@ -79,6 +79,7 @@ class container_sandbox final : public sandbox,
 
   void on_channel(uint32_t events);
   void on_init_exit();
+  void on_oom();
   bool handle_frame(const init_proto::header& h, std::string_view body);
   void fail_pending(const error& e);
   std::string exit_reason();
@@ -98,7 +99,10 @@ class container_sandbox final : public sandbox,
   uint32_t next_id_ = 1;
   std::map<uint32_t, std::shared_ptr<pending_exec>> pending_;
   std::function<void(std::string)> on_exit_;
-  uint64_t ctl_token_ = 0, pid_token_ = 0;
+  uint64_t ctl_token_ = 0, pid_token_ = 0, oom_token_ = 0;
+  /// Readable when the memory controller hits OOM: the whole sandbox is then
+  /// killed and reported failed with reason "oom".
+  sys::unique_fd oom_fd_;
   bool channel_open_ = true;
   bool dead_ = false;      ///< init exited on its own
   bool destroyed_ = false; ///< destroy() ran (or runs)

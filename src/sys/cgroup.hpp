@@ -53,6 +53,11 @@ class cgroup {
   /// OOM counters of the memory controller.
   virtual memory_events memory() const = 0;
 
+  /// An eventfd that becomes readable each time the memory controller hits
+  /// an out-of-memory condition in the group (v1 cgroup.event_control on
+  /// memory.oom_control). The caller owns it.
+  virtual expected<int> oom_eventfd() const = 0;
+
   /// Freezes (true) or thaws (false) every process of the group.
   virtual status freeze(bool frozen) = 0;
 

@@ -3,6 +3,7 @@
 // memory.limit_in_bytes, pids.max), the legacy freezer for pause. kmem knobs
 // are deprecated and never written.
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -112,6 +113,27 @@ class cgroup_v1 final : public cgroup {
     for (long v; (v = std::strtol(p, &end, 10)) > 0 && end != p; p = end)
       out.push_back(static_cast<pid_t>(v));
     return out;
+  }
+
+  expected<int> oom_eventfd() const override {
+    auto m = dir("memory");
+    int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0)
+      return sys_error("eventfd for oom of", m, errno);
+    int ofd = ::open((m + "/memory.oom_control").c_str(), O_RDONLY | O_CLOEXEC);
+    if (ofd < 0) {
+      auto err = errno;
+      ::close(efd);
+      return sys_error("open", m + "/memory.oom_control", err);
+    }
+    auto line = std::to_string(efd) + " " + std::to_string(ofd);
+    auto st = write_text(m + "/cgroup.event_control", line);
+    ::close(ofd); // the kernel holds its own reference once registered
+    if (!st) {
+      ::close(efd);
+      return st.err();
+    }
+    return efd;
   }
 
   memory_events memory() const override {
