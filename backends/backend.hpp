@@ -31,6 +31,12 @@ struct create_params {
   std::string dir;
 };
 
+/// Checks what every backend relies on: a plain id (no '/', not "." or
+/// ".."), an absolute dir, at least one layer dir, each absolute and free of
+/// the characters mount options split on (',', ':', '\\'). Implemented in
+/// backend.cpp.
+status check_params(const create_params& p);
+
 /// Streaming and completion callbacks of one exec. Both run on a backend I/O
 /// thread; `on_done` runs exactly once, after the last `on_output`.
 struct exec_callbacks {

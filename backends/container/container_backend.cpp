@@ -37,20 +37,6 @@ namespace {
 // the create instead of hanging a worker forever.
 constexpr int handshake_timeout_ms = 10000;
 
-status valid_params(const create_params& p) {
-  if (p.id.empty() || p.id.size() > 200 || p.id.find('/') != std::string::npos ||
-      p.id == "." || p.id == "..")
-    return invalid_argument("create: bad sandbox id \"" + p.id + "\"");
-  if (p.dir.size() < 2 || p.dir[0] != '/')
-    return invalid_argument("create " + p.id + ": dir must be an absolute path");
-  if (p.lower_dirs.empty())
-    return invalid_argument("create " + p.id + ": no layers");
-  for (auto& l : p.lower_dirs)
-    if (l.empty() || l[0] != '/' || l.find_first_of(",:\\") != std::string::npos)
-      return invalid_argument("create " + p.id + ": bad layer dir \"" + l + "\"");
-  return {};
-}
-
 // Reads one framed answer from init, watching its pidfd too.
 status await_ready(int ctl, int pidfd, const std::string& id) {
   std::string in;
@@ -222,7 +208,7 @@ status container_backend::start_init(const create_params& p, sandbox_parts& part
 expected<std::shared_ptr<sandbox>> container_backend::create(const create_params& p) {
   if (init_error_)
     return init_error_;
-  if (auto st = valid_params(p); !st)
+  if (auto st = check_params(p); !st)
     return st.err();
   if (auto st = check_network(*net_, p.id, p.spec.network); !st)
     return st.err();

@@ -112,6 +112,12 @@ class container_sandbox final : public sandbox,
   std::string in_; ///< bytes from init not yet parsed; loop thread only
 };
 
+/// The error code a file call answers for `err` (errno): not_found,
+/// invalid_argument for paths that are not plain files or leave the root,
+/// conflict for a running binary, too_large, resource_exhausted for a full
+/// quota, internal otherwise. Implemented in files.cpp; VM file calls use it.
+errc file_errc(int err);
+
 /// Splits an absolute sandbox path into its components; refuses relative
 /// paths, "..", NUL bytes and the root itself (invalid_argument naming it).
 /// Implemented in files.cpp; the VM backend checks paths with it too.

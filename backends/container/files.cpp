@@ -36,7 +36,9 @@ int open_in_root(int root, const std::string& rel, uint64_t flags, uint64_t mode
   }
 }
 
-errc code_of(int err) {
+} // namespace
+
+errc file_errc(int err) {
   switch (err) {
   case ENOENT: return errc::not_found;
   case ENOTDIR:
@@ -54,8 +56,6 @@ errc code_of(int err) {
   default: return errc::internal;
   }
 }
-
-} // namespace
 
 expected<std::vector<std::string>> split_sandbox_path(const std::string& path) {
   if (path.empty() || path[0] != '/')
@@ -99,11 +99,11 @@ expected<sys::unique_fd> open_parent(int root, const std::vector<std::string>& p
     if (!next && errno == ENOENT) {
       // Relative to a parent resolved in-root; a single name cannot escape.
       if (::mkdirat(dir.get(), parts[n - 1].c_str(), 0755) != 0 && errno != EEXIST)
-        return sys_error("mkdir", "/" + rel, errno, code_of(errno));
+        return sys_error("mkdir", "/" + rel, errno, file_errc(errno));
       next.reset(open_in_root(root, rel, O_PATH | O_DIRECTORY, 0));
     }
     if (!next)
-      return sys_error("open", "/" + rel + " (parent of " + shown + ")", errno, code_of(errno));
+      return sys_error("open", "/" + rel + " (parent of " + shown + ")", errno, file_errc(errno));
     dir = std::move(next);
   }
   return dir;
@@ -124,18 +124,18 @@ status write_in_root(int root, const std::string& path, std::string_view data, u
   if (!fd && errno == ENXIO)
     return invalid_argument("write " + path + ": not a regular file");
   if (!fd)
-    return sys_error("open", path, errno, code_of(errno));
+    return sys_error("open", path, errno, file_errc(errno));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return invalid_argument("write " + path + ": not a regular file");
   if (::ftruncate(fd.get(), 0) != 0) // only now that it is known to be a regular file
-    return sys_error("truncate", path, errno, code_of(errno));
+    return sys_error("truncate", path, errno, file_errc(errno));
   while (!data.empty()) {
     auto n = ::write(fd.get(), data.data(), data.size());
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      return sys_error("write", path, errno, code_of(errno));
+      return sys_error("write", path, errno, file_errc(errno));
     data.remove_prefix(static_cast<size_t>(n));
   }
   if (::fchmod(fd.get(), mode & 07777) != 0) // O_CREAT's mode went through the umask
@@ -152,7 +152,7 @@ expected<std::string> read_in_root(int root, const std::string& path, size_t max
   if (!fd && errno == ENXIO)
     return invalid_argument("read " + path + ": not a regular file");
   if (!fd)
-    return sys_error("open", path, errno, code_of(errno));
+    return sys_error("open", path, errno, file_errc(errno));
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     return invalid_argument("read " + path + ": not a regular file");

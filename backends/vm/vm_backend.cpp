@@ -90,17 +90,6 @@ expected<std::string> layer_image(const std::string& dir, const std::string& id)
   return src;
 }
 
-status valid_params(const create_params& p) {
-  if (p.id.empty() || p.id.size() > 200 || p.id.find('/') != std::string::npos ||
-      p.id == "." || p.id == "..")
-    return invalid_argument("create: bad sandbox id \"" + p.id + "\"");
-  if (p.dir.size() < 2 || p.dir[0] != '/')
-    return invalid_argument("create " + p.id + ": dir must be an absolute path");
-  if (p.lower_dirs.empty())
-    return invalid_argument("create " + p.id + ": no layers");
-  return {};
-}
-
 enum class boot_result { ready, setup_failed, no_answer, qemu_exited };
 
 // Waits for init's answer to `config`, watching QEMU's pidfd.
@@ -196,7 +185,7 @@ class vm_backend final : public backend {
 };
 
 expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
-  if (auto st = valid_params(p); !st)
+  if (auto st = check_params(p); !st)
     return st.err();
   std::vector<std::string> disks;
   for (auto& dir : p.lower_dirs) {

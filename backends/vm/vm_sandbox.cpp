@@ -28,20 +28,6 @@ namespace {
 constexpr int file_timeout_ms = 120000;
 constexpr int migrate_timeout_ms = 120000;
 
-errc code_of(int err) {
-  switch (err) {
-  case ENOENT: return errc::not_found;
-  case ENOTDIR:
-  case EISDIR:
-  case ELOOP:
-  case EXDEV:
-  case ENAMETOOLONG: return errc::invalid_argument;
-  case ENOSPC:
-  case EDQUOT: return errc::resource_exhausted;
-  default: return errc::internal;
-  }
-}
-
 // The checks files.cpp makes before resolving a path (the guest resolves
 // in-root the same way, so only the shape is checked here).
 status check_path(const std::string& path) {
@@ -219,7 +205,7 @@ error file_error(std::string_view frame, const std::string& path) {
     return too_large(what + ": " + std::to_string(size) + " bytes, limit exceeded");
   auto sp = what.find(' ');
   return sys_error(what.substr(0, sp), sp == std::string::npos ? "" : what.substr(sp + 1), e,
-                   code_of(e));
+                   file_errc(e));
 }
 
 } // namespace

@@ -385,12 +385,18 @@ class Node:
         assert rc == 0, (f"node {self.node_id} SIGTERM exit code {rc} (None = hung > "
                          f"{STOP_WAIT_S}s and killed):\n{self.log_tail()}")
 
-    def remove_state(self):
+    def remove_state(self, keep_log=False):
         """Removes the state dir unless something is still mounted under it
-        (rmtree through a leftover bind mount could reach host files)."""
+        (rmtree through a leftover bind mount could reach host files), and the
+        log unless `keep_log` (a failure report still needs it)."""
         if mounts_under(self.state_dir):
             return False
         shutil.rmtree(self.state_dir, ignore_errors=True)
+        if not keep_log:
+            try:
+                os.unlink(self.log_path)
+            except FileNotFoundError:
+                pass
         return True
 
     def check_clean(self, allow_layer_mounts=True):
@@ -435,7 +441,7 @@ def _finish_node(node):
             pass
     rc = node.stop()
     left = node.check_clean(allow_layer_mounts=False) if rc == 0 else []
-    removed = node.remove_state()
+    removed = node.remove_state(keep_log=True)
     problems = []
     if rc != 0:
         problems.append(f"SIGTERM exit code {rc} (None = hung and killed)")
