@@ -4,9 +4,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,8 +12,7 @@
 #include <sstream>
 
 #include "sys/fd.hpp"
-
-extern char** environ;
+#include "sys/process.hpp"
 
 namespace dsec::net {
 
@@ -87,53 +83,6 @@ std::string nft_ruleset(const std::string& table, const std::string& bridge, uin
 
 } // namespace
 
-status run_command(const std::vector<std::string>& argv, const std::string& input) {
-  int in[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) != 0)
-    return sys_error("pipe", argv[0], errno);
-  if (::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(in[0]), ::close(in[1]);
-    return sys_error("pipe", argv[0], errno);
-  }
-  sys::unique_fd in_r{in[0]}, in_w{in[1]}, err_r{err[0]}, err_w{err[1]};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in_r.get(), 0);
-  posix_spawn_file_actions_adddup2(&fa, err_w.get(), 2);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  std::vector<char*> args;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  std::string cmd;
-  for (auto& a : argv)
-    cmd += (cmd.empty() ? "" : " ") + a;
-  if (rc != 0)
-    return sys_error("run", cmd, rc);
-  in_r.reset(), err_w.reset();
-  // Inputs are a few hundred bytes: they fit the pipe before the child reads.
-  if (!input.empty())
-    (void)!::write(in_w.get(), input.data(), input.size());
-  in_w.reset();
-  std::string out;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(err_r.get(), buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
-    if (n > 0)
-      out.append(buf, static_cast<size_t>(n));
-  int wst = 0;
-  while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(wst) && WEXITSTATUS(wst) == 0)
-    return {};
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' '))
-    out.pop_back();
-  return internal_error(cmd + ": " + (out.empty() ? "exit status " + std::to_string(WEXITSTATUS(wst)) : out));
-}
-
 std::vector<uint32_t> host_nameservers() {
   std::vector<uint32_t> out;
   std::ifstream f("/etc/resolv.conf");
@@ -160,8 +109,8 @@ expected<std::unique_ptr<node_link>> node_link::open(const std::string& node_id)
   l->bridge_ = "ds" + l->tag_ + "br";
   l->table_ = "dsec_" + l->tag_;
   // Leftovers of a previous run of this node id (it died without teardown).
-  (void)run_command({"ip", "link", "del", l->bridge_});
-  (void)run_command({"nft", "delete", "table", "ip", l->table_});
+  (void)sys::run_checked({"ip", "link", "del", l->bridge_});
+  (void)sys::run_checked({"nft", "delete", "table", "ip", l->table_});
   auto routes = host_routes();
   uint32_t mask = htonl(~0u << (32 - subnet_bits));
   int start = static_cast<int>(h % subnets);
@@ -175,17 +124,17 @@ expected<std::unique_ptr<node_link>> node_link::open(const std::string& node_id)
   l->used_.assign(slots, false);
   l->used_[0] = l->used_[1] = l->used_[slots - 1] = true; // network, gateway, broadcast
   auto gw = ip4(l->gateway()) + "/" + std::to_string(subnet_bits);
-  if (auto st = run_command({"ip", "-b", "-"},
+  if (auto st = sys::run_checked({"ip", "-b", "-"},
                             "link add " + l->bridge_ + " type bridge\n"
                             "addr add " + gw + " dev " + l->bridge_ + "\n"
                             "link set " + l->bridge_ + " up\n");
       !st) {
-    (void)run_command({"ip", "link", "del", l->bridge_});
+    (void)sys::run_checked({"ip", "link", "del", l->bridge_});
     return unavailable("node network: " + st.err().message);
   }
-  if (auto st = run_command({"nft", "-f", "-"}, nft_ruleset(l->table_, l->bridge_, l->subnet_));
+  if (auto st = sys::run_checked({"nft", "-f", "-"}, nft_ruleset(l->table_, l->bridge_, l->subnet_));
       !st) {
-    (void)run_command({"ip", "link", "del", l->bridge_});
+    (void)sys::run_checked({"ip", "link", "del", l->bridge_});
     return unavailable("node network: " + st.err().message);
   }
   // NAT needs forwarding; it is host-wide and stays on after the node (other
@@ -194,16 +143,25 @@ expected<std::unique_ptr<node_link>> node_link::open(const std::string& node_id)
   fwd << "1\n";
   fwd.flush();
   if (!fwd) {
-    (void)run_command({"nft", "delete", "table", "ip", l->table_});
-    (void)run_command({"ip", "link", "del", l->bridge_});
+    (void)sys::run_checked({"nft", "delete", "table", "ip", l->table_});
+    (void)sys::run_checked({"ip", "link", "del", l->bridge_});
     return unavailable("node network: cannot enable /proc/sys/net/ipv4/ip_forward");
   }
   return l;
 }
 
 node_link::~node_link() {
-  (void)run_command({"nft", "delete", "table", "ip", table_});
-  (void)run_command({"ip", "link", "del", bridge_});
+  (void)sys::run_checked({"nft", "delete", "table", "ip", table_});
+  // The veths of sandboxes that just died go with their network namespaces,
+  // asynchronously; until then the bridge may refuse to go (EBUSY). Retry
+  // for up to a second, stopping once the link is gone.
+  for (int i = 0; i < 20; ++i) {
+    if (sys::run_checked({"ip", "link", "del", bridge_}))
+      return;
+    if (!sys::run_checked({"ip", "link", "show", bridge_}))
+      return; // already gone
+    ::usleep(50 * 1000);
+  }
 }
 
 expected<sandbox_link> node_link::attach(const std::string& sandbox_id, pid_t init_pid) {
@@ -224,7 +182,7 @@ expected<sandbox_link> node_link::attach(const std::string& sandbox_id, pid_t in
   l.addr = htonl(ntohl(subnet_) + uint32_t(l.index));
   l.host_if = "ds" + tag_ + "." + std::to_string(l.index);
   auto pid = std::to_string(init_pid);
-  auto st = run_command({"ip", "-b", "-"},
+  auto st = sys::run_checked({"ip", "-b", "-"},
                         "link add " + l.host_if + " type veth peer name eth0 netns " + pid + "\n"
                         "link set " + l.host_if + " master " + bridge_ + "\n"
                         "link set dev " + l.host_if + " type bridge_slave isolated on\n"
@@ -232,7 +190,7 @@ expected<sandbox_link> node_link::attach(const std::string& sandbox_id, pid_t in
   // SAFETY: nsenter joins only the sandbox's net namespace (not its mount or
   // pid namespace), so `ip` is the host's binary with the host's files.
   if (st)
-    st = run_command({"nsenter", "--net=/proc/" + pid + "/ns/net", "ip", "-b", "-"},
+    st = sys::run_checked({"nsenter", "--net=/proc/" + pid + "/ns/net", "ip", "-b", "-"},
                      "addr add " + ip4(l.addr) + "/" + std::to_string(subnet_bits) + " dev eth0\n"
                      "link set eth0 up\n"
                      "route add default via " + ip4(gateway()) + "\n");
@@ -248,7 +206,7 @@ void node_link::detach(sandbox_link& l) {
     return;
   // Deleting one end deletes the pair; if the sandbox's namespace died first
   // the pair is already gone.
-  (void)run_command({"ip", "link", "del", l.host_if});
+  (void)sys::run_checked({"ip", "link", "del", l.host_if});
   std::lock_guard<std::mutex> g(m_);
   used_[l.index] = false;
   l.index = -1;

@@ -71,10 +71,6 @@ class node_link {
   std::vector<bool> used_; ///< host slots 2..4094
 };
 
-/// Runs argv (no shell), feeding `input` on stdin; the error names the
-/// command and carries its stderr.
-status run_command(const std::vector<std::string>& argv, const std::string& input = {});
-
 /// The IPv4 nameservers of the host's /etc/resolv.conf, network order,
 /// loopback ones (systemd-resolved) left out: a sandbox cannot reach them.
 std::vector<uint32_t> host_nameservers();
