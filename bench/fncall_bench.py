@@ -3,11 +3,18 @@
 # for a Python `print(1)` and a bash `echo 1`, against, in the same run:
 #   - a plain host `python3 -c 'print(1)'` (subprocess), the cold-start floor;
 #   - a container exec of `python3 -c 'print(1)'` in a running python sandbox.
+# Python latency is measured twice: paced (--rate calls/s, below the pool's
+# capacity, so each call finds a warm process: the latency a caller sees) and
+# back to back (one caller saturating the pool: latency includes waiting for
+# a worker to finish resetting). Throughput runs also report the CPU the
+# worker sandboxes used per call (their cgroup v2 cpu.stat), which does not
+# depend on the machine's load.
 # The host baseline is Debian's /usr/bin/python3 (a `python3` on PATH may be a
-# pyenv shim, a shell script that costs ~1 s by itself). Starts its own node (own state dir and ports) and prints + writes JSON to
+# pyenv shim, a shell script that costs ~1 s by itself). Starts its own node
+# (own state dir and ports) and prints + writes JSON to
 # bench/results/fncall-<date>.json.
 #
-#   DSEC_BIN=build-perf/src/dsec /usr/bin/python3 bench/fncall_bench.py [--n 500] [--secs 5]
+#   DSEC_BIN=build/src/dsec /usr/bin/python3 bench/fncall_bench.py [--n 500] [--secs 5]
 
 import argparse
 import datetime
@@ -26,6 +33,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+NODE_ID = "fncall-bench"
 
 
 def free_port():
@@ -73,7 +81,36 @@ def timed(n, fn):
     return lat, inner
 
 
-def throughput(port, body, threads, secs):
+def paced(n, rate, fn):
+    """`n` calls at `rate` per second (a caller below the pool's capacity:
+    each call finds a worker whose next process is already warm)."""
+    lat, inner = [], []
+    gap = 1.0 / rate
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = fn()
+        lat.append((time.perf_counter() - t0) * 1000)
+        inner.append(r.get("duration_ms", 0))
+        time.sleep(max(0.0, gap - (time.perf_counter() - t0)))
+    return lat, inner
+
+
+def pool_cpu_ms(node_id):
+    """CPU time used so far by the node's fncall worker sandboxes (usage_usec
+    of their cgroup v2 dirs): what a call costs the machine, whatever the load."""
+    root = Path("/sys/fs/cgroup/unified/dsec") / node_id
+    total = 0
+    for d in root.glob("*fncall*"):
+        try:
+            for line in (d / "cpu.stat").read_text().splitlines():
+                if line.startswith("usage_usec "):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1e3
+
+
+def throughput(port, body, threads, secs, node_id=None):
     count = [0] * threads
     errors = [0] * threads
     stop = time.monotonic() + secs
@@ -92,14 +129,19 @@ def throughput(port, body, threads, secs):
                 rest = Rest(port)
 
     t0 = time.monotonic()
+    cpu0 = pool_cpu_ms(node_id) if node_id else 0
     ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     took = time.monotonic() - t0
-    return {"threads": threads, "secs": round(took, 2), "calls": sum(count),
-            "errors": sum(errors), "calls_per_s": round(sum(count) / took, 1)}
+    out = {"threads": threads, "secs": round(took, 2), "calls": sum(count),
+           "errors": sum(errors), "calls_per_s": round(sum(count) / took, 1)}
+    if node_id and sum(count):
+        # Retired workers take their cgroups along: a lower bound.
+        out["sandbox_cpu_ms_per_call"] = round((pool_cpu_ms(node_id) - cpu0) / sum(count), 2)
+    return out
 
 
 def main():
@@ -108,6 +150,8 @@ def main():
     ap.add_argument("--baseline-n", type=int, default=100)
     ap.add_argument("--secs", type=float, default=5, help="seconds per throughput run")
     ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--rate", type=float, default=20,
+                    help="calls per second of the paced latency series")
     ap.add_argument("--store", default=os.environ.get("DSEC_TEST_STORE", "/var/lib/dsec-test/store"))
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -119,7 +163,7 @@ def main():
     log = open(state + ".log", "wb")
     node = subprocess.Popen([dsec, "node", "--state-dir", state, "--store", args.store,
                              "--rest", f"127.0.0.1:{rest_port}", "--listen", "127.0.0.1:0",
-                             "--node-id", "h6-fncall-bench"], stdout=log, stderr=subprocess.STDOUT,
+                             "--node-id", NODE_ID], stdout=log, stderr=subprocess.STDOUT,
                             env=env)
     results = {"bench": "fncall", "date": datetime.datetime.utcnow().isoformat() + "Z",
                "host": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}}
@@ -144,16 +188,22 @@ def main():
             rest.post("/v1/fncall", py)
             rest.post("/v1/fncall", sh)
 
+        lat, inner = paced(args.n, args.rate, lambda: rest.post("/v1/fncall", py))
+        results["fncall_python_print"] = summary(lat, {"server_p50_ms": round(pct(inner, 50), 3),
+                                                       "rate_per_s": args.rate})
         lat, inner = timed(args.n, lambda: rest.post("/v1/fncall", py))
-        results["fncall_python_print"] = summary(lat, {"server_p50_ms": round(pct(inner, 50), 3)})
+        results["fncall_python_print_back_to_back"] = summary(
+            lat, {"server_p50_ms": round(pct(inner, 50), 3)})
         lat, inner = timed(args.n, lambda: rest.post("/v1/fncall", sh))
         results["fncall_bash_echo"] = summary(lat, {"server_p50_ms": round(pct(inner, 50), 3)})
         # The first run under load also grows the pool (each new worker
         # starts Python and preloads); the second runs on the grown pool.
         results["fncall_python_throughput_growing"] = throughput(rest_port, py, args.threads,
                                                                  args.secs)
-        results["fncall_python_throughput"] = throughput(rest_port, py, args.threads, args.secs)
-        results["fncall_bash_throughput"] = throughput(rest_port, sh, args.threads, args.secs)
+        results["fncall_python_throughput"] = throughput(rest_port, py, args.threads, args.secs,
+                                                         NODE_ID)
+        results["fncall_bash_throughput"] = throughput(rest_port, sh, args.threads, args.secs,
+                                                       NODE_ID)
 
         lat, _ = timed(args.baseline_n, lambda: subprocess.run(
             ["/usr/bin/python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True))

@@ -58,7 +58,9 @@ struct call {
 };
 
 struct worker {
-  enum state_t { starting, idle, busy, dead };
+  /// cleaning: answered, the server is resetting the sandbox and forking
+  /// the next call's process; it says "clean" when the next call may come.
+  enum state_t { starting, idle, busy, cleaning, dead };
   uint64_t serial = 0;
   std::string id;
   std::shared_ptr<sandbox> sb;
@@ -121,7 +123,7 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
     std::lock_guard lk{mu_};
     pool_stats s;
     for (auto& [n, w] : workers_) {
-      if (w->state == worker::idle || w->state == worker::busy) {
+      if (w->state == worker::idle || w->state == worker::busy || w->state == worker::cleaning) {
         ++s.workers;
         s.idle += w->state == worker::idle;
         s.init_pids.push_back(w->sb->init_pid());
@@ -269,6 +271,15 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
       w->acked = true;
       return;
     }
+    if (w->state == worker::cleaning) {
+      auto tainted = clean_frame_tainted(frame);
+      if (!tainted)
+        return kill_worker(w, "unexpected frame from the fork server", out);
+      if (*tainted)
+        return kill_worker(w, "the call left state behind (tainted)", out);
+      w->state = worker::idle;
+      return dispatch(out);
+    }
     if (w->state != worker::busy || !w->acked)
       return kill_worker(w, "unexpected frame from the fork server", out);
     auto a = decode_answer(frame);
@@ -288,9 +299,9 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
       w->state = worker::idle; // answered: kill_worker answers busy workers only
       return kill_worker(w, a->tainted ? "the call left state behind (tainted)" : a->error, out);
     }
-    w->state = worker::idle;
+    w->state = worker::cleaning;
     w->last_used = clock::now();
-    dispatch(out);
+    w->deadline = w->last_used + cfg_.grace;
   }
 
   static void finish(std::vector<completion>& out) {
@@ -313,7 +324,7 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
           return;
         auto now = clock::now();
         for (auto& [n, w] : workers_)
-          if (w->state == worker::busy) {
+          if (w->state == worker::busy || w->state == worker::cleaning) {
             auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(w->deadline - now).count() + 1;
             if (timeout < 0 || ms < timeout)
               timeout = ms < 0 ? 0 : int(ms);
@@ -339,7 +350,9 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
           read_from(w, out);
       }
       auto now = clock::now();
-      for (auto& [k, w] : workers_)
+      for (auto& [k, w] : workers_) {
+        if (w->state == worker::cleaning && now >= w->deadline)
+          kill_worker(w, "no clean report within the grace period after a call", out);
         if (w->state == worker::busy && now >= w->deadline) {
           exec_result r;
           r.exit_code = 137;
@@ -348,6 +361,7 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
           r.stderr_data = "fncall: the call's worker stopped answering; it was replaced\n";
           kill_worker(w, "no answer within timeout_s + grace", out, r);
         }
+      }
       dispatch(out); // calls a dead worker never took went back to the queue
       lk.unlock();
       finish(out);
@@ -397,11 +411,14 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
       }
       size_t alive = 0, idle = 0;
       for (auto& [n, w] : workers_)
-        if (w->state == worker::idle || w->state == worker::busy) {
+        if (w->state == worker::idle || w->state == worker::busy || w->state == worker::cleaning) {
           ++alive;
           idle += w->state == worker::idle;
         }
-      bool want = ((used_ || cfg_.prewarm) && alive < cfg_.min_workers) || (!queue_.empty() && idle == 0 && alive < cfg_.max_workers);
+      // Grow while calls wait: the workers still resetting (and warming the
+      // next call's process) would make them wait longer.
+      bool want = ((used_ || cfg_.prewarm) && alive < cfg_.min_workers)
+                  || (!queue_.empty() && idle == 0 && alive < cfg_.max_workers);
       if (want && clock::now() >= backoff_until) {
         ++starting_;
         lk.unlock();

@@ -89,6 +89,13 @@ bool is_ack_frame(std::string_view frame) {
   return frame.size() >= 4 && split_fields(frame.substr(4), f) && f.size() == 1 && f[0] == "ack";
 }
 
+std::optional<bool> clean_frame_tainted(std::string_view frame) {
+  std::vector<std::string_view> f;
+  if (frame.size() < 4 || !split_fields(frame.substr(4), f) || f.size() != 2 || f[0] != "clean")
+    return std::nullopt;
+  return f[1] != "0";
+}
+
 bool is_ready_frame(std::string_view frame) {
   std::vector<std::string_view> f;
   return frame.size() >= 4 && split_fields(frame.substr(4), f) && f.size() == 1

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,10 @@ expected<answer> decode_answer(std::string_view frame);
 
 /// True if `frame` is the server's "ack": it read the request and may run it.
 bool is_ack_frame(std::string_view frame);
+
+/// If `frame` is the server's "clean" frame (sent after each answer, once
+/// the sandbox is reset), whether the reset failed (tainted); else nullopt.
+std::optional<bool> clean_frame_tainted(std::string_view frame);
 
 /// True if `frame` is the server's "ready" frame, sent once after it
 /// accepted the node's connection.
