@@ -6,19 +6,23 @@ kernel must be in --guest-dir, see scripts/guest_kernel.sh):
     python3 bench/vm_bench.py --dsec-bin build/src/dsec \
         --store /var/lib/dsec-test/store --guest-dir /var/lib/dsec/guest
 
-Measures, through REST:
-  1. create -> first exec (`true`) for --samples microVMs, one q35 VM and
+Measures, through REST, on two nodes run one after the other in the same run
+(one with VM templates off, DSEC_VM_TEMPLATES=0, one with them on):
+  1. create -> first exec (`true`): --samples booted microVMs, one q35 VM
+     (templates off); the first microVM create with templates on (boots the
+     template, then restores from it), --samples template clones, and
      --samples containers (each one destroyed before the next);
   2. pause (stop + save the machine to disk + end QEMU) and resume (new QEMU
-     restoring it) -> first exec, --samples times on one microVM;
-  3. host memory of one idle microVM (guest memory --mem-mb) after it booted
-     and ran one exec: QEMU's RSS and PSS (smaps_rollup), the part of the RSS
-     that is guest RAM (the mapping of exactly mem-mb MiB) and the rest
-     (QEMU's own overhead); against one idle container (PSS of its processes,
-     its memory cgroup's usage).
-Template restore is not implemented, so it is not measured.
+     restoring it) -> first exec, --samples times on one template clone;
+  3. host memory per idle microVM (guest memory --mem-mb) after one exec:
+     QEMU's RSS and PSS, and from /proc/<qemu>/smaps the guest RAM mapping
+     (the memory backend, exactly mem-mb MiB) apart from every other mapping
+     (QEMU's own overhead, by kind: TCG code buffer, heap, binary, libraries);
+     for one booted microVM alone, and for --idle template clones running at
+     once (their template pages are shared, so PSS divides them); against one
+     idle container (PSS of its processes, its memory cgroup's usage).
 Prints one JSON report; --out FILE writes it too (default
-bench/results/vm-<date>.json). Under TCG each boot burns several CPU-seconds,
+bench/results/vm-<date>-templates.json). Under TCG each boot burns several CPU-seconds,
 so numbers depend heavily on the load of the machine: the report records the
 load average before and after.
 """
@@ -109,20 +113,42 @@ def rollup(pid):
     return out
 
 
-def guest_ram_rss_kb(pid, mem_mb):
-    """Rss of the anonymous mapping that is the guest's RAM (exactly mem_mb)."""
+def smaps_breakdown(pid, mem_mb):
+    """PSS and RSS (KiB) of guest RAM vs everything else, from smaps."""
     size_kb = mem_mb * 1024
-    best = 0
-    cur_size = None
+    kinds, cur = {}, None
+    guest = {"rss_kib": 0, "pss_kib": 0}
+    total = {"rss_kib": 0, "pss_kib": 0}
     for line in open(f"/proc/{pid}/smaps"):
         parts = line.split()
-        if "-" in parts[0] and len(parts) >= 5:
+        if "-" in parts[0] and not parts[0].endswith(":"):
             lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            cur_size = (hi - lo) // 1024
-        elif parts[0] == "Rss:" and cur_size is not None and cur_size >= size_kb \
-                and cur_size <= size_kb + 4096:
-            best = max(best, int(parts[1]))
-    return best
+            name = parts[5] if len(parts) > 5 else ""
+            if (hi - lo) // 1024 == size_kb:
+                cur = "guest_ram"
+            elif not name and "x" in parts[1]:
+                cur = "tcg_code_buffer"
+            elif name == "[heap]":
+                cur = "heap"
+            elif name.endswith("qemu-system-x86_64"):
+                cur = "qemu_binary"
+            elif name.endswith(".so") or ".so." in name:
+                cur = "shared_libraries"
+            else:
+                cur = "other"
+        elif parts[0] in ("Rss:", "Pss:") and cur:
+            key = "rss_kib" if parts[0] == "Rss:" else "pss_kib"
+            total[key] += int(parts[1])
+            if cur == "guest_ram":
+                guest[key] += int(parts[1])
+            elif key == "pss_kib":
+                kinds[cur] = kinds.get(cur, 0) + int(parts[1])
+    return {"qemu_rss_kib": total["rss_kib"], "qemu_pss_kib": total["pss_kib"],
+            "guest_ram_rss_kib": guest["rss_kib"], "guest_ram_pss_kib": guest["pss_kib"],
+            "overhead_rss_kib": total["rss_kib"] - guest["rss_kib"],
+            "overhead_pss_kib": total["pss_kib"] - guest["pss_kib"],
+            "overhead_pss_by_kind_kib": dict(sorted(kinds.items(), key=lambda kv: -kv[1])),
+            "threads": len(os.listdir(f"/proc/{pid}/task"))}
 
 
 def container_memory(node_id, sid):
@@ -135,6 +161,35 @@ def container_memory(node_id, sid):
     return {"processes": len(procs), "pss_kib": pss, "cgroup_usage_kib": usage // 1024}
 
 
+class BenchNode:
+    def __init__(self, a, **env):
+        self.state = tempfile.mkdtemp(prefix="dsec-vmbench-", dir="/var/tmp")
+        self.node_id = "vmbench-" + os.urandom(3).hex()
+        port = free_port()
+        env = dict(os.environ, DSEC_GUEST_DIR=a.guest_dir, DSEC_VM_BOOT_TIMEOUT_S="120", **env)
+        self.log = open(self.state + ".log", "wb")
+        self.proc = subprocess.Popen([a.dsec_bin, "node", "--state-dir", self.state, "--store",
+                                      a.store, "--rest", f"127.0.0.1:{port}", "--listen",
+                                      f"127.0.0.1:{free_port()}", "--node-id", self.node_id],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.rest = Rest(port)
+        for _ in range(200):
+            try:
+                if self.rest.call("GET", "/healthz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit("node did not come up")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=120)
+        self.log.close()
+        shutil.rmtree(self.state, ignore_errors=True)
+        os.unlink(self.state + ".log")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dsec-bin", default=os.path.join(REPO, "build", "src", "dsec"))
@@ -142,54 +197,67 @@ def main():
     ap.add_argument("--guest-dir", default=os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest"))
     ap.add_argument("--samples", type=int, default=3)
     ap.add_argument("--mem-mb", type=int, default=128)
+    ap.add_argument("--idle", type=int, default=3, help="idle template clones measured at once")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if not shutil.which("qemu-system-x86_64"):
         raise SystemExit("qemu-system-x86_64 is not installed")
-    state = tempfile.mkdtemp(prefix="dsec-vmbench-", dir="/var/tmp")
-    node_id = "vmbench-" + os.urandom(3).hex()
-    port = free_port()
-    env = dict(os.environ, DSEC_GUEST_DIR=a.guest_dir, DSEC_VM_BOOT_TIMEOUT_S="120")
-    log = open(state + ".log", "wb")
-    node = subprocess.Popen([a.dsec_bin, "node", "--state-dir", state, "--store", a.store,
-                             "--rest", f"127.0.0.1:{port}", "--listen",
-                             f"127.0.0.1:{free_port()}", "--node-id", node_id],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    rest = Rest(port)
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
               "host": platform.node(), "cores": os.cpu_count(),
               "kvm": os.access("/dev/kvm", os.W_OK), "loadavg_before": os.getloadavg(),
               "mem_mb": a.mem_mb}
+    boots = {"container": [], "microvm_boot": [], "vm_boot": [],
+             "microvm_first_with_template_build": [], "microvm_template_clone": []}
+    # Templates off: every microVM boots.
+    n = BenchNode(a, DSEC_VM_TEMPLATES="0")
     try:
-        for _ in range(200):
-            try:
-                if rest.call("GET", "/healthz", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        boots = {"container": [], "microvm": [], "vm": []}
-        for backend, n in (("container", a.samples), ("microvm", a.samples), ("vm", 1)):
-            for _ in range(n):
-                sid, _, first = create_first_exec(rest, backend, a.mem_mb)
-                boots[backend].append(first)
-                rest.ok("DELETE", f"/v1/sandboxes/{sid}")
-        report["create_to_first_exec"] = {k: summary(v) for k, v in boots.items()}
-
-        sid, _, _ = create_first_exec(rest, "microvm", a.mem_mb)
+        for backend, key, k in (("microvm", "microvm_boot", a.samples), ("vm", "vm_boot", 1)):
+            for _ in range(k):
+                sid, _, first = create_first_exec(n.rest, backend, a.mem_mb)
+                boots[key].append(first)
+                n.rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        sid, _, _ = create_first_exec(n.rest, "microvm", a.mem_mb)
         time.sleep(2)  # idle
-        pid = qemu_pid(state, sid)
-        r = rollup(pid)
-        ram = guest_ram_rss_kb(pid, a.mem_mb)
-        csid, _, _ = create_first_exec(rest, "container", a.mem_mb)
-        time.sleep(1)
-        report["idle_memory"] = {
-            "microvm": {"qemu_rss_kib": r.get("Rss"), "qemu_pss_kib": r.get("Pss"),
-                        "guest_ram_rss_kib": ram,
-                        "overhead_beyond_guest_ram_kib": r.get("Rss", 0) - ram},
-            "container": container_memory(node_id, csid)}
-        rest.ok("DELETE", f"/v1/sandboxes/{csid}")
+        booted_mem = smaps_breakdown(qemu_pid(n.state, sid), a.mem_mb)
+        n.rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+    finally:
+        n.stop()
+    # Templates on (the default).
+    n = BenchNode(a)
+    rest, state = n.rest, n.state
+    try:
+        sid, _, first = create_first_exec(rest, "microvm", a.mem_mb)
+        boots["microvm_first_with_template_build"].append(first)
+        rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        for backend, key in (("container", "container"), ("microvm", "microvm_template_clone")):
+            for _ in range(a.samples):
+                sid, _, first = create_first_exec(rest, backend, a.mem_mb)
+                boots[key].append(first)
+                rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        report["create_to_first_exec"] = {k: summary(v) for k, v in boots.items() if v}
 
+        clones = [create_first_exec(rest, "microvm", a.mem_mb)[0] for _ in range(a.idle)]
+        csid, _, _ = create_first_exec(rest, "container", a.mem_mb)
+        time.sleep(2)  # idle
+        per_clone = [smaps_breakdown(qemu_pid(state, c), a.mem_mb) for c in clones]
+        tdir = f"/dev/shm/dsec-{n.node_id}"
+        template_kib = sum(os.stat(os.path.join(r, f)).st_blocks // 2
+                           for r, _, fs in os.walk(tdir) for f in fs)
+        report["idle_memory"] = {
+            "microvm_booted_alone": booted_mem,
+            "microvm_template_clones": {
+                "count": a.idle,
+                "median_overhead_pss_kib": statistics.median(m["overhead_pss_kib"]
+                                                             for m in per_clone),
+                "median_qemu_pss_kib": statistics.median(m["qemu_pss_kib"] for m in per_clone),
+                "template_files_kib": template_kib,
+                "each": per_clone},
+            "container": container_memory(n.node_id, csid)}
+        rest.ok("DELETE", f"/v1/sandboxes/{csid}")
+        for c in clones[1:]:
+            rest.ok("DELETE", f"/v1/sandboxes/{c}")
+
+        sid = clones[0]
         pauses, resumes = [], []
         for i in range(a.samples):
             rest.ok("POST", f"/v1/sandboxes/{sid}/exec",
@@ -203,22 +271,17 @@ def main():
             out = rest.ok("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": ["cat", "/root/n"]})
             resumes.append(time.monotonic() - t0)
             assert out["stdout"].strip() == str(i), out
-        report["pause"] = summary(pauses)
-        report["resume_to_first_exec"] = summary(resumes)
+        report["pause_template_clone"] = summary(pauses)
+        report["resume_to_first_exec_template_clone"] = summary(resumes)
         report["state_file_bytes"] = size
         rest.ok("DELETE", f"/v1/sandboxes/{sid}")
-        report["template_restore_to_first_exec"] = "not implemented"
         report["loadavg_after"] = os.getloadavg()
     finally:
-        node.terminate()
-        node.wait(timeout=120)
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
-        os.unlink(state + ".log")
+        n.stop()
     text = json.dumps(report, indent=2)
     print(text)
     out = a.out or os.path.join(REPO, "bench", "results",
-                                f"vm-{datetime.date.today().isoformat()}.json")
+                                f"vm-{datetime.date.today().isoformat()}-templates.json")
     with open(out, "w") as f:
         f.write(text + "\n")
 

@@ -26,6 +26,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <linux/random.h>
+#include <sys/ioctl.h>
 #include <poll.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -41,6 +43,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -336,6 +339,34 @@ std::string do_get(uint32_t id, const std::string& path, uint64_t max_bytes) {
   return proto::writer(gp::file_data, id).str(out).finish();
 }
 
+// /dev/urandom, opened before the chroot (the new root has no /dev).
+int random_fd = -1;
+
+// A restored guest (template clone, resume): the host's clock and entropy.
+// RNDADDENTROPY credits the seed, RNDRESEEDCRNG makes the kernel's CRNG
+// (and every per-CPU one, lazily) use it now rather than within a minute.
+std::string do_identity(uint32_t id, uint64_t now_ns, const std::string& seed,
+                        const std::string& host) {
+  // The agent shares PID 1's UTS namespace in a guest.
+  if (!host.empty() && ::sethostname(host.data(), std::min<size_t>(host.size(), 64)) != 0)
+    return err_frame(id, gp::err_kind::sys, errno, "sethostname " + host);
+  timespec ts{time_t(now_ns / 1000000000ull), long(now_ns % 1000000000ull)};
+  if (::clock_settime(CLOCK_REALTIME, &ts) != 0)
+    return err_frame(id, gp::err_kind::sys, errno, "clock_settime");
+  // struct rand_pool_info ends in a flexible array: lay it out by hand.
+  alignas(rand_pool_info) unsigned char e[sizeof(rand_pool_info) + 256] = {};
+  auto* info = reinterpret_cast<rand_pool_info*>(e);
+  size_t n = std::min<size_t>(seed.size(), 256);
+  info->entropy_count = int(n * 8);
+  info->buf_size = int(n);
+  std::memcpy(e + sizeof(rand_pool_info), seed.data(), n);
+  if (random_fd < 0 || ::ioctl(random_fd, RNDADDENTROPY, e) != 0)
+    return err_frame(id, gp::err_kind::sys, random_fd < 0 ? EBADF : errno, "RNDADDENTROPY");
+  if (::ioctl(random_fd, RNDRESEEDCRNG) != 0 && errno != ENODATA)
+    return err_frame(id, gp::err_kind::sys, errno, "RNDRESEEDCRNG");
+  return proto::writer(gp::file_ok, id).finish();
+}
+
 std::string serve_file_frame(const proto::header& h, std::string_view body) {
   proto::reader r(body);
   if (h.type == gp::put) {
@@ -349,6 +380,12 @@ std::string serve_file_frame(const proto::header& h, std::string_view body) {
     auto max = r.u64();
     if (r.done())
       return do_get(h.id, path, max);
+  } else if (h.type == gp::identity) {
+    auto now = r.u64();
+    auto seed = r.str();
+    auto host = r.str();
+    if (r.done())
+      return do_identity(h.id, now, seed, host);
   }
   errno = EINVAL;
   return err_frame(h.id, gp::err_kind::sys, EINVAL, "file request: malformed frame");
@@ -474,6 +511,7 @@ void guest_boot() {
   int files = ::open(files_path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
   if (ctl < 0 || files < 0)
     die("open virtio-serial ports");
+  random_fd = ::open("/dev/urandom", O_RDWR | O_CLOEXEC);
   build_root(words);
   int me = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (me < 0 || (::connect(me, reinterpret_cast<sockaddr*>(&addr), len) != 0 && errno != EINPROGRESS))
@@ -485,6 +523,7 @@ void guest_boot() {
     ::close(me);
     ::close(ctl);
     ::close(files);
+    ::close(random_fd);
     return; // init's main() goes on: bootstrap, setup in "/newroot", loop
   }
   ::close(3);

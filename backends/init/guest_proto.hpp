@@ -7,6 +7,12 @@
 //
 //   put  (node -> guest): str path, u32 mode, str data   -> file_ok | file_err
 //   get  (node -> guest): str path, u64 max_bytes          -> file_data | file_err
+//   identity (node -> guest): u64 unix time in ns, str seed, str hostname
+//        -> file_ok | file_err
+//        sets the guest clock, mixes `seed` into the kernel's entropy pool
+//        and reseeds its CRNG, and sets the hostname unless empty: sent after
+//        every restore (template clones must not share random state nor the
+//        template's hostname; a resumed guest's clock is stale).
 //   file_err: u8 kind, u32 errno, str what (operation and path), u64 size
 #pragma once
 
@@ -16,6 +22,7 @@ namespace dsec::guest_proto {
 
 constexpr auto put = static_cast<init_proto::msg>(64);
 constexpr auto get = static_cast<init_proto::msg>(65);
+constexpr auto identity = static_cast<init_proto::msg>(66);
 constexpr auto file_ok = static_cast<init_proto::msg>(70);
 constexpr auto file_data = static_cast<init_proto::msg>(71);
 constexpr auto file_err = static_cast<init_proto::msg>(72);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "sys/fs.hpp"
 
@@ -25,24 +26,42 @@ extern char** environ;
 
 namespace dsec::backends {
 
+namespace {
+
+// $DSEC_VM_TB_MB overrides the TCG code buffer size (MiB), for measuring.
+int tcg_tb_mb() {
+  if (const char* env = ::getenv("DSEC_VM_TB_MB"); env && std::atoi(env) > 0)
+    return std::atoi(env);
+  return 16;
+}
+
+} // namespace
+
 std::vector<std::string> qemu_argv(const machine_spec& m, const std::string& incoming) {
   std::string fd3 = std::to_string(qemu_ctl_fd), fd4 = std::to_string(qemu_files_fd),
               fd5 = std::to_string(qemu_qmp_fd);
   std::vector<std::string> a = {m.qemu, "-nodefaults", "-no-user-config", "-nographic",
                                 "-no-reboot", "-name", "dsec-guest"};
-  if (m.microvm)
-    a.insert(a.end(), {"-M", "microvm,x-option-roms=off", "-serial",
-                       "file:" + m.console_log});
+  auto mem = std::to_string(m.mem_mb);
+  auto machine = std::string(m.microvm ? "microvm,x-option-roms=off" : "q35") + ",memory-backend=mem";
+  a.insert(a.end(), {"-M", machine, "-serial", "file:" + m.console_log});
+  if (!m.microvm)
+    a.insert(a.end(), {"-vga", "none"});
+  if (m.mem_path.empty())
+    a.insert(a.end(), {"-object", "memory-backend-ram,id=mem,size=" + mem + "M"});
   else
-    a.insert(a.end(), {"-M", "q35", "-vga", "none", "-serial", "file:" + m.console_log});
+    a.insert(a.end(), {"-object", "memory-backend-file,id=mem,size=" + mem + "M,mem-path=" +
+                                      m.mem_path + ",share=" + (m.mem_shared ? "on" : "off")});
   if (m.kvm)
     a.insert(a.end(), {"-cpu", "host"});
   // TCG's translation cache defaults to 1 GiB of lazily touched memory; a
-  // guest that mostly idles needs far less (measured: RSS overhead beyond
-  // guest RAM shrinks accordingly, boot time unchanged).
-  a.insert(a.end(), {"-accel", m.kvm ? "kvm" : "tcg,tb-size=32", "-m", std::to_string(m.mem_mb),
-                     "-smp", std::to_string(m.cpus), "-kernel", m.kernel, "-initrd", m.initrd,
-                     "-append", m.append});
+  // guest that mostly idles needs far less. 16 MiB: boot time unchanged,
+  // and a restored guest only fills what it runs after the restore
+  // (measured, bench/results/vm-2026-11-30-templates.json).
+  a.insert(a.end(), {"-accel", m.kvm ? "kvm" : "tcg,tb-size=" + std::to_string(tcg_tb_mb()), "-m",
+                     mem, "-smp", std::to_string(m.cpus)});
+  if (!m.restored)
+    a.insert(a.end(), {"-kernel", m.kernel, "-initrd", m.initrd, "-append", m.append});
   std::string bus = m.microvm ? "device" : "pci";
   a.insert(a.end(), {"-chardev", "socket,id=ctl,fd=" + fd3, "-chardev",
                      "socket,id=files,fd=" + fd4, "-device", "virtio-serial-" + bus,
@@ -55,7 +74,9 @@ std::vector<std::string> qemu_argv(const machine_spec& m, const std::string& inc
                        "-device", "virtio-blk-" + bus + ",drive=" + id + ",serial=dsec-" + id});
   }
   a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + fd5, "-mon", "chardev=qmp,mode=control"});
-  if (!incoming.empty())
+  if (incoming == "defer")
+    a.insert(a.end(), {"-incoming", "defer"});
+  else if (!incoming.empty())
     a.insert(a.end(), {"-incoming", "exec:cat " + incoming});
   return a;
 }
@@ -76,6 +97,25 @@ expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl,
   for (auto& s : argv)
     args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
+  // QEMU's own memory: glibc gives each thread an arena (64 MiB reserved,
+  // a few touched); one is plenty. Transparent huge pages (QEMU asks for
+  // them on guest RAM and the TCG buffer) stay: without them loading a
+  // paused guest's RAM takes 3x longer (measured); $DSEC_VM_QEMU_THP=0
+  // turns them off (a booted guest's RAM then grows 4 KiB at a time).
+  std::vector<std::string> env_own;
+  for (char** e = environ; *e; ++e)
+    if (std::string_view(*e).rfind("MALLOC_", 0) != 0)
+      env_own.emplace_back(*e);
+  // One arena; freed memory goes back to the system (a fixed mmap
+  // threshold stops glibc from raising it after large frees).
+  env_own.insert(env_own.end(), {"MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072",
+                                 "MALLOC_TRIM_THRESHOLD_=131072"});
+  std::vector<char*> envp;
+  for (auto& s : env_own)
+    envp.push_back(const_cast<char*>(s.c_str()));
+  envp.push_back(nullptr);
+  const char* thp_env = ::getenv("DSEC_VM_QEMU_THP");
+  bool no_thp = thp_env && std::string_view(thp_env) == "0";
   pid_t parent = ::getpid();
   int src[5] = {ctl, files, theirs.get(), null.get(), out.get()};
   pid_t pid = ::fork();
@@ -86,6 +126,8 @@ expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl,
     if (::getppid() != parent)
       ::_exit(127);
     ::setsid();
+    if (no_thp)
+      ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
     // Out of the way first: a source may sit on a target number.
     int high[5];
     for (int i = 0; i < 5; ++i)
@@ -103,7 +145,7 @@ expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl,
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(args[0], args.data(), environ);
+    ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   qemu_process q;

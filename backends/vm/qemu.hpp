@@ -31,9 +31,21 @@ struct machine_spec {
   int cpus = 1;
   std::vector<std::string> disks; ///< raw read-only layer images, bottom first
   std::string console_log;        ///< the guest's serial console goes here
+  /// Guest RAM is always the memory backend "mem" (the RAM block's name in a
+  /// state file): anonymous memory when `mem_path` is empty, else that file
+  /// (tmpfs), MAP_SHARED with `mem_shared` (a template being made: the file
+  /// is the guest's RAM), MAP_PRIVATE without (a clone: copy-on-write over
+  /// the template's pages, which stay shared in the page cache).
+  std::string mem_path;
+  bool mem_shared = false;
+  /// No -kernel/-initrd/-append: a restored machine needs no boot files (and
+  /// QEMU then keeps no 60 MiB mapping of the vmlinux as a reset ROM).
+  bool restored = false;
 };
 
-/// The argument vector; `incoming` non-empty restores from that state file.
+/// The argument vector. `incoming`: empty boots; "defer" waits for
+/// migrate-incoming on QMP (templates: capabilities first); otherwise the
+/// state file to restore.
 std::vector<std::string> qemu_argv(const machine_spec& m, const std::string& incoming = {});
 
 /// A running QEMU.

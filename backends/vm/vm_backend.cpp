@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 
 #include "backends/container/io_loop.hpp"
 #include "backends/container/seccomp_filter.hpp"
@@ -23,6 +24,7 @@
 #include "backends/vm/initramfs.hpp"
 #include "backends/vm/qemu.hpp"
 #include "backends/vm/vm_sandbox.hpp"
+#include "backends/vm/vm_template.hpp"
 #include "sys/cleanup.hpp"
 #include "sys/fs.hpp"
 
@@ -130,10 +132,11 @@ boot_result await_ready(int ctl, int pidfd, int timeout_ms, std::string& why) {
 class vm_backend final : public backend {
  public:
   vm_backend(std::string name, bool microvm, bool kvm, vm_config cfg, std::string initrd,
-             std::string kernel, std::string seccomp, std::shared_ptr<io_loop> loop)
+             std::string kernel, std::string seccomp, std::shared_ptr<io_loop> loop,
+             std::shared_ptr<template_cache> templates)
     : name_(std::move(name)), microvm_(microvm), kvm_(kvm), cfg_(std::move(cfg)),
       initrd_(std::move(initrd)), kernel_(std::move(kernel)), seccomp_(std::move(seccomp)),
-      loop_(std::move(loop)), tsc_khz_(host_tsc_khz()) {}
+      loop_(std::move(loop)), templates_(std::move(templates)), tsc_khz_(host_tsc_khz()) {}
 
   std::string_view name() const override { return name_; }
 
@@ -176,13 +179,100 @@ class vm_backend final : public backend {
     return m;
   }
 
+  // Everything a guest's memory image depends on: its template key.
+  std::string template_key(const machine_spec& m) const {
+    std::string k = name_ + (kvm_ ? "|kvm" : "|tcg") + "|mem=" + std::to_string(m.mem_mb) +
+                    "|cpus=" + std::to_string(m.cpus) + "|" + m.kernel + "|" + m.initrd + "|" +
+                    m.append;
+    for (auto& d : m.disks)
+      k += "|" + d;
+    return k;
+  }
+
+  expected<std::shared_ptr<sandbox>> finish(const create_params& p, vm_parts parts,
+                                            sys::cleanup_stack& undo);
+  status clone_from_template(const create_params& p, vm_parts& parts);
+
   std::string name_;
   bool microvm_, kvm_;
   vm_config cfg_;
   std::string initrd_, kernel_, seccomp_;
   std::shared_ptr<io_loop> loop_;
+  std::shared_ptr<template_cache> templates_;
   long tsc_khz_;
 };
+
+// Fresh channels for one guest, `config` queued on the control one.
+status open_channels(vm_parts& parts, const std::string& config) {
+  int ctl[2], files[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
+    return sys_error("socketpair", "control channel of " + parts.id, errno);
+  parts.ctl_node.reset(ctl[0]);
+  parts.ctl_guest.reset(ctl[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, files) != 0)
+    return sys_error("socketpair", "file channel of " + parts.id, errno);
+  parts.files_node.reset(files[0]);
+  parts.files_guest.reset(files[1]);
+  if (!config.empty() && ::send(parts.ctl_node.get(), config.data(), config.size(),
+                                MSG_NOSIGNAL) != static_cast<ssize_t>(config.size()))
+    return sys_error("send config to the guest of", parts.id, errno);
+  return {};
+}
+
+// The template for this machine (made now by booting, if it is the first),
+// then a clone of it: restore, config, identity. Any failure: nothing of
+// the clone remains and the caller boots instead.
+status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) {
+  int timeout = boot_timeout_ms();
+  auto key = template_key(parts.machine);
+  for (auto& r : p.spec.protect.readonly)
+    key += "|ro=" + r;
+  for (auto& h : p.spec.protect.hidden)
+    key += "|hidden=" + h;
+  auto t = templates_->get(
+    key,
+    [&](const std::string& dir) {
+      auto tconfig = proto::encode(proto::config_msg{"dsec-template", "/newroot", seccomp_,
+                                                     p.spec.protect.readonly,
+                                                     p.spec.protect.hidden});
+      return make_vm_template(parts.machine, key, dir, tconfig, [&](int ctl, int pidfd) -> status {
+        std::string why;
+        auto r = await_ready(ctl, pidfd, timeout, why);
+        if (r == boot_result::ready)
+          return {};
+        if (r == boot_result::setup_failed)
+          return internal_error("guest setup: " + why);
+        return unavailable(r == boot_result::no_answer
+                             ? "the guest agent did not answer within " +
+                                 std::to_string(timeout / 1000) + " s"
+                             : "qemu exited");
+      });
+    },
+    timeout + 10000);
+  if (!t)
+    return unavailable("no template");
+  auto fail = [&](const std::string& step, const error& e) -> error {
+    if (parts.qemu.pidfd)
+      stop_qemu(parts.qemu);
+    ::truncate(parts.machine.console_log.c_str(), 0);
+    auto why = "clone " + p.id + " of template " + t->dir + ": " + step + ": " + e.message;
+    templates_->drop(key, why);
+    std::cerr << "dsec node: " << why << "; creating by a normal boot" << std::endl;
+    return error{e.code, why};
+  };
+  // The clone's agent is set up already: no config, only its identity.
+  if (auto st = open_channels(parts, {}); !st)
+    return st.err();
+  auto q = start_vm_clone(*t, parts.machine, parts.ctl_guest.get(), parts.files_guest.get(),
+                          p.dir + "/qemu.log", timeout);
+  if (!q)
+    return fail("restore", q.err());
+  parts.qemu = std::move(*q);
+  if (auto st = send_guest_identity(parts.files_node.get(), parts.qemu.pidfd.get(), timeout, p.id);
+      !st)
+    return fail("identity", st.err());
+  return {};
+}
 
 expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   if (auto st = check_params(p); !st)
@@ -209,21 +299,19 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   parts.machine = machine(p, disks);
   auto config = proto::encode(proto::config_msg{p.id, "/newroot", seccomp_,
                                                 p.spec.protect.readonly, p.spec.protect.hidden});
+  if (templates_->enabled()) {
+    auto cloned = clone_from_template(p, parts);
+    if (cloned)
+      return finish(p, std::move(parts), undo);
+    if (cloned.err().code == errc::invalid_argument)
+      return cloned.err();
+    parts.machine = machine(p, disks); // a boot from scratch
+  }
   std::string attempts;
   int timeout = boot_timeout_ms();
   for (int attempt = 1; attempt <= boot_attempts; ++attempt) {
-    int ctl[2], files[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
-      return sys_error("socketpair", "control channel of " + p.id, errno);
-    parts.ctl_node.reset(ctl[0]);
-    parts.ctl_guest.reset(ctl[1]);
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, files) != 0)
-      return sys_error("socketpair", "file channel of " + p.id, errno);
-    parts.files_node.reset(files[0]);
-    parts.files_guest.reset(files[1]);
-    if (::send(parts.ctl_node.get(), config.data(), config.size(), MSG_NOSIGNAL) !=
-        static_cast<ssize_t>(config.size()))
-      return sys_error("send config to the guest of", p.id, errno);
+    if (auto st = open_channels(parts, config); !st)
+      return st.err();
     auto q = start_qemu(qemu_argv(parts.machine), parts.ctl_guest.get(),
                         parts.files_guest.get(), p.dir + "/qemu.log");
     if (!q)
@@ -253,6 +341,11 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
                                           std::to_string(boot_attempts) + " attempts:" +
                                           attempts};
   }
+  return finish(p, std::move(parts), undo);
+}
+
+expected<std::shared_ptr<sandbox>> vm_backend::finish(const create_params&, vm_parts parts,
+                                                      sys::cleanup_stack& undo) {
   auto sb = std::make_shared<vm_sandbox>(loop_, std::move(parts));
   if (auto st = sb->start(); !st) {
     (void)sb->destroy();
@@ -292,10 +385,19 @@ vm_backends make_vm_backends(const vm_config& in) {
     return refuse("seccomp program: " + prog.err().message);
   bool kvm = ::access("/dev/kvm", R_OK | W_OK) == 0;
   auto loop = std::make_shared<io_loop>();
+  // One template cache for both machine types (the key names the type).
+  std::string tdir = cfg.template_dir;
+  if (tdir.empty())
+    tdir = ::getenv("DSEC_VM_TEMPLATE_DIR") ? ::getenv("DSEC_VM_TEMPLATE_DIR")
+                                             : "/dev/shm/dsec-" + cfg.node_id;
+  size_t max_templates = 4;
+  if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
+    max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
+  auto templates = std::make_shared<template_cache>(tdir, max_templates);
   out.ready["microvm"] = std::make_shared<vm_backend>("microvm", true, kvm, cfg, initrd, kernel,
-                                                      *prog, loop);
+                                                      *prog, loop, templates);
   out.ready["vm"] = std::make_shared<vm_backend>("vm", false, kvm, cfg, initrd, kernel, *prog,
-                                                 loop);
+                                                 loop, templates);
   return out;
 }
 

@@ -12,9 +12,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include "backends/init/guest_proto.hpp"
+#include "backends/vm/vm_template.hpp"
 
 namespace dsec::backends {
 
@@ -276,6 +278,14 @@ status vm_sandbox::pause() {
   };
   if (auto r = q.command(R"({"execute":"stop"})"); !r)
     return fail(r.err());
+  // A template clone restored with x-ignore-shared on; its RAM is private
+  // (share=off), so all of it goes into the file either way, but the
+  // resuming QEMU checks that the capability matches.
+  if (!parts_.machine.mem_path.empty())
+    if (auto r = q.command(R"({"execute":"migrate-set-capabilities","arguments":{"capabilities":)"
+                           R"([{"capability":"x-ignore-shared","state":false}]}})");
+        !r)
+      return fail(r.err());
   if (auto r = q.command(R"({"execute":"migrate","arguments":{"uri":"exec:cat > )" + state +
                          R"("}})");
       !r)
@@ -295,6 +305,9 @@ status vm_sandbox::pause() {
     loop_->remove(qemu_token_, parts_.qemu.pidfd.get());
     qemu_token_ = 0;
     paused_ = true;
+    // The state file holds all of RAM: a clone resumes on anonymous memory
+    // (the RAM block keeps its name, "mem"), free of its template's file.
+    parts_.machine.mem_path.clear();
   }
   (void)q.command(R"({"execute":"quit"})", 2000);
   pollfd pfd{parts_.qemu.pidfd.get(), POLLIN, 0};
@@ -340,6 +353,10 @@ status vm_sandbox::resume() {
   }
   ::unlink(state.c_str());
   q->qmp_ready = c.ready();
+  // The guest's clock stood still while it was paused. Best effort: the
+  // guest runs and serves execs either way.
+  if (auto st = send_guest_identity(parts_.files_node.get(), q->pidfd.get(), 10000); !st)
+    std::cerr << "dsec node: resume " << parts_.id << ": " << st.err().message << std::endl;
   std::lock_guard<std::mutex> g(m_);
   parts_.qemu = std::move(*q);
   pid_ = parts_.qemu.pid;

@@ -5,6 +5,11 @@
 # a destroyed guest leaves no QEMU process, no sandbox dir, no socket, no
 # state file; a guest that never answers is retried and then refused with
 # nothing left; a node without a guest kernel refuses with a 400 naming it.
+# Templates: a microVM is a clone restored from a pre-booted template of the
+# same machine (QEMU -incoming over the template's RAM file, share=off),
+# behaves like a booted one, gets its own hostname, randomness and clock;
+# destroying a clone leaves only the template; the templates go with the
+# node; DSEC_VM_TEMPLATES=0 boots every guest.
 #
 # Needs qemu-system-x86_64 (skips without it) and the guest kernel, fetched
 # once with scripts/guest_kernel.sh into $DSEC_GUEST_DIR (default
@@ -84,6 +89,19 @@ def qemu_pids(state_dir):
                 any(state_dir.encode() in a for a in args):
             out.append(int(pid))
     return out
+
+
+def qemu_args(pid):
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode() for a in f.read().split(b"\0")]
+
+
+def template_root(node):
+    return f"/dev/shm/dsec-{node.node_id}"
+
+
+def files_under(path):
+    return sorted(os.path.join(r, f) for r, _, fs in os.walk(path) for f in fs)
 
 
 def sandbox_dir(node, sid):
@@ -220,3 +238,92 @@ def test_missing_guest_kernel_is_a_clear_400(dsec_bin, store, tmp_path):
         assert n.client.sh(sid, ["true"])["exit_code"] == 0
     finally:
         _finish_node(n)
+
+
+def test_microvm_is_a_clone_of_a_template_and_behaves_the_same(vc, vm_node):
+    sids = [vc.create_ok(backend="microvm", memory_mb=192) for _ in range(2)]
+    root = template_root(vm_node)
+    mems = [f for f in files_under(root) if f.endswith("/mem")]
+    assert len(mems) >= 1, f"no template RAM file under {root}: {files_under(root)}"
+    for sid in sids:
+        [pid] = qemu_pids(sandbox_dir(vm_node, sid))
+        args = " ".join(qemu_args(pid))
+        # Restored, not booted: no kernel, the template's RAM file mapped
+        # private (copy-on-write), the device state loaded with -incoming.
+        assert "-incoming" in args and "-kernel" not in args, args
+        assert any(f"mem-path={m},share=off" in args for m in mems), args
+        r = vc.sh(sid, ["hostname"])
+        assert r["stdout"].strip() == sid[:64], r
+    client_script(vc, sids[0])
+    # The clones' writable layers are their own: a file one writes is not in
+    # the other.
+    vc.put_file(sids[0], "/root/only-here", b"x")
+    status, _ = vc.get_file(sids[1], "/root/only-here")
+    assert status == 404
+
+
+def test_template_clones_have_their_own_randomness_and_clock(vc, vm_node):
+    sids = [vc.create_ok(backend="microvm", memory_mb=192) for _ in range(2)]
+    for sid in sids:
+        assert "-incoming" in qemu_args(qemu_pids(sandbox_dir(vm_node, sid))[0])
+    cmd = ["sh", "-c", "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo;"
+           " cat /proc/sys/kernel/random/uuid; date +%s"]
+    outs = []
+    for sid in sids:
+        r = vc.sh(sid, cmd)
+        host_now = time.time()
+        rand, uuid, clock = r["stdout"].split()
+        assert len(rand) == 32, r
+        # The template was made earlier: a clone still on its clock would lag.
+        assert abs(int(clock) - host_now) < 5, (clock, host_now)
+        outs.append((rand, uuid))
+    assert outs[0][0] != outs[1][0], "two clones read the same bytes from /dev/urandom"
+    assert outs[0][1] != outs[1][1], "two clones made the same random uuid"
+
+
+def test_destroying_a_clone_leaves_only_the_template(vc, vm_node):
+    sid = vc.create_ok(backend="microvm", memory_mb=192)
+    root = template_root(vm_node)
+    d = sandbox_dir(vm_node, sid)
+    [pid] = qemu_pids(d)
+    shm_before = set(os.listdir("/dev/shm"))
+    template_files = files_under(root)
+    status, _ = vc.delete(sid)
+    assert status in (200, 204)
+    vc.created.remove(sid)
+    assert not os.path.exists(f"/proc/{pid}")
+    assert not qemu_pids(d) and not os.path.exists(d)
+    assert not sockets_under(vm_node.state_dir)
+    assert set(os.listdir("/dev/shm")) == shm_before
+    # The template stays for the next create, and nothing else is there:
+    # one directory per template, its RAM, device state and logs.
+    assert files_under(root) == template_files
+    assert {os.path.basename(f) for f in template_files} <= \
+        {"mem", "state", "console.log", "qemu.log"}, template_files
+    assert not vm_node.check_clean()
+
+
+def test_templates_go_with_the_node_and_can_be_turned_off(dsec_bin, store, guest_kernel):
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
+                   DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S)
+    try:
+        sid = n.client.create_ok(backend="microvm", memory_mb=128)
+        assert n.client.sh(sid, ["true"])["exit_code"] == 0
+        assert any(f.endswith("/mem") for f in files_under(template_root(n)))
+        n.client.delete(sid)
+    finally:
+        _finish_node(n)
+    assert not os.path.exists(template_root(n)), files_under(template_root(n))
+    assert not qemu_pids(n.state_dir)
+
+    off = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
+                     DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S, DSEC_VM_TEMPLATES="0")
+    try:
+        sid = off.client.create_ok(backend="microvm", memory_mb=128)
+        [pid] = qemu_pids(sandbox_dir(off, sid))
+        args = qemu_args(pid)
+        assert "-kernel" in args and "-incoming" not in args, args
+        assert not os.path.exists(template_root(off))
+        assert off.client.sh(sid, ["true"])["exit_code"] == 0
+    finally:
+        _finish_node(off)
