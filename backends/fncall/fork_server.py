@@ -235,7 +235,10 @@ def zygote_loop(sock):
                         break
                     sock.send(b"exit %d %d" % (pid, st))
                 continue
-            if not sock.recv(16):
+            try:
+                if not sock.recv(16):
+                    return
+            except ConnectionResetError:  # the server is gone
                 return
             ctl_parent, ctl_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             r_out, w_out = os.pipe()
