@@ -6,14 +6,9 @@
 // it is released, so a callback may submit again.
 #include "backends/fncall/fncall_pool.hpp"
 
-#include <fcntl.h>
-#include <linux/openat2.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/fncall/fncall_connect.hpp"
 #include "backends/fncall/fncall_wire.hpp"
 #include "core/validate.hpp"
 #include "sys/fd.hpp"
@@ -544,60 +540,11 @@ class pool_impl final : public pool, public std::enable_shared_from_this<pool_im
     };
     w->sb->on_exit([died](std::string why) { died("the sandbox died: " + why); });
     w->sb->exec(std::move(req), std::move(cb));
-    // Connect through the sandbox's own root: openat2 resolves the path as if
-    // that root were "/", so nothing planted inside can point the node at a
-    // host socket; the O_PATH fd is then connected via /proc/self/fd.
-    auto root_path = "/proc/" + std::to_string(w->sb->init_pid()) + "/root";
-    sys::unique_fd root{::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)};
-    if (!root)
-      return sys_error("open", root_path, errno);
-    auto until = clock::now() + server_start_timeout;
-    sys::unique_fd path_fd;
-    while (true) {
-      open_how how{};
-      how.flags = O_PATH | O_CLOEXEC;
-      how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-      path_fd.reset(static_cast<int>(
-        ::syscall(SYS_openat2, root.get(), socket_path + 1, &how, sizeof how)));
-      if (path_fd)
-        break;
-      if (errno != ENOENT)
-        return sys_error("open", socket_path, errno);
-      if (server_gone->load())
-        return internal_error("the fork server exited before listening");
-      if (clock::now() > until)
-        return error{errc::timeout, "the fork server did not listen within 20 s"};
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    w->sock.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!w->sock)
-      return sys_error("socket", "AF_UNIX", errno);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::snprintf(addr.sun_path, sizeof addr.sun_path, "/proc/self/fd/%d", path_fd.get());
-    while (::connect(w->sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      // The socket file exists between bind and listen: retry briefly.
-      if (errno != ECONNREFUSED || clock::now() > until)
-        return sys_error("connect", socket_path, errno);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    // The server answers "ready" once it has unlinked its socket.
-    std::string in;
-    char buf[256];
-    while (frame_size(in) == 0) {
-      pollfd pfd{w->sock.get(), POLLIN, 0};
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - clock::now()).count();
-      if (left <= 0)
-        return error{errc::timeout, "the fork server did not get ready within 20 s"};
-      if (::poll(&pfd, 1, int(left)) <= 0)
-        continue;
-      auto n = ::recv(w->sock.get(), buf, sizeof buf, 0);
-      if (n <= 0)
-        return internal_error("the fork server closed the connection while starting");
-      in.append(buf, static_cast<size_t>(n));
-    }
-    if (!is_ready_frame(in.substr(0, frame_size(in))))
-      return internal_error("the fork server sent no ready frame");
+    auto sock = connect_fork_server(w->sb->init_pid(), socket_path,
+                                    clock::now() + server_start_timeout, *server_gone);
+    if (!sock)
+      return sock.err();
+    w->sock = std::move(*sock);
     return {};
   }
 
