@@ -38,11 +38,11 @@
 # tainted (ascii), stdout, stderr, error; then "clean", tainted once the
 # sandbox is reset and the next call may come.
 import os, sys, socket, struct, time, signal, select, shutil, ctypes, builtins, io, gc
-import errno, fcntl, traceback, threading
+import fcntl, traceback, threading
 # Preloaded for the calls: a child starts with these already imported.
 import json, re, math, collections, itertools, functools, random, string, datetime
 import typing, dataclasses, heapq, bisect, copy, decimal, fractions, statistics
-import operator, enum, pathlib, textwrap, hashlib, base64, array, numbers, time
+import operator, enum, pathlib, textwrap, hashlib, base64, array, numbers
 import unittest, argparse, csv, uuid, subprocess, tempfile, glob, contextlib, abc
 
 CALL_DIR = "/tmp/call"
@@ -294,7 +294,6 @@ def spare_main():
         sink = io.StringIO()
         exec(WARM_UP, {"__name__": "__warm__", "__builtins__": builtins,
                        "print": lambda *a, **k: print(*a, **dict(k, file=sink))})
-        del sink
         for stream in (sys.stdout, sys.stderr):  # touched now, not in the call
             stream.write("")
             stream.flush()
