@@ -6,11 +6,15 @@ kernel must be in --guest-dir, see scripts/guest_kernel.sh):
     python3 bench/vm_bench.py --dsec-bin build/src/dsec \
         --store /var/lib/dsec-test/store --guest-dir /var/lib/dsec/guest
 
-Measures, through REST, on two nodes run one after the other in the same run
-(one with VM templates off, DSEC_VM_TEMPLATES=0, one with them on):
+Measures, through REST, on three nodes run one after the other in the same
+run (VM templates off, DSEC_VM_TEMPLATES=0; templates without spares,
+DSEC_VM_SPARES=0; templates with spares, the default):
   1. create -> first exec (`true`): --samples booted microVMs, one q35 VM
-     (templates off); the first microVM create with templates on (boots the
-     template, then restores from it), --samples template clones, and
+     (templates off); --samples template restores at create (no spares); the
+     first microVM create with spares on (boots the template, then restores
+     from it), --samples creates that take a ready spare (the bench waits
+     until the next spare is up), --samples creates back to back (each right
+     after the previous one's delete: it waits for the spare being made), and
      --samples containers (each one destroyed before the next);
   2. pause (stop + save the machine to disk + end QEMU) and resume (new QEMU
      restoring it) -> first exec, --samples times on one template clone;
@@ -18,9 +22,11 @@ Measures, through REST, on two nodes run one after the other in the same run
      QEMU's RSS and PSS, and from /proc/<qemu>/smaps the guest RAM mapping
      (the memory backend, exactly mem-mb MiB) apart from every other mapping
      (QEMU's own overhead, by kind: TCG code buffer, heap, binary, libraries);
-     for one booted microVM alone, and for --idle template clones running at
-     once (their template pages are shared, so PSS divides them); against one
-     idle container (PSS of its processes, its memory cgroup's usage).
+     for one booted microVM alone, for 1 and for --idle template clones
+     running at once (their template pages and QEMU's binary and libraries
+     are shared, so PSS divides them), and the spare; CPU time an idle clone
+     and the idle spare use in 10 s; against one idle container (PSS of its
+     processes, its memory cgroup's usage).
 Prints one JSON report; --out FILE writes it too (default
 bench/results/vm-<date>-templates.json). Under TCG each boot burns several CPU-seconds,
 so numbers depend heavily on the load of the machine: the report records the
@@ -85,6 +91,44 @@ def create_first_exec(rest, backend, mem_mb):
     return sid, t1 - t0, time.monotonic() - t0
 
 
+def spare_pid(state_dir):
+    """The idle spare clone: QEMU on <state>/vm/spares files, in no sandbox."""
+    spares, sb = os.path.join(state_dir, "vm", "spares"), os.path.join(state_dir, "sandboxes")
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if spares.encode() not in open(f"/proc/{pid}/cmdline", "rb").read():
+                    continue
+                fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            except OSError:
+                continue
+            if not any(f.startswith(sb + "/") for f in fds):
+                return int(pid)
+    return None
+
+
+def wait_spare(state_dir, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pid = spare_pid(state_dir)
+        if pid:
+            # Offered once restored and warmed: then it idles (< 20% CPU
+            # twice in a row).
+            idle = 0
+            while time.monotonic() < deadline and idle < 2:
+                c0 = cpu_s(pid)
+                time.sleep(0.1)
+                idle = idle + 1 if cpu_s(pid) - c0 < 0.02 else 0
+            return pid
+        time.sleep(0.05)
+    raise SystemExit("no spare clone came up")
+
+
+def cpu_s(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def summary(xs):
     xs = sorted(xs)
     return {"n": len(xs), "min_s": round(xs[0], 3), "median_s": round(statistics.median(xs), 3),
@@ -92,14 +136,18 @@ def summary(xs):
 
 
 def qemu_pid(state_dir, sid):
-    needle = os.path.join(state_dir, "sandboxes", sid).encode()
+    """The sandbox's QEMU: the one with <sandbox dir>/console.log open (a
+    spare clone's command line names the spare's files, not the sandbox)."""
+    want = os.path.join(state_dir, "sandboxes", sid, "console.log")
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
-                args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                if not os.readlink(f"/proc/{pid}/exe").endswith("qemu-system-x86_64"):
+                    continue
+                fds = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
             except OSError:
                 continue
-            if args[0].endswith(b"qemu-system-x86_64") and any(needle in a for a in args):
+            if want in fds:
                 return int(pid)
     return None
 
@@ -195,7 +243,7 @@ def main():
     ap.add_argument("--dsec-bin", default=os.path.join(REPO, "build", "src", "dsec"))
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--guest-dir", default=os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest"))
-    ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--mem-mb", type=int, default=128)
     ap.add_argument("--idle", type=int, default=3, help="idle template clones measured at once")
     ap.add_argument("--out", default=None)
@@ -207,7 +255,9 @@ def main():
               "kvm": os.access("/dev/kvm", os.W_OK), "loadavg_before": os.getloadavg(),
               "mem_mb": a.mem_mb}
     boots = {"container": [], "microvm_boot": [], "vm_boot": [],
-             "microvm_first_with_template_build": [], "microvm_template_clone": []}
+             "microvm_template_restore_no_spare": [],
+             "microvm_first_with_template_build": [], "microvm_template_spare": [],
+             "microvm_template_back_to_back": []}
     # Templates off: every microVM boots.
     n = BenchNode(a, DSEC_VM_TEMPLATES="0")
     try:
@@ -222,36 +272,74 @@ def main():
         n.rest.ok("DELETE", f"/v1/sandboxes/{sid}")
     finally:
         n.stop()
-    # Templates on (the default).
+    # Templates without spares: each create restores the template.
+    n = BenchNode(a, DSEC_VM_SPARES="0")
+    try:
+        sid, _, _ = create_first_exec(n.rest, "microvm", a.mem_mb)
+        n.rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        for _ in range(a.samples):
+            sid, _, first = create_first_exec(n.rest, "microvm", a.mem_mb)
+            boots["microvm_template_restore_no_spare"].append(first)
+            n.rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+    finally:
+        n.stop()
+    # Templates with spares (the default).
     n = BenchNode(a)
     rest, state = n.rest, n.state
     try:
         sid, _, first = create_first_exec(rest, "microvm", a.mem_mb)
         boots["microvm_first_with_template_build"].append(first)
         rest.ok("DELETE", f"/v1/sandboxes/{sid}")
-        for backend, key in (("container", "container"), ("microvm", "microvm_template_clone")):
-            for _ in range(a.samples):
-                sid, _, first = create_first_exec(rest, backend, a.mem_mb)
-                boots[key].append(first)
-                rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        for _ in range(a.samples):
+            sid, _, first = create_first_exec(rest, "container", a.mem_mb)
+            boots["container"].append(first)
+            rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        for _ in range(a.samples):
+            wait_spare(state)
+            sid, _, first = create_first_exec(rest, "microvm", a.mem_mb)
+            boots["microvm_template_spare"].append(first)
+            rest.ok("DELETE", f"/v1/sandboxes/{sid}")
+        wait_spare(state)
+        for _ in range(a.samples):
+            sid, _, first = create_first_exec(rest, "microvm", a.mem_mb)
+            boots["microvm_template_back_to_back"].append(first)
+            rest.ok("DELETE", f"/v1/sandboxes/{sid}")
         report["create_to_first_exec"] = {k: summary(v) for k, v in boots.items() if v}
 
-        clones = [create_first_exec(rest, "microvm", a.mem_mb)[0] for _ in range(a.idle)]
+        def clone_memory(sids):
+            each = [smaps_breakdown(qemu_pid(state, c), a.mem_mb) for c in sids]
+            return {"count": len(sids),
+                    "median_overhead_pss_kib": statistics.median(m["overhead_pss_kib"]
+                                                                 for m in each),
+                    "median_qemu_pss_kib": statistics.median(m["qemu_pss_kib"] for m in each),
+                    "each": each}
+
+        clones = []
+        idle_clones = {}
+        for k in sorted({1, a.idle}):
+            while len(clones) < k:
+                wait_spare(state)
+                clones.append(create_first_exec(rest, "microvm", a.mem_mb)[0])
+            wait_spare(state)
+            time.sleep(2)  # idle
+            idle_clones[str(k)] = clone_memory(clones)
+        spare = spare_pid(state)
+        spare_mem = smaps_breakdown(spare, a.mem_mb)
+        c0, s0 = cpu_s(qemu_pid(state, clones[0])), cpu_s(spare)
+        time.sleep(10)
+        idle_cpu = {"clone_cpu_s_per_10s": round(cpu_s(qemu_pid(state, clones[0])) - c0, 2),
+                    "spare_cpu_s_per_10s": round(cpu_s(spare) - s0, 2)}
         csid, _, _ = create_first_exec(rest, "container", a.mem_mb)
         time.sleep(2)  # idle
-        per_clone = [smaps_breakdown(qemu_pid(state, c), a.mem_mb) for c in clones]
         tdir = f"/dev/shm/dsec-{n.node_id}"
         template_kib = sum(os.stat(os.path.join(r, f)).st_blocks // 2
                            for r, _, fs in os.walk(tdir) for f in fs)
         report["idle_memory"] = {
             "microvm_booted_alone": booted_mem,
-            "microvm_template_clones": {
-                "count": a.idle,
-                "median_overhead_pss_kib": statistics.median(m["overhead_pss_kib"]
-                                                             for m in per_clone),
-                "median_qemu_pss_kib": statistics.median(m["qemu_pss_kib"] for m in per_clone),
-                "template_files_kib": template_kib,
-                "each": per_clone},
+            "microvm_template_clones": idle_clones,
+            "template_files_kib": template_kib,
+            "spare": spare_mem,
+            "idle_cpu": idle_cpu,
             "container": container_memory(n.node_id, csid)}
         rest.ok("DELETE", f"/v1/sandboxes/{csid}")
         for c in clones[1:]:

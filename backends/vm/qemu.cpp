@@ -82,7 +82,7 @@ std::vector<std::string> qemu_argv(const machine_spec& m, const std::string& inc
 }
 
 expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl, int files,
-                                  const std::string& log) {
+                                  const std::string& log, bool thp) {
   int qmp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, qmp) != 0)
     return sys_error("socketpair", "qmp", errno);
@@ -99,9 +99,12 @@ expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl,
   args.push_back(nullptr);
   // QEMU's own memory: glibc gives each thread an arena (64 MiB reserved,
   // a few touched); one is plenty. Transparent huge pages (QEMU asks for
-  // them on guest RAM and the TCG buffer) stay: without them loading a
-  // paused guest's RAM takes 3x longer (measured); $DSEC_VM_QEMU_THP=0
-  // turns them off (a booted guest's RAM then grows 4 KiB at a time).
+  // them on guest RAM and the TCG buffer) stay where `thp` says: without
+  // them loading a paused guest's RAM takes 3x longer (measured). A
+  // template clone's RAM is a file (no THP either way) and its TCG buffer
+  // then grows 4 KiB at a time instead of 2 MiB (-4 MiB per clone, as fast;
+  // bench/results/vm-2026-11-30-templates.json). $DSEC_VM_QEMU_THP=0/1
+  // turns them off/on for every QEMU.
   std::vector<std::string> env_own;
   for (char** e = environ; *e; ++e)
     if (std::string_view(*e).rfind("MALLOC_", 0) != 0)
@@ -115,7 +118,7 @@ expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl,
     envp.push_back(const_cast<char*>(s.c_str()));
   envp.push_back(nullptr);
   const char* thp_env = ::getenv("DSEC_VM_QEMU_THP");
-  bool no_thp = thp_env && std::string_view(thp_env) == "0";
+  bool no_thp = thp_env && *thp_env ? std::string_view(thp_env) == "0" : !thp;
   pid_t parent = ::getpid();
   int src[5] = {ctl, files, theirs.get(), null.get(), out.get()};
   pid_t pid = ::fork();

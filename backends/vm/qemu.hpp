@@ -59,8 +59,9 @@ struct qemu_process {
 /// Starts QEMU with `ctl` and `files` (the guest ends of the two channels)
 /// as fds 3 and 4 and a new QMP channel as fd 5; stdout/stderr append to
 /// `log`. QEMU dies with the thread that started it (PR_SET_PDEATHSIG).
+/// `thp`: transparent huge pages for QEMU's own memory (see qemu.cpp).
 expected<qemu_process> start_qemu(const std::vector<std::string>& argv, int ctl, int files,
-                                  const std::string& log);
+                                  const std::string& log, bool thp = true);
 
 /// Kills QEMU and reaps it (idempotent on a reaped pidfd).
 void stop_qemu(qemu_process& q);

@@ -219,9 +219,46 @@ status open_channels(vm_parts& parts, const std::string& config) {
   return {};
 }
 
+// A spare's log becomes the sandbox's: renamed if the spare dir is on the
+// sandboxes' filesystem (true: QEMU writes on into it), else copied.
+bool adopt_log(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) == 0)
+    return true;
+  auto text = sys::read_file(from);
+  (void)sys::write_file_atomic(to, text ? *text : std::string(), 0600,
+                               sys::durability::process_crash);
+  return false;
+}
+
+// A taken spare becomes this sandbox's guest: its channels, QEMU and logs.
+// QEMU's stderr stays on the spare's (copied) file; its console is pointed
+// at the sandbox's.
+status adopt_spare(vm_spare& s, vm_parts& parts) {
+  parts.machine = s.machine;
+  parts.machine.console_log = parts.dir + "/console.log";
+  parts.qemu = std::move(s.qemu);
+  parts.ctl_node = std::move(s.ctl_node);
+  parts.ctl_guest = std::move(s.ctl_guest);
+  parts.files_node = std::move(s.files_node);
+  parts.files_guest = std::move(s.files_guest);
+  (void)adopt_log(s.log, parts.dir + "/qemu.log");
+  if (adopt_log(s.machine.console_log, parts.machine.console_log))
+    return {};
+  qmp_client q(parts.qemu.qmp.get(), parts.qemu.qmp_ready);
+  auto r = q.command(R"({"execute":"chardev-change","arguments":{"id":"serial0","backend":)"
+                     R"({"type":"file","data":{"out":")" + parts.machine.console_log +
+                     R"(","append":true}}}})");
+  parts.qemu.qmp_ready = q.ready();
+  if (!r)
+    return error{r.err().code, "move the console to " + parts.machine.console_log + ": " +
+                                 r.err().message};
+  return {};
+}
+
 // The template for this machine (made now by booting, if it is the first),
-// then a clone of it: restore, config, identity. Any failure: nothing of
-// the clone remains and the caller boots instead.
+// then its spare if one is ready (identity only), else a clone of it:
+// restore, identity. Any failure: nothing of the clone remains and the
+// caller boots instead.
 status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) {
   int timeout = boot_timeout_ms();
   auto key = template_key(parts.machine);
@@ -260,6 +297,17 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
     std::cerr << "dsec node: " << why << "; creating by a normal boot" << std::endl;
     return error{e.code, why};
   };
+  if (auto spare = templates_->take_spare(key, 3000)) {
+    auto st = adopt_spare(*spare, parts);
+    spare.reset();
+    if (!st)
+      return fail("take a spare", st.err());
+    if (auto st = send_guest_identity(parts.files_node.get(), parts.qemu.pidfd.get(), timeout,
+                                      p.id);
+        !st)
+      return fail("identity (spare)", st.err());
+    return {};
+  }
   // The clone's agent is set up already: no config, only its identity.
   if (auto st = open_channels(parts, {}); !st)
     return st.err();
@@ -393,7 +441,15 @@ vm_backends make_vm_backends(const vm_config& in) {
   size_t max_templates = 4;
   if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
     max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
-  auto templates = std::make_shared<template_cache>(tdir, max_templates);
+  // Ready clones per template (see vm_template.hpp).
+  size_t spares = 1;
+  if (const char* env = ::getenv("DSEC_VM_SPARES"); env && *env)
+    spares = static_cast<size_t>(std::atol(env));
+  int64_t spare_idle_ms = 600000;
+  if (const char* env = ::getenv("DSEC_VM_SPARE_IDLE_S"); env && std::atof(env) > 0)
+    spare_idle_ms = static_cast<int64_t>(std::atof(env) * 1000);
+  auto templates = std::make_shared<template_cache>(tdir, max_templates, cfg.work_dir + "/spares",
+                                                    spares, kvm ? 15000 : 30000, spare_idle_ms);
   out.ready["microvm"] = std::make_shared<vm_backend>("microvm", true, kvm, cfg, initrd, kernel,
                                                       *prog, loop, templates);
   out.ready["vm"] = std::make_shared<vm_backend>("vm", false, kvm, cfg, initrd, kernel, *prog,

@@ -1,10 +1,13 @@
 // VM templates: made by booting, used by restoring (see vm_template.hpp).
 #include "backends/vm/vm_template.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +38,28 @@ int64_t now_ms() {
 constexpr int64_t retry_after_ms = 300000;
 
 // Waits for query-migrate to say "completed" (either side of a migration).
+// Reads what `fd` (a guest channel) has into `in`, waiting until
+// `deadline` and watching QEMU's `pidfd`; errors start with `what`.
+status read_channel(int fd, int pidfd, std::string& in, int64_t deadline, const std::string& what) {
+  int left = static_cast<int>(deadline - now_ms());
+  if (left <= 0)
+    return error{errc::timeout, what + ": the guest did not answer in time"};
+  pollfd fds[2] = {{fd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+  if (::poll(fds, 2, left) < 0 && errno != EINTR)
+    return sys_error("poll", what, errno);
+  if (fds[0].revents & POLLIN) {
+    char buf[4096];
+    auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0)
+      in.append(buf, static_cast<size_t>(n));
+    else if (n == 0)
+      return unavailable(what + ": channel closed");
+  } else if (fds[1].revents & POLLIN) {
+    return unavailable(what + ": qemu exited");
+  }
+  return {};
+}
+
 status await_migration(qmp_client& q, int timeout_ms) {
   for (int64_t deadline = now_ms() + timeout_ms;;) {
     auto r = q.command(R"({"execute":"query-migrate"})");
@@ -77,7 +102,6 @@ status send_guest_identity(int files, int pidfd, int timeout_ms, const std::stri
       static_cast<ssize_t>(frame.size()))
     return sys_error("send identity to the guest", "file channel", errno);
   std::string in;
-  char buf[4096];
   int64_t deadline = now_ms() + timeout_ms;
   for (;;) {
     proto::header h;
@@ -98,22 +122,8 @@ status send_guest_identity(int files, int pidfd, int timeout_ms, const std::stri
       in.erase(0, proto::header_size + h.length);
       continue;
     }
-    int left = static_cast<int>(deadline - now_ms());
-    if (left <= 0)
-      return error{errc::timeout, "guest identity: the guest did not answer within " +
-                                    std::to_string(timeout_ms) + " ms"};
-    pollfd fds[2] = {{files, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    if (::poll(fds, 2, left) < 0 && errno != EINTR)
-      return sys_error("poll", "file channel", errno);
-    if (fds[0].revents & POLLIN) {
-      auto n = ::recv(files, buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0)
-        in.append(buf, static_cast<size_t>(n));
-      else if (n == 0)
-        return unavailable("guest identity: file channel closed");
-    } else if (fds[1].revents & POLLIN) {
-      return unavailable("guest identity: qemu exited");
-    }
+    if (auto st = read_channel(files, pidfd, in, deadline, "guest identity"); !st)
+      return st;
   }
 }
 
@@ -125,6 +135,7 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
   if (auto st = sys::make_dirs(dir, 0700); !st)
     return st.err();
   auto t = std::make_shared<vm_template>();
+  t->machine = m;
   t->key = key;
   t->dir = dir;
   t->mem = dir + "/mem";
@@ -180,15 +191,18 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
 }
 
 expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int ctl, int files,
-                                      const std::string& log, int timeout_ms) {
+                                      const std::string& log, int timeout_ms,
+                                      const std::function<void(int)>& started) {
   m.mem_path = t.mem;
   m.mem_shared = false;
   // microvm: no boot files. q35 keeps them: -kernel adds an option ROM,
   // a RAM block the state file names.
   m.restored = m.microvm;
-  auto q = start_qemu(qemu_argv(m, "defer"), ctl, files, log);
+  auto q = start_qemu(qemu_argv(m, "defer"), ctl, files, log, /*thp=*/false);
   if (!q)
     return error{q.err().code, "start qemu: " + q.err().message};
+  if (started)
+    started(q->pidfd.get());
   qmp_client c(q->qmp.get());
   auto fail = [&](const std::string& step, const error& e) -> error {
     stop_qemu(*q);
@@ -210,18 +224,224 @@ expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int
   return q;
 }
 
+// -- spares ------------------------------------------------------------------------
+
+vm_spare::~vm_spare() {
+  stop_qemu(qemu);
+  if (!log.empty())
+    ::unlink(log.c_str());
+  if (!machine.console_log.empty())
+    ::unlink(machine.console_log.c_str());
+}
+
+namespace {
+
+// Id of the warm-up exec: the sandbox's own execs count from 1.
+constexpr uint32_t warm_exec_id = 0xffffffffu;
+
+// Runs `true` in a clone and waits for its end (any exit: only the
+// translation it causes matters).
+status warm_up_exec(int ctl, int pidfd, int timeout_ms) {
+  proto::exec_msg e;
+  e.argv = {"true"};
+  e.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  e.cwd = "/";
+  e.timeout_ms = static_cast<uint64_t>(timeout_ms);
+  auto frame = proto::encode(warm_exec_id, e);
+  if (::send(ctl, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size()))
+    return sys_error("send the warm-up exec", "control channel", errno);
+  std::string in;
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    proto::header h;
+    auto p = proto::peek_frame(in, h);
+    if (p == proto::parse::invalid)
+      return internal_error("warm-up exec: malformed frame on the control channel");
+    if (p == proto::parse::complete) {
+      in.erase(0, proto::header_size + h.length);
+      if (h.id == warm_exec_id &&
+          (h.type == proto::msg::done || h.type == proto::msg::exec_failed))
+        return in.empty() ? status{} : internal_error("warm-up exec: unexpected frames after it");
+      continue;
+    }
+    if (auto st = read_channel(ctl, pidfd, in, deadline, "warm-up exec"); !st)
+      return st;
+  }
+}
+
+} // namespace
+
+expected<std::unique_ptr<vm_spare>> make_vm_spare(const vm_template& t, const std::string& prefix,
+                                                  int timeout_ms,
+                                                  const std::function<void(int)>& started) {
+  auto s = std::make_unique<vm_spare>();
+  s->machine = t.machine;
+  s->machine.console_log = prefix + ".console.log";
+  s->log = prefix + ".qemu.log";
+  int ctl[2], files[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ctl) != 0)
+    return sys_error("socketpair", "control channel of spare " + prefix, errno);
+  s->ctl_node.reset(ctl[0]);
+  s->ctl_guest.reset(ctl[1]);
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, files) != 0)
+    return sys_error("socketpair", "file channel of spare " + prefix, errno);
+  s->files_node.reset(files[0]);
+  s->files_guest.reset(files[1]);
+  auto q = start_vm_clone(t, s->machine, s->ctl_guest.get(), s->files_guest.get(), s->log,
+                          timeout_ms, started);
+  if (!q)
+    return q.err();
+  s->qemu = std::move(*q);
+  // The identity path too (no hostname: the real one comes when taken).
+  if (auto st = send_guest_identity(s->files_node.get(), s->qemu.pidfd.get(), timeout_ms); !st)
+    return st.err();
+  if (auto st = warm_up_exec(s->ctl_node.get(), s->qemu.pidfd.get(), timeout_ms); !st)
+    return st.err();
+  return s;
+}
+
 // -- cache -------------------------------------------------------------------------
 
-template_cache::template_cache(std::string root, size_t max) : root_(std::move(root)), max_(max) {
+template_cache::template_cache(std::string root, size_t max, std::string spare_dir,
+                               size_t spares, int spare_timeout_ms, int64_t spare_idle_ms)
+  : root_(std::move(root)), max_(max), spare_dir_(std::move(spare_dir)), spares_(spares),
+    spare_timeout_ms_(spare_timeout_ms), spare_idle_ms_(std::max<int64_t>(spare_idle_ms, 100)) {
   (void)sys::remove_tree(root_); // a killed node's leftovers
+  if (!spare_dir_.empty())
+    (void)sys::remove_tree(spare_dir_);
+  if (enabled() && spares_ > 0)
+    spare_thread_ = std::thread([this] { spare_loop(); });
 }
 
 template_cache::~template_cache() {
+  std::map<std::string, slot> gone;
   {
     std::lock_guard<std::mutex> g(m_);
-    slots_.clear();
+    stopping_ = true;
+    cv_.notify_all();
+    if (spare_pidfd_) // a spare being made: its calls fail at once
+      ::syscall(SYS_pidfd_send_signal, spare_pidfd_.get(), SIGKILL, nullptr, 0);
+    gone.swap(slots_);
   }
+  spare_cv_.notify_all();
+  if (spare_thread_.joinable())
+    spare_thread_.join();
+  gone.clear(); // kills the spares, removes the templates' files
   (void)sys::remove_tree(root_);
+  if (!spare_dir_.empty())
+    (void)sys::remove_tree(spare_dir_);
+}
+
+std::unique_ptr<vm_spare> template_cache::take_spare(const std::string& key, int wait_ms) {
+  std::unique_lock<std::mutex> g(m_);
+  auto it = slots_.find(key);
+  if (it == slots_.end() || !it->second.t)
+    return nullptr;
+  if (it->second.spares.empty() && it->second.spare_building && !it->second.spare_claimed &&
+      wait_ms > 0) {
+    // Nearly there (a spare takes ~0.5 s): waiting beats a restore racing
+    // it for the CPU. One create waits per spare; others restore.
+    auto t = it->second.t;
+    it->second.spare_claimed = true;
+    auto same = [&] {
+      auto i = slots_.find(key);
+      return i != slots_.end() && i->second.t == t ? i : slots_.end();
+    };
+    cv_.wait_for(g, std::chrono::milliseconds(wait_ms), [&] {
+      auto i = same();
+      return stopping_ || i == slots_.end() || !i->second.spares.empty() ||
+             !i->second.spare_building;
+    });
+    it = same();
+    if (it == slots_.end())
+      return nullptr;
+    it->second.spare_claimed = false;
+  }
+  auto& spares = it->second.spares;
+  std::unique_ptr<vm_spare> s;
+  while (!s && !spares.empty()) {
+    s = std::move(spares.front());
+    spares.erase(spares.begin());
+    pollfd dead{s->qemu.pidfd.get(), POLLIN, 0};
+    if (::poll(&dead, 1, 0) != 0) // QEMU ended while idle
+      s.reset();
+  }
+  spare_cv_.notify_all();
+  return s;
+}
+
+void template_cache::spare_loop() {
+  std::unique_lock<std::mutex> g(m_);
+  while (!stopping_) {
+    // A template no create used for spare_idle_ms_ keeps no spare (an
+    // idle guest costs ~5% of a core under TCG); its next create brings
+    // one back.
+    int64_t now = now_ms();
+    std::vector<std::unique_ptr<vm_spare>> idle;
+    for (auto& [k, s] : slots_)
+      if (now - s.used_at_ms >= spare_idle_ms_) {
+        for (auto& sp : s.spares)
+          idle.push_back(std::move(sp));
+        s.spares.clear();
+      }
+    if (!idle.empty()) {
+      g.unlock();
+      idle.clear();
+      g.lock();
+      continue;
+    }
+    auto it = slots_.begin();
+    for (; it != slots_.end(); ++it) {
+      auto& s = it->second;
+      if (s.t && s.spares.size() < spares_ && !s.spare_building &&
+          now - s.used_at_ms < spare_idle_ms_ &&
+          (s.spare_failed_at_ms == 0 || now - s.spare_failed_at_ms >= retry_after_ms))
+        break;
+    }
+    if (it == slots_.end()) {
+      spare_cv_.wait_for(g, std::chrono::milliseconds(std::min<int64_t>(spare_idle_ms_, 60000)));
+      continue;
+    }
+    auto key = it->first;
+    auto t = it->second.t;
+    it->second.spare_building = true;
+    auto prefix = spare_dir_ + "/" + t->dir.substr(t->dir.find_last_of('/') + 1) + "-" +
+                  std::to_string(++spare_seq_);
+    g.unlock();
+    auto s = [&]() -> expected<std::unique_ptr<vm_spare>> {
+      if (auto st = sys::make_dirs(spare_dir_, 0700); !st)
+        return st.err();
+      return make_vm_spare(*t, prefix, spare_timeout_ms_, [this](int pidfd) {
+        std::lock_guard<std::mutex> l(m_);
+        spare_pidfd_.reset(::fcntl(pidfd, F_DUPFD_CLOEXEC, 0));
+        if (stopping_)
+          ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+      });
+    }();
+    g.lock();
+    spare_pidfd_.reset();
+    auto at = slots_.find(key);
+    bool same = at != slots_.end() && at->second.t == t;
+    if (same)
+      at->second.spare_building = false;
+    cv_.notify_all(); // a create waiting for it
+    if (!s) {
+      if (same && !stopping_) {
+        at->second.spare_failed_at_ms = now_ms();
+        std::cerr << "dsec node: spare clone of vm template " << t->dir << ": "
+                  << s.err().message << "; creates restore the template instead" << std::endl;
+      }
+      continue;
+    }
+    if (same && !stopping_) {
+      at->second.spares.push_back(std::move(*s));
+      at->second.spare_failed_at_ms = 0;
+    } else {
+      g.unlock();
+      s->reset(); // its template went meanwhile
+      g.lock();
+    }
+  }
 }
 
 std::shared_ptr<vm_template> template_cache::get(const std::string& key, const maker& make,
@@ -233,8 +453,12 @@ std::shared_ptr<vm_template> template_cache::get(const std::string& key, const m
   for (;;) {
     auto& s = slots_[key];
     s.used = ++clock_;
-    if (s.t)
+    s.used_at_ms = now_ms();
+    if (s.t) {
+      if (s.spares.empty() && !s.spare_building)
+        spare_cv_.notify_all(); // it may have gone idle
       return s.t;
+    }
     if (!s.failed.empty() && now_ms() - s.failed_at_ms < retry_after_ms)
       return nullptr;
     if (!s.building)
@@ -264,8 +488,10 @@ std::shared_ptr<vm_template> template_cache::get(const std::string& key, const m
   s.building = false;
   if (t) {
     s.t = *t;
+    s.used_at_ms = now_ms(); // a boot may take longer than the spare idle time
     s.failed.clear();
     evict_locked();
+    spare_cv_.notify_all();
   } else {
     (void)sys::remove_tree(dir);
     s.failed = t.err().message;

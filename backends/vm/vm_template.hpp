@@ -27,17 +27,36 @@
 // goes (node stop) and at start (leftovers of a killed node).
 // $DSEC_VM_TEMPLATES: 0 turns templating off; N keeps at most N templates
 // (least recently used dropped first; default 4).
+//
+// Spares: under TCG most of a clone's create -> first exec is QEMU starting
+// (~0.25 s) and translating again the guest code the first exec runs
+// (~0.25 s: the translation cache is per process). So the cache keeps one
+// spare clone per template ready: restored, running, its first exec (`true`)
+// done, idle. A create takes it and only sends the identity (which reseeds
+// the guest's CRNG, sets its clock and hostname: a spare has no per-sandbox
+// state before that), and a thread of the cache starts the next spare. A
+// spare knows no sandbox: its logs live in <spare dir> (the node's
+// <state>/vm/spares, on the sandboxes' filesystem) and are renamed into the
+// sandbox dir when taken; it is killed with its template and when the cache
+// goes; it counts toward no sandbox until taken. $DSEC_VM_SPARES: spares
+// per template (default 1; 0: none). A template no create used for
+// $DSEC_VM_SPARE_IDLE_S (default 600) keeps none until its next create (an
+// idle guest costs ~5% of a core under TCG, a spare ~33 MiB + its pages).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backends/vm/qemu.hpp"
 #include "core/error.hpp"
+#include "sys/fd.hpp"
 
 namespace dsec::backends {
 
@@ -45,6 +64,7 @@ namespace dsec::backends {
 /// clone being restored holds it; a running clone needs only its mapping).
 struct vm_template {
   std::string key, dir, mem, state;
+  machine_spec machine; ///< what it was booted as (clones and spares start from it)
   vm_template() = default;
   vm_template(const vm_template&) = delete;
   vm_template& operator=(const vm_template&) = delete;
@@ -67,8 +87,10 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
 /// template's file) on the guest channel ends `ctl` and `files`, loads the
 /// state and lets the guest run; its agent is set up and serving. The
 /// caller then sends the identity. On failure QEMU is stopped.
+/// `started(pidfd)`, if set, is called once QEMU runs.
 expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int ctl, int files,
-                                      const std::string& log, int timeout_ms);
+                                      const std::string& log, int timeout_ms,
+                                      const std::function<void(int)>& started = {});
 
 /// Sends the guest its identity (host clock, 64 random bytes, `hostname`
 /// unless empty) on the file channel `files` and waits for the answer,
@@ -76,13 +98,38 @@ expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int
 status send_guest_identity(int files, int pidfd, int timeout_ms,
                            const std::string& hostname = {});
 
+/// A clone ready to be taken (see the top): QEMU running the restored guest,
+/// both channels, and its logs (in the spare dir until taken). Destroying it
+/// kills QEMU and removes the logs.
+struct vm_spare {
+  machine_spec machine; ///< console_log: the spare's console file
+  std::string log;      ///< QEMU's stdout/stderr
+  qemu_process qemu;
+  sys::unique_fd ctl_node, ctl_guest, files_node, files_guest;
+  vm_spare() = default;
+  vm_spare(const vm_spare&) = delete;
+  vm_spare& operator=(const vm_spare&) = delete;
+  ~vm_spare();
+};
+
+/// Starts a clone of `t` with its logs at <prefix>.{qemu,console}.log and
+/// runs one exec (`true`) in it, so the code a first exec runs is
+/// translated. `started(pidfd)` is called once QEMU runs (the caller may
+/// kill it to abort). Blocking (~0.5 s under TCG).
+expected<std::unique_ptr<vm_spare>> make_vm_spare(const vm_template& t, const std::string& prefix,
+                                                  int timeout_ms,
+                                                  const std::function<void(int)>& started);
+
 /// The templates of one backend, by key. Thread-safe.
 class template_cache {
  public:
   using maker = std::function<expected<std::shared_ptr<vm_template>>(const std::string& dir)>;
 
-  /// `max` 0: templating off.
-  template_cache(std::string root, size_t max);
+  /// `max` 0: templating off. `spares`: ready clones kept per template
+  /// (0: none) while a create used it within `spare_idle_ms`; their logs go
+  /// to `spare_dir` (see the top), removed at start and when the cache goes.
+  template_cache(std::string root, size_t max, std::string spare_dir = {}, size_t spares = 0,
+                 int spare_timeout_ms = 30000, int64_t spare_idle_ms = 600000);
   ~template_cache();
   template_cache(const template_cache&) = delete;
   template_cache& operator=(const template_cache&) = delete;
@@ -100,6 +147,11 @@ class template_cache {
   /// new one.
   void drop(const std::string& key, const std::string& why);
 
+  /// One of `key`'s spares, if one is ready; if none is but one is being
+  /// made, the first caller waits for it (at most `wait_ms`), others get
+  /// null at once. The next spare is made in the background.
+  std::unique_ptr<vm_spare> take_spare(const std::string& key, int wait_ms = 0);
+
  private:
   struct slot {
     std::shared_ptr<vm_template> t;
@@ -107,15 +159,32 @@ class template_cache {
     std::string failed;
     int64_t failed_at_ms = 0;
     uint64_t used = 0;
+    int64_t used_at_ms = 0;
+    std::vector<std::unique_ptr<vm_spare>> spares;
+    bool spare_building = false;
+    bool spare_claimed = false; ///< a create waits for the one being made
+    int64_t spare_failed_at_ms = 0;
   };
   void evict_locked();
+  void spare_loop();
 
   std::string root_;
   size_t max_;
+  std::string spare_dir_;
+  size_t spares_;
+  int spare_timeout_ms_;
+  int64_t spare_idle_ms_;
   std::mutex m_;
   std::condition_variable cv_;
   std::map<std::string, slot> slots_;
   uint64_t clock_ = 0;
+  // The spare maker: QEMU dies with the thread that started it
+  // (PR_SET_PDEATHSIG), so one long-lived thread starts every spare.
+  std::condition_variable spare_cv_;
+  bool stopping_ = false;
+  sys::unique_fd spare_pidfd_; ///< the spare being made (killed when stopping)
+  uint64_t spare_seq_ = 0;
+  std::thread spare_thread_;
 };
 
 } // namespace dsec::backends

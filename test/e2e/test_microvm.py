@@ -9,7 +9,9 @@
 # same machine (QEMU -incoming over the template's RAM file, share=off),
 # behaves like a booted one, gets its own hostname, randomness and clock;
 # destroying a clone leaves only the template; the templates go with the
-# node; DSEC_VM_TEMPLATES=0 boots every guest.
+# node; DSEC_VM_TEMPLATES=0 boots every guest. Spares: a template keeps one
+# clone running, warmed; a create takes it (its logs move into the sandbox
+# dir) and a new one is made; a spare goes with its template and the node.
 #
 # Needs qemu-system-x86_64 (skips without it) and the guest kernel, fetched
 # once with scripts/guest_kernel.sh into $DSEC_GUEST_DIR (default
@@ -74,8 +76,23 @@ def vc(vm_node):
     del c.created[mark:]
 
 
-def qemu_pids(state_dir):
-    """QEMU processes whose command line names a path below state_dir."""
+def open_files(pid):
+    out = []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def qemu_pids(path):
+    """QEMU processes whose command line names a path below `path`, or with a
+    file open below it: a taken spare's command line names the spare's
+    files, its console was moved into the sandbox dir."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -86,9 +103,17 @@ def qemu_pids(state_dir):
         except OSError:
             continue
         if args and args[0].endswith(b"qemu-system-x86_64") and \
-                any(state_dir.encode() in a for a in args):
+                (any(path.encode() in a for a in args) or
+                 any(f.startswith(path + "/") for f in open_files(pid))):
             out.append(int(pid))
     return out
+
+
+def spare_pids(node):
+    """Spare clones: QEMU on the spare dir's files, in no sandbox."""
+    sb = os.path.join(node.state_dir, "sandboxes") + "/"
+    return [p for p in qemu_pids(os.path.join(node.state_dir, "vm", "spares"))
+            if not any(f.startswith(sb) for f in open_files(p))]
 
 
 def qemu_args(pid):
@@ -327,3 +352,61 @@ def test_templates_go_with_the_node_and_can_be_turned_off(dsec_bin, store, guest
         assert off.client.sh(sid, ["true"])["exit_code"] == 0
     finally:
         _finish_node(off)
+
+
+def test_a_create_takes_the_spare_and_spares_go_with_their_template(dsec_bin, store,
+                                                                    guest_kernel):
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
+                   DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S, DSEC_VM_TEMPLATES="1")
+    try:
+        c = n.client
+        first = c.create_ok(backend="microvm", memory_mb=128)
+        wait_for(lambda: len(spare_pids(n)) == 1, 60, what="a spare clone")
+        [spare] = spare_pids(n)
+        assert "-incoming" in qemu_args(spare)
+        sid = c.create_ok(backend="microvm", memory_mb=128)
+        d = sandbox_dir(n, sid)
+        # The create took the spare: same QEMU, its logs now the sandbox's.
+        assert qemu_pids(d) == [spare]
+        assert os.path.join(d, "console.log") in open_files(spare)
+        assert os.path.isfile(os.path.join(d, "qemu.log"))
+        r = c.sh(sid, ["hostname"])
+        assert (r["exit_code"], r["stdout"].strip()) == (0, sid[:64]), r
+        wait_for(lambda: len(spare_pids(n)) == 1, 60, what="the next spare")
+        [second] = spare_pids(n)
+        assert second != spare
+        # Another machine shape: its template evicts the first (max 1), and
+        # the first one's spare goes with it.
+        other = c.create_ok(backend="microvm", memory_mb=160)
+        wait_for(lambda: not os.path.exists(f"/proc/{second}"), 30, what="the old spare killed")
+        wait_for(lambda: len(spare_pids(n)) == 1, 60, what="the new template's spare")
+        for s in (first, sid, other):
+            assert c.sh(s, ["true"])["exit_code"] == 0
+            c.delete(s)
+        assert len(spare_pids(n)) == 1
+    finally:
+        _finish_node(n)
+    # The node took its spare with it.
+    assert not qemu_pids(n.state_dir)
+
+
+def test_an_unused_template_keeps_no_spare(dsec_bin, store, guest_kernel):
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
+                   DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S, DSEC_VM_SPARE_IDLE_S="3")
+    try:
+        c = n.client
+        sid = c.create_ok(backend="microvm", memory_mb=128)
+        wait_for(lambda: len(spare_pids(n)) == 1, 60, what="a spare clone")
+        [spare] = spare_pids(n)
+        # No create for 3 s: the spare is killed, the template stays.
+        wait_for(lambda: not os.path.exists(f"/proc/{spare}"), 30, what="the idle spare killed")
+        assert any(f.endswith("/mem") for f in files_under(template_root(n)))
+        assert not spare_pids(n)
+        # The next create brings one back.
+        other = c.create_ok(backend="microvm", memory_mb=128)
+        wait_for(lambda: len(spare_pids(n)) == 1, 60, what="a new spare")
+        for s in (sid, other):
+            assert c.sh(s, ["true"])["exit_code"] == 0
+    finally:
+        _finish_node(n)
+    assert not qemu_pids(n.state_dir)
