@@ -65,6 +65,8 @@ auto with_sandbox(lifecycle_actor_ptr self, const std::string& id, F f)
   return f(it->second);
 }
 
+void on_gone(lifecycle_actor_ptr self, const std::string& id);
+
 caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& spec) {
   auto& st = self->state;
   if (!spec.request_id.empty()) {
@@ -95,7 +97,16 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
     st.by_request[spec.request_id] = id;
   entry.spec = std::move(spec);
   st.sandboxes.emplace(id, std::move(entry));
-  return self->delegate(actor, start_atom::value);
+  // Answered through here, not delegated: a failed create leaves the table
+  // before its caller hears of it, so the caller's next list never shows it.
+  auto rp = self->make_response_promise();
+  self->request(actor, caf::infinite, start_atom::value)
+    .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
+          [self, rp, id](caf::error& err) mutable {
+            on_gone(self, id);
+            rp.deliver(std::move(err));
+          });
+  return rp;
 }
 
 /// Takes the sandboxes the node recovered at start (node_context::recovered)
