@@ -11,6 +11,7 @@ packages=(
   python3 python3-pytest python3-dev pybind11-dev python3-pybind11 btrfs-progs
   crun bubblewrap util-linux
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
+  e2fsprogs
 )
 
 if [[ $(id -u) -ne 0 ]]; then

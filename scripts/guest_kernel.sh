@@ -6,13 +6,14 @@
 # scripts/extract-vmlinux approach: find the compression magic, decompress,
 # keep the first result that is an ELF file), because a compressed bzImage
 # costs ~3 s of decompression under TCG. The few modules the guest agent
-# loads (virtio, block, console, erofs, overlay) are copied next to it.
+# loads (virtio, block, console, erofs, overlay, ext4 for the writable
+# upper disk) are copied next to it.
 # Idempotent: does nothing when the cache is complete.
 #
 # Usage: scripts/guest_kernel.sh [CACHE_DIR]
 set -eu
 cache=${1:-/var/lib/dsec/guest}
-if [ -s "$cache/vmlinux" ] && [ -s "$cache/modules/overlay.ko" ]; then
+if [ -s "$cache/vmlinux" ] && [ -s "$cache/modules/overlay.ko" ] && [ -s "$cache/modules/ext4.ko" ]; then
   echo "guest kernel: $(cat "$cache/version") in $cache (cached)"
   exit 0
 fi
@@ -49,7 +50,8 @@ kdir="$tmp/x/lib/modules/$ver/kernel"
 for m in crypto/crc32c_generic lib/libcrc32c fs/erofs/erofs fs/overlayfs/overlay \
          drivers/virtio/virtio_ring drivers/virtio/virtio drivers/virtio/virtio_mmio \
          drivers/virtio/virtio_pci_modern_dev drivers/virtio/virtio_pci_legacy_dev \
-         drivers/virtio/virtio_pci drivers/block/virtio_blk drivers/char/virtio_console; do
+         drivers/virtio/virtio_pci drivers/block/virtio_blk drivers/char/virtio_console \
+         lib/crc16 fs/mbcache fs/jbd2/jbd2 fs/ext4/ext4; do
   f=$(ls "$kdir/$m.ko"* 2>/dev/null | head -n1)
   [ -n "$f" ] || { echo "guest kernel: module $m missing in $pkg" >&2; exit 1; }
   case $f in

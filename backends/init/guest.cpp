@@ -7,8 +7,10 @@
 //      finit_module in dependency order (parameters "mod.key=val" taken from
 //      the kernel command line, as modprobe would);
 //   2. the layer disks (virtio-blk, serial "dsec-l<i>", bottom first) mounted
-//      read-only as EROFS, overlay with a tmpfs upper (dsec.disk_mb) at
-//      /sysroot/newroot; /sysroot moved onto / and chrooted into, because
+//      read-only as EROFS, the upper disk (serial "dsec-upper", ext4 of
+//      dsec.disk_mb, formatted by the node) at /sysroot/rw, overlay at
+//      /sysroot/newroot: the sandbox's writes go to a host disk image whose
+//      size is its disk limit, not to guest RAM; /sysroot moved onto / and chrooted into, because
 //      pivot_root refuses the initramfs itself;
 //   3. a listening unix socket as fd 3, connected to by this process; fork:
 //      the child returns into init's main(), accepts, reads `config`
@@ -60,7 +62,8 @@ namespace gp = guest_proto;
 
 // Load order: every module after the ones it depends on.
 const char* const modules[] = {
-  "crc32c_generic", "libcrc32c",   "erofs",  "overlay", "virtio_ring",
+  "crc32c_generic", "libcrc32c",   "crc16",  "mbcache", "jbd2",   "ext4",
+  "erofs",          "overlay",     "virtio_ring",
   "virtio",         "virtio_mmio", "virtio_pci_modern_dev",
   "virtio_pci_legacy_dev", "virtio_pci", "virtio_blk", "virtio_console",
 };
@@ -152,8 +155,8 @@ std::string find_port(const char* name) {
   die(std::string("virtio-serial port ") + name);
 }
 
-// /dev/vdX whose serial is `serial`, waiting for it.
-std::string find_disk(const std::string& serial) {
+// /dev/vdX whose serial is `serial`, waiting for it (`what` names it).
+std::string find_disk(const std::string& serial, const char* what = "layer disk") {
   for (int tries = 0; tries < 500; ++tries) {
     if (DIR* d = ::opendir("/sys/block")) {
       while (dirent* e = ::readdir(d)) {
@@ -169,7 +172,7 @@ std::string find_disk(const std::string& serial) {
     sleep_ms(10);
   }
   errno = ENOENT;
-  die("layer disk " + serial);
+  die(std::string(what) + " " + serial);
 }
 
 void must_mount(const char* src, const std::string& dst, const char* type, unsigned long flags,
@@ -186,9 +189,8 @@ void build_root(const std::vector<std::string>& words) {
     errno = EINVAL;
     die("kernel command line: dsec.layers missing");
   }
-  std::string size = param(words, "dsec.disk_mb");
-  must_mount("tmpfs", "/sysroot", "tmpfs", 0,
-             "mode=755" + (size.empty() ? std::string() : ",size=" + size + "m"));
+  // Mount points only; the sandbox's files go to the upper disk.
+  must_mount("tmpfs", "/sysroot", "tmpfs", 0, "mode=755,size=1m");
   std::string lower;
   for (int i = 0; i < layers; ++i) {
     auto dir = "/sysroot/l" + std::to_string(i);
@@ -196,7 +198,10 @@ void build_root(const std::vector<std::string>& words) {
     must_mount(dev.c_str(), dir, "erofs", MS_RDONLY | MS_NODEV | MS_NOSUID, "");
     lower = "/l" + std::to_string(i) + (lower.empty() ? "" : ":") + lower; // top first
   }
-  ::mkdir("/sysroot/rw", 0755);
+  // noinit_itable: the node's image is sparse (reads as zeros), no inode
+  // table needs zeroing in the background.
+  must_mount(find_disk("dsec-upper", "upper disk").c_str(), "/sysroot/rw", "ext4", 0,
+             "noinit_itable");
   ::mkdir("/sysroot/rw/upper", 0755);
   ::mkdir("/sysroot/rw/work", 0755);
   // Paths relative to /sysroot's future place as "/": mount it with the

@@ -73,6 +73,14 @@ std::vector<std::string> qemu_argv(const machine_spec& m, const std::string& inc
                                      ",format=raw,readonly=on,cache=none,aio=threads",
                        "-device", "virtio-blk-" + bus + ",drive=" + id + ",serial=dsec-" + id});
   }
+  // The upper: QEMU writes through to the host page cache (raw, no cache
+  // of its own) and does not flush on the guest's request (scratch space;
+  // a stopped or ended QEMU has written everything, which templates and
+  // pause rely on); a block the guest discards is a hole again.
+  if (!m.upper.empty())
+    a.insert(a.end(), {"-drive", "file=" + m.upper + ",if=none,id=upper,format=raw,"
+                                 "cache=unsafe,aio=threads,discard=unmap",
+                       "-device", "virtio-blk-" + bus + ",drive=upper,serial=dsec-upper"});
   a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + fd5, "-mon", "chardev=qmp,mode=control"});
   if (incoming == "defer")
     a.insert(a.end(), {"-incoming", "defer"});

@@ -30,6 +30,9 @@ struct machine_spec {
   int64_t mem_mb = 512;
   int cpus = 1;
   std::vector<std::string> disks; ///< raw read-only layer images, bottom first
+  /// The guest's own writable upper disk (raw ext4, serial "dsec-upper",
+  /// see upper_disk.hpp); empty: none.
+  std::string upper;
   std::string console_log;        ///< the guest's serial console goes here
   /// Guest RAM is always the memory backend "mem" (the RAM block's name in a
   /// state file): anonymous memory when `mem_path` is empty, else that file

@@ -1,5 +1,6 @@
 // create() of a VM sandbox: the layer images behind the node's EROFS mounts,
-// the sandbox dir, then up to three boots: two socketpairs (control channel
+// the sandbox dir, its upper disk (<dir>/upper.img, a copy of the node's
+// pristine image of disk_mb: upper_disk.hpp), then up to three boots: two socketpairs (control channel
 // with `config` already queued, file channel), QEMU, and a wait for the
 // agent's `ready` within the boot deadline. A guest that does not answer in
 // time (under TCG a microvm occasionally hangs calibrating its clock;
@@ -23,6 +24,7 @@
 #include "backends/init/protocol.hpp"
 #include "backends/vm/initramfs.hpp"
 #include "backends/vm/qemu.hpp"
+#include "backends/vm/upper_disk.hpp"
 #include "backends/vm/vm_sandbox.hpp"
 #include "backends/vm/vm_template.hpp"
 #include "sys/cleanup.hpp"
@@ -167,19 +169,23 @@ class vm_backend final : public backend {
     m.kernel = kernel_;
     m.initrd = initrd_;
     m.mem_mb = std::max<int64_t>(p.spec.memory_mb, 128);
+    m.upper = p.dir + "/upper.img";
     m.cpus = std::max(1, static_cast<int>(std::ceil(p.spec.cpu)));
     m.cpus = std::min<int>(m.cpus, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
     m.disks = disks;
     m.console_log = p.dir + "/console.log";
     m.append = "console=ttyS0 quiet loglevel=3 panic=-1 reboot=t rdinit=/init "
                "dsec.layers=" + std::to_string(disks.size()) +
-               " dsec.disk_mb=" + std::to_string(std::max<int64_t>(p.spec.disk_mb, 16));
+               " dsec.disk_mb=" + std::to_string(disk_mb(p));
     if (tsc_khz_ > 0 && !kvm_)
       m.append += " tsc_early_khz=" + std::to_string(tsc_khz_);
     return m;
   }
 
-  // Everything a guest's memory image depends on: its template key.
+  static int64_t disk_mb(const create_params& p) { return std::max<int64_t>(p.spec.disk_mb, 16); }
+
+  // Everything a guest's memory image depends on: its template key (the
+  // command line names the upper disk's size).
   std::string template_key(const machine_spec& m) const {
     std::string k = name_ + (kvm_ ? "|kvm" : "|tcg") + "|mem=" + std::to_string(m.mem_mb) +
                     "|cpus=" + std::to_string(m.cpus) + "|" + m.kernel + "|" + m.initrd + "|" +
@@ -230,12 +236,17 @@ bool adopt_log(const std::string& from, const std::string& to) {
   return false;
 }
 
-// A taken spare becomes this sandbox's guest: its channels, QEMU and logs.
-// QEMU's stderr stays on the spare's (copied) file; its console is pointed
-// at the sandbox's.
+// A taken spare becomes this sandbox's guest: its channels, QEMU, upper
+// disk and logs. The upper is renamed into the sandbox dir (QEMU keeps
+// writing the same file); if it cannot be, it stays in the spare dir and
+// the sandbox removes it when destroyed. QEMU's stderr stays on the spare's
+// (copied) file; its console is pointed at the sandbox's.
 status adopt_spare(vm_spare& s, vm_parts& parts) {
   parts.machine = s.machine;
   parts.machine.console_log = parts.dir + "/console.log";
+  if (::rename(s.machine.upper.c_str(), (parts.dir + "/upper.img").c_str()) == 0)
+    parts.machine.upper = parts.dir + "/upper.img";
+  s.machine.upper.clear(); // the sandbox's now
   parts.qemu = std::move(s.qemu);
   parts.ctl_node = std::move(s.ctl_node);
   parts.ctl_guest = std::move(s.ctl_guest);
@@ -268,11 +279,15 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
     key += "|hidden=" + h;
   auto t = templates_->get(
     key,
-    [&](const std::string& dir) {
+    [&](const std::string& dir) -> expected<std::shared_ptr<vm_template>> {
+      auto pristine = pristine_upper(cfg_.work_dir, disk_mb(p));
+      if (!pristine)
+        return pristine.err();
       auto tconfig = proto::encode(proto::config_msg{"dsec-template", "/newroot", seccomp_,
                                                      p.spec.protect.readonly,
                                                      p.spec.protect.hidden});
-      return make_vm_template(parts.machine, key, dir, tconfig, [&](int ctl, int pidfd) -> status {
+      return make_vm_template(parts.machine, key, dir, tconfig, *pristine,
+                              [&](int ctl, int pidfd) -> status {
         std::string why;
         auto r = await_ready(ctl, pidfd, timeout, why);
         if (r == boot_result::ready)
@@ -291,6 +306,8 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
   auto fail = [&](const std::string& step, const error& e) -> error {
     if (parts.qemu.pidfd)
       stop_qemu(parts.qemu);
+    if (!parts.machine.upper.empty()) // <dir>/upper.img or a spare's left in the spare dir
+      ::unlink(parts.machine.upper.c_str());
     ::truncate(parts.machine.console_log.c_str(), 0);
     auto why = "clone " + p.id + " of template " + t->dir + ": " + step + ": " + e.message;
     templates_->drop(key, why);
@@ -312,7 +329,7 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
   if (auto st = open_channels(parts, {}); !st)
     return st.err();
   auto q = start_vm_clone(*t, parts.machine, parts.ctl_guest.get(), parts.files_guest.get(),
-                          p.dir + "/qemu.log", timeout);
+                          p.dir + "/upper.img", p.dir + "/qemu.log", timeout);
   if (!q)
     return fail("restore", q.err());
   parts.qemu = std::move(*q);
@@ -357,9 +374,15 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   }
   std::string attempts;
   int timeout = boot_timeout_ms();
+  auto pristine = pristine_upper(cfg_.work_dir, disk_mb(p));
+  if (!pristine)
+    return error{pristine.err().code, "create " + p.id + ": " + pristine.err().message};
   for (int attempt = 1; attempt <= boot_attempts; ++attempt) {
     if (auto st = open_channels(parts, config); !st)
       return st.err();
+    // A fresh upper each attempt (a killed guest may have mounted it).
+    if (auto st = copy_image(*pristine, parts.machine.upper); !st)
+      return error{st.err().code, "create " + p.id + ": upper disk: " + st.err().message};
     auto q = start_qemu(qemu_argv(parts.machine), parts.ctl_guest.get(),
                         parts.files_guest.get(), p.dir + "/qemu.log");
     if (!q)
@@ -420,7 +443,8 @@ vm_backends make_vm_backends(const vm_config& in) {
   if (cfg.guest_dir.empty())
     cfg.guest_dir = ::getenv("DSEC_GUEST_DIR") ? ::getenv("DSEC_GUEST_DIR") : "/var/lib/dsec/guest";
   auto kernel = cfg.guest_dir + "/vmlinux";
-  if (!sys::exists(kernel) || !sys::exists(cfg.guest_dir + "/modules/overlay.ko"))
+  if (!sys::exists(kernel) || !sys::exists(cfg.guest_dir + "/modules/overlay.ko") ||
+      !sys::exists(cfg.guest_dir + "/modules/ext4.ko"))
     return refuse("no guest kernel in " + cfg.guest_dir +
                   " (fetch it with scripts/guest_kernel.sh " + cfg.guest_dir + ")");
   if (auto st = sys::make_dirs(cfg.work_dir); !st)

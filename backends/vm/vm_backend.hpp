@@ -1,8 +1,9 @@
 // The microvm and vm backends: a sandbox is a QEMU guest booting Debian's
 // kernel (uncompressed vmlinux, PVH direct boot) with our initramfs, whose
 // PID 1 is dsec-init in guest mode (backends/init/guest.cpp). The layers are
-// the node's EROFS images as read-only virtio disks, the overlay and its
-// tmpfs upper (disk_mb) live inside the guest, and the node talks to the
+// the node's EROFS images as read-only virtio disks, the overlay lives inside
+// the guest with its writable upper on one more disk, a sparse ext4 image of
+// disk_mb per sandbox (upper_disk.hpp), and the node talks to the
 // guest over two virtio-serial ports: the init protocol (exec) and the file
 // channel. `microvm` is QEMU's -M microvm (virtio-mmio, ~2 s to the agent
 // under TCG); `vm` is a q35 PC (virtio-pci, ~5 s). KVM is used when
@@ -17,7 +18,9 @@
 // boot.
 //
 // Files in a sandbox's <dir>: console.log (the guest's serial console),
-// qemu.log, state (while paused). No socket files: every channel is a
+// qemu.log, upper.img (the upper disk; a taken spare's stays in the spare
+// dir when the sandboxes are on another filesystem, and goes with the
+// sandbox), state (while paused). No socket files: every channel is a
 // socketpair whose guest end QEMU inherits.
 #pragma once
 

@@ -254,9 +254,9 @@ expected<std::string> vm_sandbox::read_file(const std::string& path, size_t max_
 
 // -- pause, resume, destroy ----------------------------------------------------------
 
-// Stop, save the machine (RAM, devices, the guest's tmpfs upper) to
-// <dir>/state with QEMU 7.2's exec: migration, end QEMU: a paused guest
-// holds no host memory but its file.
+// Stop, save the machine (RAM, devices; the upper disk stays in its image
+// file, everything written) to <dir>/state with QEMU 7.2's exec:
+// migration, end QEMU: a paused guest holds no host memory but its files.
 status vm_sandbox::pause() {
   std::lock_guard<std::mutex> op(op_m_);
   {
@@ -385,6 +385,9 @@ status vm_sandbox::destroy() {
   uint64_t one = 1;
   (void)!::write(exit_event_.get(), &one, sizeof one); // the inner handle's "init" is gone
   auto st = inner_->destroy(); // fails pending execs, removes <dir>
+  // A spare's upper disk that could not be moved into <dir> (adopt_spare).
+  if (!parts_.machine.upper.empty() && parts_.machine.upper.rfind(parts_.dir + "/", 0) != 0)
+    ::unlink(parts_.machine.upper.c_str());
   parts_.ctl_guest.reset();
   parts_.files_guest.reset();
   parts_.files_node.reset();

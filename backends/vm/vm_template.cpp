@@ -18,6 +18,7 @@
 
 #include "backends/init/guest_proto.hpp"
 #include "backends/init/protocol.hpp"
+#include "backends/vm/upper_disk.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
@@ -130,6 +131,7 @@ status send_guest_identity(int files, int pidfd, int timeout_ms, const std::stri
 expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const std::string& key,
                                                         const std::string& dir,
                                                         const std::string& config,
+                                                        const std::string& pristine_upper,
                                                         const ready_waiter& await_ready) {
   (void)sys::remove_tree(dir);
   if (auto st = sys::make_dirs(dir, 0700); !st)
@@ -140,6 +142,11 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
   t->dir = dir;
   t->mem = dir + "/mem";
   t->state = dir + "/state";
+  t->upper = dir + "/upper.img";
+  if (auto st = copy_image(pristine_upper, t->upper); !st)
+    return error{st.err().code, "upper disk: " + st.err().message};
+  m.upper = t->upper;
+  t->machine.upper = t->upper;
   m.mem_path = t->mem;
   m.mem_shared = true;
   m.restored = false;
@@ -191,21 +198,28 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
 }
 
 expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int ctl, int files,
-                                      const std::string& log, int timeout_ms,
+                                      const std::string& upper, const std::string& log,
+                                      int timeout_ms,
                                       const std::function<void(int)>& started) {
+  if (auto st = copy_image(t.upper, upper); !st)
+    return error{st.err().code, "upper disk: " + st.err().message};
+  m.upper = upper;
   m.mem_path = t.mem;
   m.mem_shared = false;
   // microvm: no boot files. q35 keeps them: -kernel adds an option ROM,
   // a RAM block the state file names.
   m.restored = m.microvm;
   auto q = start_qemu(qemu_argv(m, "defer"), ctl, files, log, /*thp=*/false);
-  if (!q)
+  if (!q) {
+    ::unlink(upper.c_str());
     return error{q.err().code, "start qemu: " + q.err().message};
+  }
   if (started)
     started(q->pidfd.get());
   qmp_client c(q->qmp.get());
   auto fail = [&](const std::string& step, const error& e) -> error {
     stop_qemu(*q);
+    ::unlink(upper.c_str());
     auto tail = log_tail(log);
     return error{e.code, step + ": " + e.message + (tail.empty() ? "" : "; qemu: " + tail)};
   };
@@ -232,6 +246,8 @@ vm_spare::~vm_spare() {
     ::unlink(log.c_str());
   if (!machine.console_log.empty())
     ::unlink(machine.console_log.c_str());
+  if (!machine.upper.empty())
+    ::unlink(machine.upper.c_str());
 }
 
 namespace {
@@ -287,8 +303,8 @@ expected<std::unique_ptr<vm_spare>> make_vm_spare(const vm_template& t, const st
     return sys_error("socketpair", "file channel of spare " + prefix, errno);
   s->files_node.reset(files[0]);
   s->files_guest.reset(files[1]);
-  auto q = start_vm_clone(t, s->machine, s->ctl_guest.get(), s->files_guest.get(), s->log,
-                          timeout_ms, started);
+  auto q = start_vm_clone(t, s->machine, s->ctl_guest.get(), s->files_guest.get(),
+                          prefix + ".upper.img", s->log, timeout_ms, started);
   if (!q)
     return q.err();
   s->qemu = std::move(*q);

@@ -11,8 +11,13 @@
 // A clone starts QEMU on the same file with share=off (MAP_PRIVATE: the
 // template's pages stay shared in the page cache between clones, a page a
 // clone writes becomes its own) and loads the state with -incoming. The
-// guest's writable upper is a tmpfs inside guest RAM and the layer disks are
-// the read-only store images, so nothing on disk needs copying. The node
+// layer disks are the read-only store images; the guest's writable upper is
+// an ext4 disk (upper_disk.hpp) the template guest mounted from its own copy
+// of the pristine image: the snapshot includes that mount, so each clone
+// (and spare) gets its own copy of the template's image as it was when the
+// template's QEMU ended (everything written; nothing writes it after), the
+// bytes the restored guest's page cache and ext4 state expect. A clone's
+// writes go to its copy only. The node
 // then sends the clone its config (id, protect, seccomp: the agent sets up
 // only now) and its identity: host clock and fresh entropy, with a CRNG
 // reseed (guest_proto.hpp), so clones share no random state.
@@ -22,7 +27,7 @@
 // boot and the snapshot is taken once it answered `ready`, so a clone skips
 // the setup; its own hostname comes with the identity.
 //
-// Files: <root>/<hash of key>/{mem,state,console.log,qemu.log}; <root> is
+// Files: <root>/<hash of key>/{mem,state,upper.img,console.log,qemu.log}; <root> is
 // $DSEC_VM_TEMPLATE_DIR or /dev/shm/dsec-<node-id>, removed when the backend
 // goes (node stop) and at start (leftovers of a killed node).
 // $DSEC_VM_TEMPLATES: 0 turns templating off; N keeps at most N templates
@@ -35,9 +40,10 @@
 // done, idle. A create takes it and only sends the identity (which reseeds
 // the guest's CRNG, sets its clock and hostname: a spare has no per-sandbox
 // state before that), and a thread of the cache starts the next spare. A
-// spare knows no sandbox: its logs live in <spare dir> (the node's
-// <state>/vm/spares, on the sandboxes' filesystem) and are renamed into the
-// sandbox dir when taken; it is killed with its template and when the cache
+// spare knows no sandbox: its logs and upper image live in <spare dir> (the
+// node's <state>/vm/spares, usually on the sandboxes' filesystem) and are
+// renamed into the sandbox dir when taken (an upper that cannot be renamed
+// stays where it is and goes with the sandbox); it is killed with its template and when the cache
 // goes; it counts toward no sandbox until taken. $DSEC_VM_SPARES: spares
 // per template (default 1; 0: none). A template no create used for
 // $DSEC_VM_SPARE_IDLE_S (default 600) keeps none until its next create (an
@@ -63,7 +69,7 @@ namespace dsec::backends {
 /// One template's files; they are removed when the last holder lets go (a
 /// clone being restored holds it; a running clone needs only its mapping).
 struct vm_template {
-  std::string key, dir, mem, state;
+  std::string key, dir, mem, state, upper;
   machine_spec machine; ///< what it was booted as (clones and spares start from it)
   vm_template() = default;
   vm_template(const vm_template&) = delete;
@@ -71,7 +77,8 @@ struct vm_template {
   ~vm_template();
 };
 
-/// Boots `m` (its RAM put in <dir>/mem, share=on) until the guest's PID 1
+/// Boots `m` (its RAM put in <dir>/mem, share=on; its upper disk a copy of
+/// `pristine_upper` at <dir>/upper.img) until the guest's PID 1
 /// answers on the file port, then saves the device state to <dir>/state
 /// and ends QEMU. Blocking (a boot: seconds under TCG). On failure the
 /// error names the step; nothing but <dir> remains (the caller removes it).
@@ -81,15 +88,19 @@ using ready_waiter = std::function<status(int ctl, int pidfd)>;
 expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const std::string& key,
                                                         const std::string& dir,
                                                         const std::string& config,
+                                                        const std::string& pristine_upper,
                                                         const ready_waiter& await_ready);
 
 /// Starts a clone of `t`: QEMU with `m` (set up here as restored from the
-/// template's file) on the guest channel ends `ctl` and `files`, loads the
+/// template's file, its upper disk a copy of the template's at `upper`) on
+/// the guest channel ends `ctl` and `files`, loads the
 /// state and lets the guest run; its agent is set up and serving. The
-/// caller then sends the identity. On failure QEMU is stopped.
+/// caller then sends the identity. On failure QEMU is stopped and `upper`
+/// removed.
 /// `started(pidfd)`, if set, is called once QEMU runs.
 expected<qemu_process> start_vm_clone(const vm_template& t, machine_spec& m, int ctl, int files,
-                                      const std::string& log, int timeout_ms,
+                                      const std::string& upper, const std::string& log,
+                                      int timeout_ms,
                                       const std::function<void(int)>& started = {});
 
 /// Sends the guest its identity (host clock, 64 random bytes, `hostname`
@@ -99,10 +110,10 @@ status send_guest_identity(int files, int pidfd, int timeout_ms,
                            const std::string& hostname = {});
 
 /// A clone ready to be taken (see the top): QEMU running the restored guest,
-/// both channels, and its logs (in the spare dir until taken). Destroying it
-/// kills QEMU and removes the logs.
+/// both channels, its logs and upper image (machine.upper; in the spare dir
+/// until taken). Destroying it kills QEMU and removes those files.
 struct vm_spare {
-  machine_spec machine; ///< console_log: the spare's console file
+  machine_spec machine; ///< console_log, upper: the spare's files
   std::string log;      ///< QEMU's stdout/stderr
   qemu_process qemu;
   sys::unique_fd ctl_node, ctl_guest, files_node, files_guest;
@@ -112,7 +123,8 @@ struct vm_spare {
   ~vm_spare();
 };
 
-/// Starts a clone of `t` with its logs at <prefix>.{qemu,console}.log and
+/// Starts a clone of `t` with its logs at <prefix>.{qemu,console}.log, its
+/// upper at <prefix>.upper.img, and
 /// runs one exec (`true`) in it, so the code a first exec runs is
 /// translated. `started(pidfd)` is called once QEMU runs (the caller may
 /// kill it to abort). Blocking (~0.5 s under TCG).

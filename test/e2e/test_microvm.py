@@ -10,8 +10,11 @@
 # behaves like a booted one, gets its own hostname, randomness and clock;
 # destroying a clone leaves only the template; the templates go with the
 # node; DSEC_VM_TEMPLATES=0 boots every guest. Spares: a template keeps one
-# clone running, warmed; a create takes it (its logs move into the sandbox
-# dir) and a new one is made; a spare goes with its template and the node.
+# clone running, warmed; a create takes it (its logs and upper disk move into
+# the sandbox dir) and a new one is made; a spare goes with its template and
+# the node. The writable upper is a disk image in the sandbox dir, not guest
+# RAM: a file larger than the guest's memory fits, disk_mb is the limit
+# (ENOSPC past it), clones of one template each write their own copy.
 #
 # Needs qemu-system-x86_64 (skips without it) and the guest kernel, fetched
 # once with scripts/guest_kernel.sh into $DSEC_GUEST_DIR (default
@@ -116,6 +119,14 @@ def spare_pids(node):
             if not any(f.startswith(sb) for f in open_files(p))]
 
 
+def upper_of(pid):
+    """The upper disk image a guest's QEMU has open: <sandbox dir>/upper.img,
+    or a taken spare's in the spare dir when the sandboxes are on another
+    filesystem (the node's quota volume) and it could not be moved."""
+    [img] = {f for f in open_files(pid) if f.endswith("upper.img")}
+    return img
+
+
 def qemu_args(pid):
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         return [a.decode() for a in f.read().split(b"\0")]
@@ -194,6 +205,7 @@ def test_microvm_pause_resume_keeps_files_and_processes(vc, vm_node):
     sid = vc.create_ok(backend="microvm", memory_mb=256)
     d = sandbox_dir(vm_node, sid)
     [pid] = qemu_pids(d)
+    upper = upper_of(pid)
     status, _ = vc.put_file(sid, "/root/keep.txt", b"still here")
     assert status in (200, 201, 204)
     r = vc.sh(sid, ["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!"])
@@ -204,6 +216,7 @@ def test_microvm_pause_resume_keeps_files_and_processes(vc, vm_node):
     assert not qemu_pids(d), "QEMU still runs while paused"
     assert not os.path.exists(f"/proc/{pid}")
     assert os.path.getsize(os.path.join(d, "state")) > 1 << 20
+    assert os.path.isfile(upper), "the upper disk stays while paused"
     status, body = vc.call("POST", f"/v1/sandboxes/{sid}/resume")
     assert status == 200, body
     assert len(qemu_pids(d)) == 1
@@ -219,18 +232,20 @@ def test_microvm_pause_resume_keeps_files_and_processes(vc, vm_node):
     vc.created.remove(sid)
     wait_for(lambda: not os.path.exists(d), 30, what="sandbox dir gone")
     assert not qemu_pids(d)
+    assert not os.path.exists(upper)
 
 
 def test_destroy_leaves_nothing(vc, vm_node):
     sid = vc.create_ok(backend="microvm", memory_mb=128)
     d = sandbox_dir(vm_node, sid)
     assert qemu_pids(d) and os.path.isdir(d)
+    upper = upper_of(qemu_pids(d)[0])
     assert not sockets_under(vm_node.state_dir), "channels are socketpairs, never socket files"
     status, _ = vc.delete(sid)
     assert status in (200, 204)
     vc.created.remove(sid)
     assert not qemu_pids(d)
-    assert not os.path.exists(d)
+    assert not os.path.exists(d) and not os.path.exists(upper)
     assert not sockets_under(vm_node.state_dir)
     assert not vm_node.check_clean()
 
@@ -285,6 +300,12 @@ def test_microvm_is_a_clone_of_a_template_and_behaves_the_same(vc, vm_node):
     vc.put_file(sids[0], "/root/only-here", b"x")
     status, _ = vc.get_file(sids[1], "/root/only-here")
     assert status == 404
+    # ... each on its own upper disk image in its sandbox dir.
+    uppers = [upper_of(qemu_pids(sandbox_dir(vm_node, sid))[0]) for sid in sids]
+    assert os.stat(uppers[0]).st_ino != os.stat(uppers[1]).st_ino, uppers
+    r = vc.sh(sids[1], ["sh", "-c", "echo two > /root/only-there; sync; ls /root"])
+    assert "only-here" not in r["stdout"], r
+    assert vc.get_file(sids[0], "/root/only-there")[0] == 404
 
 
 def test_template_clones_have_their_own_randomness_and_clock(vc, vm_node):
@@ -324,7 +345,7 @@ def test_destroying_a_clone_leaves_only_the_template(vc, vm_node):
     # one directory per template, its RAM, device state and logs.
     assert files_under(root) == template_files
     assert {os.path.basename(f) for f in template_files} <= \
-        {"mem", "state", "console.log", "qemu.log"}, template_files
+        {"mem", "state", "upper.img", "console.log", "qemu.log"}, template_files
     assert not vm_node.check_clean()
 
 
@@ -369,6 +390,9 @@ def test_a_create_takes_the_spare_and_spares_go_with_their_template(dsec_bin, st
         # The create took the spare: same QEMU, its logs now the sandbox's.
         assert qemu_pids(d) == [spare]
         assert os.path.join(d, "console.log") in open_files(spare)
+        assert upper_of(spare) in (os.path.join(d, "upper.img"),
+                                   os.path.join(n.state_dir, "vm", "spares", "") +
+                                   os.path.basename(upper_of(spare)))
         assert os.path.isfile(os.path.join(d, "qemu.log"))
         r = c.sh(sid, ["hostname"])
         assert (r["exit_code"], r["stdout"].strip()) == (0, sid[:64]), r
@@ -410,3 +434,27 @@ def test_an_unused_template_keeps_no_spare(dsec_bin, store, guest_kernel):
     finally:
         _finish_node(n)
     assert not qemu_pids(n.state_dir)
+
+
+def test_microvm_writes_go_to_its_upper_disk_limited_by_disk_mb(vc, vm_node):
+    # 128 MiB of guest RAM, a 512 MiB disk: a 300 MiB file fits (a tmpfs
+    # upper in guest RAM could not hold it), going past disk_mb is ENOSPC.
+    sid = vc.create_ok(backend="microvm", memory_mb=128, disk_mb=512)
+    d = sandbox_dir(vm_node, sid)
+    img = upper_of(qemu_pids(d)[0])
+    assert os.path.getsize(img) == 512 << 20
+    t0 = time.monotonic()
+    r = vc.sh(sid, ["sh", "-c", "dd if=/dev/zero of=/root/big bs=4M count=75 2>&1 && sync"
+                                " && stat -c %s /root/big"], timeout_s=300)
+    took = time.monotonic() - t0
+    assert r["exit_code"] == 0 and r["stdout"].split()[-1] == str(300 << 20), r
+    assert os.stat(img).st_blocks * 512 >= 300 << 20, "the data is in the image on the host"
+    r = vc.sh(sid, ["sh", "-c", "dd if=/dev/zero of=/root/more bs=4M count=132"], timeout_s=300)
+    assert r["exit_code"] != 0 and "No space left" in r["stdout"] + r["stderr"], r
+    r = vc.sh(sid, ["sh", "-c", "rm /root/more && echo ok > /root/after && cat /root/after"])
+    assert r["stdout"].strip() == "ok", r
+    status, _ = vc.delete(sid)
+    assert status in (200, 204)
+    vc.created.remove(sid)
+    assert not os.path.exists(img) and not os.path.exists(d)
+    print(f"300 MiB written in {took:.1f} s")
