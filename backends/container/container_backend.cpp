@@ -95,6 +95,11 @@ status open_root(sandbox_parts& parts) {
 
 class container_backend final : public backend {
  public:
+  ~container_backend() override {
+    if (net_)
+      net_->close_link();
+  }
+
   explicit container_backend(const container_config& cfg)
     : cfg_(cfg), loop_(std::make_shared<io_loop>()) {
     auto img = seal_init_binary(cfg.init_path);

@@ -94,8 +94,16 @@ node_net::~node_net() {
   engine_.reset(); // detach and unload
 }
 
+void node_net::close_link() {
+  std::lock_guard<std::mutex> g(link_m_);
+  link_closed_ = true;
+  link_.reset();
+}
+
 expected<node_link*> node_net::ensure_link() {
   std::lock_guard<std::mutex> g(link_m_);
+  if (link_closed_)
+    return unavailable("network of node " + node_id_ + ": shut down");
   if (!link_) {
     auto l = node_link::open(node_id_);
     if (!l)
@@ -271,6 +279,7 @@ void sandbox_net::release() {
     ng.unlock();
     node_->engine_->erase(cg_);
   }
+  std::lock_guard<std::mutex> lg(node_->link_m_);
   if (link_.index >= 0 && node_->link_)
     node_->link_->detach(link_);
 }

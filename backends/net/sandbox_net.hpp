@@ -59,6 +59,12 @@ class node_net : public std::enable_shared_from_this<node_net> {
   /// The bridge, null until the first allow-list sandbox (tests).
   node_link* link() const { return link_.get(); }
 
+  /// Removes the bridge and the nft table now, whoever still holds this
+  /// object (the backend is going: a sandbox handle kept alive elsewhere
+  /// must not keep them on the host). Later detaches do nothing and no new
+  /// bridge is made.
+  void close_link();
+
  private:
   friend class sandbox_net;
   node_net() = default;
@@ -76,6 +82,7 @@ class node_net : public std::enable_shared_from_this<node_net> {
   std::unique_ptr<policy_engine> engine_;
   std::mutex link_m_;
   std::unique_ptr<node_link> link_;
+  bool link_closed_ = false;
 
   std::mutex m_;
   std::condition_variable wake_;
