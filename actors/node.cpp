@@ -245,6 +245,10 @@ expected<node_context_ptr> make_context(node_config cfg) {
       ctx->backends[name] = b;
     for (auto& [name, why] : vms.unavailable)
       ctx->unavailable_backends[name] = why;
+    // FnCall runs single calls from the warm pool, it makes no sandboxes.
+    ctx->unavailable_backends["fncall"] =
+      "fncall runs one call at a time from the node's warm pool, not sandboxes: "
+      "POST /v1/fncall (Python: client.fncall())";
   }
   ctx->config = std::move(cfg);
   ctx->recovered = recover_sandboxes(*ctx, *layer_store, *mounts);

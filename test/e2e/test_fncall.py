@@ -341,3 +341,11 @@ def test_bad_input(fnode, body, status, code):
 def test_wrong_method(fnode):
     st, out = fnode.client.call("GET", "/v1/fncall")
     assert st == 405, (st, out)
+
+
+def test_fncall_is_not_a_sandbox_backend(fnode):
+    # backend="fncall" on create says where FnCall is instead of a bare 400.
+    st, out = fnode.client.call("POST", "/v1/sandboxes", {"backend": "fncall",
+                                                          "layers": ["base/python@3.11"]})
+    assert st == 400 and out["error"]["code"] == "invalid_argument", out
+    assert "POST /v1/fncall" in out["error"]["message"], out
