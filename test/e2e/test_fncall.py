@@ -214,6 +214,22 @@ def test_no_state_carries_to_the_next_call(fnode):
         assert not cmd.startswith(b"sleep\x00100"), f"pid {pid} survived: {cmd!r}"
 
 
+@pytest.mark.parametrize("language,bomb", [
+    ("bash", ":(){ :|:& };: ; sleep 1; echo survived"),
+    ("python", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
+])
+def test_fork_bomb_is_swept(fnode, language, bomb):
+    # The sandbox's pids limit stops the bomb, the timeout ends the call and
+    # the reset kills every process it made; the next call finds only init,
+    # the fork server, its zygote and itself.
+    r = fncall(fnode, language, bomb, timeout_s=2)
+    assert r["exit_code"] in (0, 137), r
+    for _ in range(3):
+        r = fncall(fnode, "python",
+                   "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+        assert r["stdout"] == "4\n", r
+
+
 def test_bash_background_jobs_are_killed(fnode):
     r = fncall(fnode, "bash", "setsid sleep 1000 & (sleep 1001 &) ; nohup sleep 1002 >/dev/null "
                               "2>&1 & disown; echo started")
