@@ -99,7 +99,6 @@ def fingerprint():
     return tuple(os.stat(p).st_mtime_ns for p in ("/", "/dev"))
 
 
-
 STATUS_FD = 3
 SPARE_WARM_TIMEOUT = 10.0
 DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
@@ -164,9 +163,10 @@ class Zygote:
         return self.exits.pop(pid)
 
     def alive(self):
+        """Running or waiting: not dead, not stopped or traced by a call."""
         try:
             with open("/proc/%d/stat" % self.pid) as f:
-                return f.read().rsplit(")", 1)[1].split()[0] in ("S", "R")
+                return f.read().rsplit(")", 1)[1].split()[0] in ("S", "R", "D")
         except OSError:
             return False
 
