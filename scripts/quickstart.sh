@@ -51,6 +51,12 @@ with c.create(layers=["base/python@3.11"], memory_mb=256, labels={"demo": "sdk"}
     sb.write_file("/work/answer.py", "print(6 * 7)")
     r = sb.exec("cd /work && python3 answer.py", timeout_s=30)
     print(f"{sb.id}: exit {r.exit_code}, stdout {r.stdout.strip()!r}, {r.duration_ms:.1f} ms")
+# FnCall: one short program from the node's warm pool (the first call waits
+# for the pool to start).
+for i in range(3):
+    r = c.fncall("python", "import sys; print(sum(map(int, sys.stdin.read().split())))",
+                 stdin="1 2 3 4")
+    print(f"fncall: exit {r.exit_code}, stdout {r.stdout.strip()!r}, {r.duration_ms:.1f} ms")
 PY
 cat <<MSG
 
