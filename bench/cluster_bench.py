@@ -19,7 +19,6 @@ Root is needed (the nodes make sandboxes for the forwarding part).
 
 import argparse
 import datetime
-import http.client
 import json
 import math
 import os
@@ -29,6 +28,8 @@ import socket
 import subprocess
 import tempfile
 import time
+
+from benchlib import request
 
 LAYER = "base/busybox@1"
 # memberlist (hashicorp) with its LAN defaults, measured by others on 3 nodes:
@@ -60,16 +61,7 @@ def free_port():
 
 
 def call(port, method, path, body=None, timeout=30):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        c.request(method, path, body=data,
-                  headers={"Content-Type": "application/json"} if data else {})
-        r = c.getresponse()
-        raw = r.read()
-        return r.status, (json.loads(raw) if raw[:1] in (b"{", b"[") else raw)
-    finally:
-        c.close()
+    return request(port, method, path, body, timeout)
 
 
 class Node:

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,30 +31,10 @@ import threading
 import time
 from pathlib import Path
 
+from benchlib import Rest, free_port
+
 REPO = Path(__file__).resolve().parents[1]
 NODE_ID = "fncall-bench"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Rest:
-    """One keep-alive HTTP connection."""
-
-    def __init__(self, port):
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def post(self, path, body):
-        self.conn.request("POST", path, body=json.dumps(body).encode(),
-                          headers={"Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status not in (200, 201):
-            raise RuntimeError(f"POST {path}: {r.status} {data[:500]!r}")
-        return json.loads(data)
 
 
 def pct(xs, p):
@@ -119,7 +98,7 @@ def throughput(port, body, threads, secs, node_id=None):
         rest = Rest(port)
         while time.monotonic() < stop:
             try:
-                r = rest.post("/v1/fncall", body)
+                r = rest.call("POST", "/v1/fncall", body)
                 if r["exit_code"] == 0:
                     count[i] += 1
                 else:
@@ -158,7 +137,7 @@ def main():
     dsec = os.environ.get("DSEC_BIN", str(REPO / "build" / "src" / "dsec"))
 
     state = tempfile.mkdtemp(prefix="dsec-fncall-bench-", dir="/var/tmp")
-    rest_port, listen_port = free_port(), free_port()
+    rest_port = free_port()
     env = dict(os.environ, DSEC_FNCALL_PREWARM="1")
     log = open(state + ".log", "wb")
     node = subprocess.Popen([dsec, "node", "--state-dir", state, "--store", args.store,
@@ -185,16 +164,16 @@ def main():
         sh = {"language": "bash", "code": "echo 1"}
         # Warm: the pool starts at node start; the first calls wait for it.
         for _ in range(30):
-            rest.post("/v1/fncall", py)
-            rest.post("/v1/fncall", sh)
+            rest.call("POST", "/v1/fncall", py)
+            rest.call("POST", "/v1/fncall", sh)
 
-        lat, inner = paced(args.n, args.rate, lambda: rest.post("/v1/fncall", py))
+        lat, inner = paced(args.n, args.rate, lambda: rest.call("POST", "/v1/fncall", py))
         results["fncall_python_print"] = summary(lat, {"server_p50_ms": round(pct(inner, 50), 3),
                                                        "rate_per_s": args.rate})
-        lat, inner = timed(args.n, lambda: rest.post("/v1/fncall", py))
+        lat, inner = timed(args.n, lambda: rest.call("POST", "/v1/fncall", py))
         results["fncall_python_print_back_to_back"] = summary(
             lat, {"server_p50_ms": round(pct(inner, 50), 3)})
-        lat, inner = timed(args.n, lambda: rest.post("/v1/fncall", sh))
+        lat, inner = timed(args.n, lambda: rest.call("POST", "/v1/fncall", sh))
         results["fncall_bash_echo"] = summary(lat, {"server_p50_ms": round(pct(inner, 50), 3)})
         # The first run under load also grows the pool (each new worker
         # starts Python and preloads); the second runs on the grown pool.
@@ -209,17 +188,17 @@ def main():
             ["/usr/bin/python3", "-c", "print(1)"], stdout=subprocess.DEVNULL, check=True))
         results["host_python3_c"] = summary(lat)
 
-        sb = rest.post("/v1/sandboxes", {"layers": ["base/python@3.11"], "memory_mb": 512})
+        sb = rest.call("POST", "/v1/sandboxes", {"layers": ["base/python@3.11"], "memory_mb": 512})
         sid = sb["id"]
         try:
             ex = {"cmd": ["python3", "-c", "print(1)"]}
             for _ in range(5):
-                rest.post(f"/v1/sandboxes/{sid}/exec", ex)
-            lat, inner = timed(args.baseline_n, lambda: rest.post(f"/v1/sandboxes/{sid}/exec", ex))
+                rest.call("POST", f"/v1/sandboxes/{sid}/exec", ex)
+            lat, inner = timed(args.baseline_n, lambda: rest.call("POST", f"/v1/sandboxes/{sid}/exec", ex))
             results["container_exec_python3_c"] = summary(
                 lat, {"in_sandbox_p50_ms": round(pct(inner, 50), 3)})
             ex = {"cmd": ["/bin/true"]}
-            lat, _ = timed(args.baseline_n, lambda: rest.post(f"/v1/sandboxes/{sid}/exec", ex))
+            lat, _ = timed(args.baseline_n, lambda: rest.call("POST", f"/v1/sandboxes/{sid}/exec", ex))
             results["container_exec_true"] = summary(lat)
         finally:
             c = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=60)

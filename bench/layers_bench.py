@@ -43,11 +43,12 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+from benchlib import Rest, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_STORE = "/var/lib/dsec-test/store"
@@ -203,28 +204,6 @@ def pick_reads(rng, files):
 
 
 # -- node over REST -------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Rest:
-    def __init__(self, hostport, timeout=600):
-        host, port = hostport.rsplit(":", 1)
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
-
-    def call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data,
-                          headers={"Content-Type": "application/json"} if data else {})
-        r = self.conn.getresponse()
-        out = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {out[:300]!r}")
-        return json.loads(out) if out else None
-
 
 class Node:
     def __init__(self, dsec_bin, state, store, name):

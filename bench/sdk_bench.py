@@ -30,12 +30,12 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchlib import Rest, free_port
 import dsec
 
 LAYER = "base/busybox@1"
@@ -50,30 +50,6 @@ def pct(xs, p):
 def summary(xs):
     return {"p50": round(pct(xs, 50), 4), "p99": round(pct(xs, 99), 4),
             "mean": round(sum(xs) / len(xs), 4), "n": len(xs)}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Rest:
-    """REST on one keep-alive connection."""
-
-    def __init__(self, hostport):
-        host, port = hostport.rsplit(":", 1)
-        self.conn = http.client.HTTPConnection(host, int(port), timeout=120)
-
-    def call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        self.conn.request(method, path, body=data,
-                          headers={"Content-Type": "application/json"} if data else {})
-        r = self.conn.getresponse()
-        out = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {out[:300]!r}")
-        return json.loads(out) if out else None
 
 
 def bench_sdk(c, sid, n, warmup):

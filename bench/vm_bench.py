@@ -35,25 +35,19 @@ load average before and after.
 
 import argparse
 import datetime
-import http.client
 import json
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchlib import free_port, request
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Rest:
@@ -61,19 +55,7 @@ class Rest:
         self.port = port
 
     def call(self, method, path, body=None, timeout=600):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            data = json.dumps(body).encode() if body is not None else None
-            c.request(method, path, body=data,
-                      headers={"Content-Type": "application/json"} if data else {})
-            r = c.getresponse()
-            out = r.read()
-            try:
-                return r.status, json.loads(out)
-            except ValueError:
-                return r.status, out
-        finally:
-            c.close()
+        return request(self.port, method, path, body, timeout)
 
     def ok(self, method, path, body=None, want=(200, 201, 204)):
         status, out = self.call(method, path, body)
