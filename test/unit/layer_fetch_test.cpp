@@ -21,21 +21,14 @@
 #include "layers/store.hpp"
 #include "layers/uring_file.hpp"
 #include "sys/fs.hpp"
+#include "temp_dir.hpp"
 
 using namespace dsec;
 using namespace dsec::layers;
 
 namespace {
 
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    std::string tmpl = "/tmp/dsec-fetch-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() { (void)sys::remove_tree(path); }
-};
+using test::temp_dir;
 
 std::string random_bytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng{seed};

@@ -17,22 +17,14 @@
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
 #include "sys/fs.hpp"
+#include "temp_dir.hpp"
 
 using namespace dsec;
 using namespace dsec::layers;
 
 namespace {
 
-// A temp directory removed at scope exit.
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    std::string tmpl = "/tmp/dsec-layers-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~temp_dir() { (void)sys::remove_tree(path); }
-};
+using test::temp_dir;
 
 void write(const std::string& path, const std::string& data) {
   auto slash = path.rfind('/');

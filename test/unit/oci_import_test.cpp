@@ -16,6 +16,7 @@
 
 #include "layers/tar_apply.hpp"
 #include "sys/fs.hpp"
+#include "temp_dir.hpp"
 
 using namespace dsec;
 using namespace dsec::layers;
@@ -70,17 +71,14 @@ void write_tar(const std::string& file, const std::vector<entry>& entries, bool 
 }
 
 struct tmp_tree {
-  std::string dir, root, outside;
+  test::temp_dir tmp{"h1-oci-unit"};
+  std::string dir = tmp.path, root, outside;
   tmp_tree() {
-    char tmpl[] = "/tmp/h1-oci-unit-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl));
-    dir = tmpl;
     root = dir + "/root";
     outside = dir + "/outside";
     REQUIRE(::mkdir(root.c_str(), 0755) == 0);
     REQUIRE(::mkdir(outside.c_str(), 0755) == 0);
   }
-  ~tmp_tree() { (void)sys::remove_tree(dir); }
   status apply(const std::vector<entry>& entries, apply_stats& st, bool gzip = false) {
     auto tar = dir + "/layer" + std::to_string(n++) + ".tar";
     write_tar(tar, entries, gzip);
