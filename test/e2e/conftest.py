@@ -315,8 +315,9 @@ def assert_error(status, body, want_status, want_code=None):
 class Node:
     """One `dsec node` process with its own state dir, ports and log."""
 
-    def __init__(self, bin_path, store_dir, node_id=None, extra_args=()):
+    def __init__(self, bin_path, store_dir, node_id=None, extra_args=(), env=None):
         self.extra_args = list(extra_args)
+        self.env = dict(env or {})  # added to the node's environment
         self.bin = bin_path
         self.store = store_dir
         self.node_id = node_id or f"e2e-{uuid.uuid4().hex[:6]}"
@@ -344,7 +345,8 @@ class Node:
             [self.bin, "node", "--state-dir", self.state_dir, "--store", self.store,
              "--rest", self.rest, "--listen", f"127.0.0.1:{self.listen_port}",
              "--node-id", self.node_id, *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=dict(os.environ, **self.env))
         log.close()
         deadline = time.monotonic() + HEALTH_WAIT_S
         while time.monotonic() < deadline:
@@ -491,6 +493,11 @@ def client(node):
 def sandbox(client):
     """A fresh busybox sandbox id."""
     return client.create_ok(cpu=1, memory_mb=512)
+
+
+def start_node(dsec_bin, store, **env):
+    """A started node with `env` added to its environment."""
+    return Node(dsec_bin, store, env=env).start()
 
 
 class NodeFactory:

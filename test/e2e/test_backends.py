@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from test_microvm import BOOT_TIMEOUT_S, QEMU, start_node, guest_kernel  # noqa: F401
-from conftest import _finish_node
+from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
+from conftest import _finish_node, start_node
 
 CALL_DIR = "/tmp/call"  # where fncall runs a program (fork_server.py)
 

@@ -12,23 +12,13 @@ import uuid
 
 import pytest
 
-from conftest import Node, _finish_node, assert_error, wait_for
+from conftest import _finish_node, assert_error, start_node, wait_for
 
 
 @pytest.fixture(scope="module")
 def fnode(dsec_bin, store):
     """A node whose pool warms at start and retires extra workers quickly."""
-    env = {"DSEC_FNCALL_PREWARM": "1", "DSEC_FNCALL_IDLE_MS": "3000"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        n = Node(dsec_bin, store).start()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    n = start_node(dsec_bin, store, DSEC_FNCALL_PREWARM="1", DSEC_FNCALL_IDLE_MS="3000")
     yield n
     _finish_node(n)
 

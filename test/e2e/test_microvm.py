@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import REPO, Node, _finish_node, assert_error, wait_for
+from conftest import REPO, _finish_node, assert_error, start_node, wait_for
 
 QEMU = shutil.which("qemu-system-x86_64")
 GUEST_DIR = os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest")
@@ -46,19 +46,6 @@ def guest_kernel():
         pytest.fail("scripts/guest_kernel.sh failed:\n" + p.stdout.decode(errors="replace"),
                     pytrace=False)
     return GUEST_DIR
-
-
-def start_node(dsec_bin, store, **env):
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        return Node(dsec_bin, store).start()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="module")

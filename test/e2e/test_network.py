@@ -20,7 +20,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Node, _finish_node
+from conftest import Node, _finish_node, start_node
 
 PYTHON = "base/python@3.11"
 BUSYBOX_LAYER = "base/busybox@1"
@@ -271,11 +271,8 @@ def test_destroy_and_stop_leave_nothing(dsec_bin, store, peer):
 
 
 def test_without_ebpf_allow_lists_are_refused_and_mode_none_works(dsec_bin, store):
-    os.environ["DSEC_EBPF"] = "off"  # what a node without CAP_BPF or BTF sees
-    try:
-        n = Node(dsec_bin, store).start()
-    finally:
-        del os.environ["DSEC_EBPF"]
+    # DSEC_EBPF=off: what a node without CAP_BPF or BTF sees.
+    n = start_node(dsec_bin, store, DSEC_EBPF="off")
     try:
         status, out = n.client.create([BUSYBOX_LAYER], network={"allow": ["10.1.2.3:80"]})
         assert status == 400, out
