@@ -54,14 +54,19 @@ HTTP_TIMEOUT_S = 180
 E2E_DIR = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(config, items):
+def skip_unless_root(items, directory, suite):
+    """Marks the tests under `directory` skipped, saying why, when not root."""
     if os.geteuid() != 0:
         skip = pytest.mark.skip(
-            reason="dsec e2e needs root: the node creates namespaces, mounts and cgroups "
+            reason=f"{suite} needs root: the node creates namespaces, mounts and cgroups "
                    f"(euid is {os.geteuid()})")
         for item in items:
-            if E2E_DIR in Path(str(item.fspath)).resolve().parents:
+            if directory in Path(str(item.fspath)).resolve().parents:
                 item.add_marker(skip)
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_unless_root(items, E2E_DIR, "dsec e2e")
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@
 #   channel    init not dumpable, no socket to reach    test_channel.py
 #   fds        inherited descriptors, node environment  test_fds.py
 #   egress     raw sockets, the node's ports            test_net.py
-import os
 import uuid
 from pathlib import Path
 
@@ -47,13 +46,7 @@ def node(dsec_bin, store):
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.geteuid() != 0:
-        skip = pytest.mark.skip(
-            reason="the red-team suite needs root: the node creates namespaces, mounts and "
-                   f"cgroups (euid is {os.geteuid()})")
-        for item in items:
-            if SECURITY_DIR in Path(str(item.fspath)).resolve().parents:
-                item.add_marker(skip)
+    e2e.skip_unless_root(items, SECURITY_DIR, "the red-team suite")
 
 
 @pytest.fixture(scope="module")
