@@ -76,7 +76,7 @@ expected<unique_fd> open_blob(const std::string& dir, const std::string& rel,
   unique_fd root{::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)};
   if (!root)
     return sys_error("open image", dir, errno, errc::invalid_argument);
-  unique_fd fd{open_in_root(root.get(), rel, O_RDONLY)};
+  unique_fd fd{sys::open_in_root(root.get(), rel, O_RDONLY)};
   if (!fd) {
     std::string why = errno == ENOENT ? " is missing" : std::string{": "} + std::strerror(errno);
     return invalid_argument(dir + ": " + what + " " + rel + why);

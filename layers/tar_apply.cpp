@@ -17,9 +17,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -31,6 +29,7 @@
 #include <vector>
 
 #include "sys/fd.hpp"
+#include "sys/fs.hpp"
 
 namespace dsec::layers {
 
@@ -191,7 +190,7 @@ class applier {
   // mkdir -p of `rel` inside the root; returns an O_PATH fd of it. A path
   // component that is a dangling symlink (or a file) is an error.
   expected<unique_fd> ensure_dir(const std::string& rel) {
-    unique_fd fd{open_in_root(root_, rel, O_PATH | O_DIRECTORY)};
+    unique_fd fd{sys::open_in_root(root_, rel, O_PATH | O_DIRECTORY)};
     if (fd)
       return fd;
     if (errno != ENOENT)
@@ -291,7 +290,7 @@ class applier {
     if (*target == path)
       return {}; // a link to itself: the file is already there
     auto [tparent, tname] = split_parent(*target);
-    unique_fd tfd{open_in_root(root_, tparent, O_PATH | O_DIRECTORY)};
+    unique_fd tfd{sys::open_in_root(root_, tparent, O_PATH | O_DIRECTORY)};
     if (!tfd || tname.empty())
       return invalid_argument(what_ + ": hardlink \"" + path + "\" -> \"" + *target
                               + "\": the target's directory does not exist in the image");
@@ -318,7 +317,7 @@ class applier {
     ++stats_.whiteouts;
     if (written_.count(join(parent, target)))
       return {};
-    unique_fd pfd{open_in_root(root_, parent, O_PATH | O_DIRECTORY)};
+    unique_fd pfd{sys::open_in_root(root_, parent, O_PATH | O_DIRECTORY)};
     if (!pfd)
       return {}; // nothing below to hide
     return remove_child(pfd.get(), target, shown(join(parent, target)));
@@ -332,7 +331,7 @@ class applier {
     if (!made)
       return made.err();
     mark(dir);
-    unique_fd fd{open_in_root(root_, dir, O_RDONLY | O_DIRECTORY)};
+    unique_fd fd{sys::open_in_root(root_, dir, O_RDONLY | O_DIRECTORY)};
     if (!fd)
       return sys_error("open directory", shown(dir), errno);
     return clear_unwritten(fd.get(), dir);
@@ -375,19 +374,6 @@ class applier {
 };
 
 } // namespace
-
-int open_in_root(int root, const std::string& rel, int flags) {
-  struct open_how how {};
-  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  const char* p = rel.empty() ? "." : rel.c_str();
-  // EAGAIN: a concurrent rename raced the lookup; the kernel asks to retry.
-  for (int i = 0;; ++i) {
-    long fd = ::syscall(SYS_openat2, root, p, &how, sizeof(how));
-    if (fd >= 0 || errno != EAGAIN || i == 8)
-      return static_cast<int>(fd);
-  }
-}
 
 status apply_tar(const std::string& archive_path, const std::string& root_dir,
                  const std::string& what, apply_stats& stats, const apply_options& opts) {

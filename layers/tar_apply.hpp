@@ -44,11 +44,6 @@ struct apply_options {
   bool keep_owner = true;
 };
 
-/// openat2(root, rel, flags | O_CLOEXEC) with RESOLVE_IN_ROOT and
-/// RESOLVE_NO_MAGICLINKS: `..` stops at `root`, symlinks resolve as if `root`
-/// were "/". `rel` "" opens the root itself. Returns the fd or -1 (errno).
-int open_in_root(int root, const std::string& rel, int flags);
-
 /// Applies the archive at `archive_path` on top of the directory `root_dir`
 /// (which must exist). `what` names the archive in errors ("layer 2 (blobs/
 /// sha256/ab..)"). Fails with invalid_argument for an archive that is not a

@@ -17,23 +17,15 @@
 
 #include "backends/container/container_sandbox.hpp"
 #include "sys/fd.hpp"
+#include "sys/fs.hpp"
 
 namespace dsec::backends {
 
 namespace {
 
-constexpr uint64_t resolve_flags = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-
-int open_in_root(int root, const std::string& rel, uint64_t flags, uint64_t mode) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC;
-  how.mode = (flags & O_CREAT) ? mode : 0;
-  how.resolve = resolve_flags;
-  for (;;) {
-    long fd = ::syscall(SYS_openat2, root, rel.empty() ? "." : rel.c_str(), &how, sizeof(how));
-    if (fd >= 0 || errno != EAGAIN) // EAGAIN: a concurrent rename, retry
-      return static_cast<int>(fd);
-  }
+// Calls stay on the sandbox's own mounts, too.
+int open_in_root(int root, const std::string& rel, int flags, mode_t mode) {
+  return sys::open_in_root(root, rel, flags, mode, RESOLVE_NO_XDEV);
 }
 
 } // namespace

@@ -2,10 +2,8 @@
 #include "backends/fncall/fncall_connect.hpp"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "backends/fncall/fncall_wire.hpp"
+#include "sys/fs.hpp"
 
 namespace dsec::backends::fncall {
 
@@ -30,10 +29,7 @@ expected<sys::unique_fd> connect_fork_server(int init_pid, const char* path,
     return sys_error("open", root_path, errno);
   sys::unique_fd path_fd;
   while (true) {
-    open_how how{};
-    how.flags = O_PATH | O_CLOEXEC;
-    how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-    path_fd.reset(static_cast<int>(::syscall(SYS_openat2, root.get(), path + 1, &how, sizeof how)));
+    path_fd.reset(sys::open_in_root(root.get(), path + 1, O_PATH));
     if (path_fd)
       break;
     if (errno != ENOENT)

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <sys/mount.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -216,6 +218,20 @@ bool is_mount_point(const std::string& path) {
     if (m.point == path)
       return true;
   return false;
+}
+
+int open_in_root(int root, const std::string& rel, int flags, mode_t mode,
+                 uint64_t extra_resolve) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
+  how.mode = (flags & O_CREAT) ? mode : 0;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | extra_resolve;
+  const char* p = rel.empty() ? "." : rel.c_str();
+  for (int i = 0;; ++i) {
+    long fd = ::syscall(SYS_openat2, root, p, &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN || i == 8)
+      return static_cast<int>(fd);
+  }
 }
 
 } // namespace dsec::sys

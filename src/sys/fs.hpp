@@ -1,6 +1,7 @@
 // Small filesystem helpers with errors that name operation, path and errno.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,5 +74,13 @@ bool exists(const std::string& path);
 /// True if `path` is a mount point (its st_dev differs from its parent's, or
 /// it appears in /proc/self/mountinfo).
 bool is_mount_point(const std::string& path);
+
+/// openat2(root, rel, flags | O_CLOEXEC, mode) with RESOLVE_IN_ROOT and
+/// RESOLVE_NO_MAGICLINKS (plus `extra_resolve`, e.g. RESOLVE_NO_XDEV): `..`
+/// stops at `root` and symlinks resolve as if `root` were "/", so nothing
+/// inside can lead the caller out. `rel` "" opens the root itself. Retries
+/// the kernel's EAGAIN (a concurrent rename). Returns the fd or -1 (errno).
+int open_in_root(int root, const std::string& rel, int flags, mode_t mode = 0,
+                 uint64_t extra_resolve = 0);
 
 } // namespace dsec::sys
