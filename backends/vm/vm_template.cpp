@@ -13,7 +13,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "backends/init/guest_proto.hpp"
@@ -61,6 +63,37 @@ status read_channel(int fd, int pidfd, std::string& in, int64_t deadline, const 
   return {};
 }
 
+// Sends `frame` on the guest channel `fd` and reads frames until `answer`
+// returns a status for one (nullopt: not ours, skipped). `only_answer`:
+// anything after the answer in the same read is an error. Watches QEMU's
+// `pidfd`; errors start with `what`.
+using answer_fn = std::function<std::optional<status>(const proto::header&, std::string_view)>;
+status send_and_await(int fd, int pidfd, const std::string& frame, int timeout_ms,
+                      const std::string& what, bool only_answer, const answer_fn& answer) {
+  if (::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size()))
+    return sys_error(what + ": send", "guest channel", errno);
+  std::string in;
+  int64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    proto::header h;
+    auto p = proto::peek_frame(in, h);
+    if (p == proto::parse::invalid)
+      return internal_error(what + ": malformed frame from the guest");
+    if (p == proto::parse::complete) {
+      std::string body = in.substr(proto::header_size, h.length);
+      in.erase(0, proto::header_size + h.length);
+      if (auto st = answer(h, body)) {
+        if (only_answer && !in.empty())
+          return internal_error(what + ": unexpected frames after the answer");
+        return *st;
+      }
+      continue;
+    }
+    if (auto st = read_channel(fd, pidfd, in, deadline, what); !st)
+      return st;
+  }
+}
+
 status await_migration(qmp_client& q, int timeout_ms) {
   for (int64_t deadline = now_ms() + timeout_ms;;) {
     auto r = q.command(R"({"execute":"query-migrate"})");
@@ -99,33 +132,20 @@ status send_guest_identity(int files, int pidfd, int timeout_ms, const std::stri
                  .str(std::string_view(reinterpret_cast<char*>(seed), sizeof seed))
                  .str(hostname)
                  .finish();
-  if (::send(files, frame.data(), frame.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(frame.size()))
-    return sys_error("send identity to the guest", "file channel", errno);
-  std::string in;
-  int64_t deadline = now_ms() + timeout_ms;
-  for (;;) {
-    proto::header h;
-    auto p = proto::peek_frame(in, h);
-    if (p == proto::parse::invalid)
-      return internal_error("guest identity: malformed answer on the file channel");
-    if (p == proto::parse::complete) {
-      auto body = std::string_view(in).substr(proto::header_size, h.length);
+  return send_and_await(
+    files, pidfd, frame, timeout_ms, "guest identity", false,
+    [](const proto::header& h, std::string_view body) -> std::optional<status> {
       if (h.id == 0 && h.type == gp::file_ok)
-        return {};
+        return status{};
       if (h.id == 0 && h.type == gp::file_err) {
         proto::reader r(body);
         r.u8();
         int e = static_cast<int>(r.u32());
         auto what = r.str();
-        return sys_error("guest identity: " + what, "", e);
+        return status{sys_error("guest identity: " + what, "", e)};
       }
-      in.erase(0, proto::header_size + h.length);
-      continue;
-    }
-    if (auto st = read_channel(files, pidfd, in, deadline, "guest identity"); !st)
-      return st;
-  }
+      return std::nullopt;
+    });
 }
 
 expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const std::string& key,
@@ -264,25 +284,13 @@ status warm_up_exec(int ctl, int pidfd, int timeout_ms) {
   e.cwd = "/";
   e.timeout_ms = static_cast<uint64_t>(timeout_ms);
   auto frame = proto::encode(warm_exec_id, e);
-  if (::send(ctl, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size()))
-    return sys_error("send the warm-up exec", "control channel", errno);
-  std::string in;
-  int64_t deadline = now_ms() + timeout_ms;
-  for (;;) {
-    proto::header h;
-    auto p = proto::peek_frame(in, h);
-    if (p == proto::parse::invalid)
-      return internal_error("warm-up exec: malformed frame on the control channel");
-    if (p == proto::parse::complete) {
-      in.erase(0, proto::header_size + h.length);
-      if (h.id == warm_exec_id &&
-          (h.type == proto::msg::done || h.type == proto::msg::exec_failed))
-        return in.empty() ? status{} : internal_error("warm-up exec: unexpected frames after it");
-      continue;
-    }
-    if (auto st = read_channel(ctl, pidfd, in, deadline, "warm-up exec"); !st)
-      return st;
-  }
+  return send_and_await(ctl, pidfd, frame, timeout_ms, "warm-up exec", true,
+                        [](const proto::header& h, std::string_view) -> std::optional<status> {
+                          if (h.id == warm_exec_id &&
+                              (h.type == proto::msg::done || h.type == proto::msg::exec_failed))
+                            return status{};
+                          return std::nullopt;
+                        });
 }
 
 } // namespace
