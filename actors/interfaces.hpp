@@ -20,8 +20,9 @@
 //      remote clients pick random 64-bit tokens so they never collide)
 //   (wfile_atom, id, path, std::string data)  -> bool | error
 //   (rfile_atom, id, path)                    -> std::string | error
-//   (pause_atom, id) / (resume_atom, id)      -> sandbox_info | error (idempotent;
-//                                                exec and files answer conflict while paused)
+//   (pause_atom, id) / (resume_atom, id)      -> sandbox_info | error (idempotent; an
+//                                                exec, file, snapshot or network call on a
+//                                                paused sandbox resumes it first)
 //   (snapshot_atom, id, std::string name, std::string version)
 //                                             -> snapshot_info | error (empty name/version:
 //                                                snapshot/<id>@<unix ms>)

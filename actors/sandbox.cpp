@@ -97,6 +97,9 @@ void notify_lifecycle(sandbox_actor_ptr self) {
 void maybe_quit(sandbox_actor_ptr self) {
   auto& st = self->state;
   if (st.destroyed && st.inflight == 0) {
+    for (auto& op : st.after_resume)
+      op.rp.deliver(to_caf(unavailable("sandbox " + st.info.id + " was destroyed")));
+    st.after_resume.clear();
     for (auto& rp : st.destroy_waiters)
       rp.deliver(true);
     st.destroy_waiters.clear();
@@ -172,6 +175,67 @@ bool accepts_ops(sandbox_actor_ptr self, caf::response_promise& rp) {
   return false;
 }
 
+void begin_resume(sandbox_actor_ptr self);
+
+/// Whether the operation answering `rp` can run now. On a sandbox that is
+/// paused, being paused or being resumed it waits in after_resume, as `run`,
+/// and a resume starts unless one is under way (transparent resume); on one
+/// that is gone `rp` gets the error. Either way false means "not now".
+bool ready_for(sandbox_actor_ptr self, caf::response_promise& rp,
+               std::function<void(caf::response_promise)> run) {
+  auto& st = self->state;
+  bool paused = st.info.state == sandbox_state::paused || st.pausing;
+  if (paused && !st.destroying && st.sb) {
+    st.after_resume.push_back({rp, std::move(run)});
+    if (!st.changing)
+      begin_resume(self);
+    return false;
+  }
+  return accepts_ops(self, rp);
+}
+
+/// After a pause, resume or snapshot ended (`last` its outcome): the
+/// operations that waited run if the sandbox runs, or start a resume if it
+/// is (still) paused, or get the error of the resume that failed.
+void run_deferred(sandbox_actor_ptr self, const status& last) {
+  auto& st = self->state;
+  if (st.after_resume.empty())
+    return;
+  bool paused = st.info.state == sandbox_state::paused && !st.destroying && st.sb;
+  if (paused && last) { // a pause (or a snapshot of a paused sandbox) ended
+    begin_resume(self);
+    return;
+  }
+  auto ops = std::move(st.after_resume);
+  st.after_resume.clear();
+  for (auto& op : ops) {
+    if (paused) // the resume failed
+      op.rp.deliver(to_caf(error{last.err().code, "resume " + st.info.id
+                                                    + " for a call on it: " + last.err().message}));
+    else
+      op.run(std::move(op.rp));
+  }
+}
+
+/// Resumes a paused sandbox for the operations waiting in after_resume.
+void begin_resume(sandbox_actor_ptr self) {
+  auto& st = self->state;
+  ++st.inflight;
+  st.changing = true;
+  run_blocking(self, *st.ctx->pool, [sb = st.sb] { return sb->resume(); },
+               [self](status& res) {
+                 auto& st = self->state;
+                 st.changing = false;
+                 --st.inflight;
+                 if (res && !st.destroying) {
+                   st.info.state = sandbox_state::running;
+                   notify_lifecycle(self);
+                 }
+                 run_deferred(self, res);
+                 maybe_quit(self);
+               });
+}
+
 /// Ends an operation started with ++inflight: answers and maybe quits.
 template <class T>
 void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& res) {
@@ -183,12 +247,19 @@ void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& r
   maybe_quit(self);
 }
 
-void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exec_chunk)> sink,
-                uint64_t token) {
-  auto rp = self->make_response_promise();
-  if (!accepts_ops(self, rp))
-    return;
+void start_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
+                std::function<void(exec_chunk)> sink, uint64_t token) {
   auto& st = self->state;
+  if (token != 0 && st.cancelled_early.erase(token) > 0) {
+    rp.deliver(to_caf(error{errc::unavailable, "exec in " + st.info.id
+                                               + ": cancelled while the sandbox resumed"}));
+    return;
+  }
+  auto retry = [self, req, sink, token](caf::response_promise rp) mutable {
+    start_exec(self, std::move(rp), std::move(req), std::move(sink), token);
+  };
+  if (!ready_for(self, rp, std::move(retry)))
+    return;
   ++st.inflight;
   ++st.ctx->execs_total;
   auto hdl = caf::actor_cast<caf::actor>(self);
@@ -214,9 +285,8 @@ void start_exec(sandbox_actor_ptr self, exec_request req, std::function<void(exe
 }
 
 template <class Work>
-void file_op(sandbox_actor_ptr self, Work work) {
-  auto rp = self->make_response_promise();
-  if (!accepts_ops(self, rp))
+void file_op(sandbox_actor_ptr self, caf::response_promise rp, Work work) {
+  if (!ready_for(self, rp, [self, work](caf::response_promise rp) { file_op(self, rp, work); }))
     return;
   auto& st = self->state;
   ++st.inflight;
@@ -235,6 +305,15 @@ void change_pause(sandbox_actor_ptr self, bool pause) {
     rp.deliver(st.info);
     return;
   }
+  // A resume while a call's resume (or a pause) is under way answers when the
+  // sandbox runs again.
+  if (!pause && !st.destroying && st.sb && st.changing
+      && (st.info.state == sandbox_state::paused || st.pausing)) {
+    st.after_resume.push_back({rp, [self](caf::response_promise rp) {
+                                 rp.deliver(self->state.info);
+                               }});
+    return;
+  }
   auto from = pause ? sandbox_state::running : sandbox_state::paused;
   if (st.info.state != from || st.destroying || !st.sb || st.changing) {
     rp.deliver(to_caf(st.changing ? conflict("sandbox " + st.info.id
@@ -244,11 +323,13 @@ void change_pause(sandbox_actor_ptr self, bool pause) {
   }
   ++st.inflight;
   st.changing = true;
+  st.pausing = pause;
   auto sb = st.sb;
   run_blocking(self, *st.ctx->pool, [sb, pause] { return pause ? sb->pause() : sb->resume(); },
                [self, rp, to](status& res) mutable {
                  auto& st = self->state;
                  st.changing = false;
+                 st.pausing = false;
                  expected<sandbox_info> out = res ? expected<sandbox_info>{st.info}
                                                   : expected<sandbox_info>{res.err()};
                  if (res && !st.destroying) {
@@ -256,15 +337,16 @@ void change_pause(sandbox_actor_ptr self, bool pause) {
                    notify_lifecycle(self);
                    out = st.info;
                  }
+                 run_deferred(self, res);
                  finish_op(self, rp, out);
                });
 }
 
-/// Blocking: the sandbox's changes as a new snapshot layer. The sandbox is
-/// paused while its upper is read (unless it already was) so the image is
-/// one consistent state.
+/// Blocking: the sandbox's changes as a new snapshot layer. The running
+/// sandbox is paused while its upper is read so the image is one consistent
+/// state.
 expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox& sb,
-                                      const sandbox_info& info, bool running, std::string name,
+                                      const sandbox_info& info, std::string name,
                                       std::string version) {
   if (!ctx.store)
     return invalid_argument("snapshot " + info.id + ": this node has no layer store");
@@ -276,13 +358,11 @@ expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox
     name = "snapshot/" + info.id;
   if (version.empty())
     version = std::to_string(now_ms());
-  if (running)
-    if (auto st = sb.pause(); !st)
-      return st.err();
+  if (auto st = sb.pause(); !st)
+    return st.err();
   auto layer = ctx.store->build(*dir, name, version, "snapshot");
-  if (running)
-    if (auto st = sb.resume(); !st && layer)
-      return st.err();
+  if (auto st = sb.resume(); !st && layer)
+    return st.err();
   if (!layer)
     return error{layer.err().code, "snapshot " + info.id + ": " + layer.err().message};
   snapshot_info out;
@@ -294,6 +374,58 @@ expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox
   out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
                                                               - began).count();
   return out;
+}
+
+/// Snapshots the sandbox (resumed first if paused); one change at a time.
+void start_snapshot(sandbox_actor_ptr self, caf::response_promise rp, std::string name,
+                    std::string version) {
+  auto retry = [self, name, version](caf::response_promise rp) {
+    start_snapshot(self, std::move(rp), name, version);
+  };
+  if (!ready_for(self, rp, std::move(retry)))
+    return;
+  auto& st = self->state;
+  if (st.changing) {
+    rp.deliver(to_caf(conflict("sandbox " + st.info.id
+                               + " is being paused, resumed or snapshotted")));
+    return;
+  }
+  ++st.inflight;
+  st.changing = true;
+  run_blocking(self, *st.ctx->pool,
+               [ctx = st.ctx, sb = st.sb, info = st.info, name = std::move(name),
+                version = std::move(version)]() mutable {
+                 return take_snapshot(*ctx, *sb, info, std::move(name), std::move(version));
+               },
+               [self, rp](expected<snapshot_info>& res) mutable {
+                 self->state.changing = false;
+                 run_deferred(self, status{});
+                 finish_op(self, rp, res);
+               });
+}
+
+/// Replaces the network policy (the sandbox resumed first if paused).
+void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_policy policy) {
+  if (!ready_for(self, rp, [self, policy](caf::response_promise rp) {
+        set_network(self, std::move(rp), policy);
+      }))
+    return;
+  auto& st = self->state;
+  ++st.inflight;
+  run_blocking(self, *st.ctx->pool,
+               [sb = st.sb, policy]() -> expected<network_policy> {
+                 if (auto res = sb->set_network(policy); !res)
+                   return res.err();
+                 return policy;
+               },
+               [self, rp](expected<network_policy>& res) mutable {
+                 expected<bool> out = true;
+                 if (res)
+                   self->state.spec.network = std::move(*res);
+                 else
+                   out = res.err();
+                 finish_op(self, rp, out);
+               });
 }
 
 /// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
@@ -405,19 +537,22 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
                    });
     },
     [self](exec_atom, exec_request& req, uint64_t token) {
-      start_exec(self, std::move(req), nullptr, token);
+      start_exec(self, self->make_response_promise(), std::move(req), nullptr, token);
     },
     [self](stream_atom, exec_request& req, chunk_sink& sink, uint64_t token) {
-      start_exec(self, std::move(req), std::move(sink.fn), token);
+      start_exec(self, self->make_response_promise(), std::move(req), std::move(sink.fn), token);
     },
     [self](cancel_atom, uint64_t token) {
       auto& st = self->state;
       auto it = st.cancellable.find(token);
       if (it != st.cancellable.end() && st.sb)
         st.sb->cancel(it->second);
+      else if (!st.after_resume.empty()) // it may wait for a resume
+        st.cancelled_early.insert(token);
     },
     [self](wfile_atom, std::string& path, std::string& data) {
-      file_op(self, [path, data = std::move(data)](backends::sandbox& sb) -> expected<bool> {
+      file_op(self, self->make_response_promise(),
+              [path, data = std::move(data)](backends::sandbox& sb) -> expected<bool> {
         auto st = sb.write_file(path, data, 0644);
         if (!st)
           return st.err();
@@ -425,7 +560,7 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       });
     },
     [self](rfile_atom, std::string& path, uint64_t max_bytes) {
-      file_op(self, [path, max_bytes](backends::sandbox& sb) {
+      file_op(self, self->make_response_promise(), [path, max_bytes](backends::sandbox& sb) {
         return sb.read_file(path, static_cast<size_t>(max_bytes));
       });
     },
@@ -438,49 +573,10 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     [self](pause_atom) { change_pause(self, true); },
     [self](resume_atom) { change_pause(self, false); },
     [self](snapshot_atom, std::string& name, std::string& version) {
-      auto rp = self->make_response_promise();
-      auto& st = self->state;
-      bool paused = st.info.state == sandbox_state::paused;
-      if (st.changing) {
-        rp.deliver(to_caf(conflict("sandbox " + st.info.id
-                                   + " is being paused, resumed or snapshotted")));
-        return;
-      }
-      if (!paused && !accepts_ops(self, rp))
-        return;
-      ++st.inflight;
-      st.changing = true;
-      run_blocking(self, *st.ctx->pool,
-                   [ctx = st.ctx, sb = st.sb, info = st.info, paused, name = std::move(name),
-                    version = std::move(version)]() mutable {
-                     return take_snapshot(*ctx, *sb, info, !paused, std::move(name),
-                                          std::move(version));
-                   },
-                   [self, rp](expected<snapshot_info>& res) mutable {
-                     self->state.changing = false;
-                     finish_op(self, rp, res);
-                   });
+      start_snapshot(self, self->make_response_promise(), std::move(name), std::move(version));
     },
     [self](network_atom, network_policy& policy) {
-      auto rp = self->make_response_promise();
-      auto& st = self->state;
-      if (st.info.state != sandbox_state::paused && !accepts_ops(self, rp))
-        return;
-      ++st.inflight;
-      run_blocking(self, *st.ctx->pool,
-                   [sb = st.sb, policy]() -> expected<network_policy> {
-                     if (auto res = sb->set_network(policy); !res)
-                       return res.err();
-                     return policy;
-                   },
-                   [self, rp](expected<network_policy>& res) mutable {
-                     expected<bool> out = true;
-                     if (res)
-                       self->state.spec.network = std::move(*res);
-                     else
-                       out = res.err();
-                     finish_op(self, rp, out);
-                   });
+      set_network(self, self->make_response_promise(), std::move(policy));
     },
     [self](destroy_atom) {
       auto rp = self->make_response_promise();

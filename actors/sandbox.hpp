@@ -1,13 +1,18 @@
 // The sandbox actor: one per sandbox, spawned by the lifecycle actor. It owns
 // the backend's sandbox object and the layer mounts it holds, serialises state
 // changes (creating -> running -> stopped | failed), arms the TTL and turns
-// exec and file calls into backend calls that never block its thread. Once the
+// exec and file calls into backend calls that never block its thread. An exec,
+// file call, snapshot or network change on a paused sandbox resumes it first
+// (transparent resume), so a trainer back from preemption need not know what
+// it paused. Once the
 // sandbox runs, it keeps a record of it on disk (record.json in the sandbox
 // dir) so that a restarted node can adopt it (adopted_sandbox_actor).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -19,6 +24,14 @@
 #include "core/types.hpp"
 
 namespace dsec {
+
+/// An operation that came while the sandbox was paused, being paused or
+/// being resumed: it runs (answering `rp`) once the sandbox is running again
+/// (transparent resume), or `rp` gets the error that stopped the resume.
+struct deferred_op {
+  caf::response_promise rp;
+  std::function<void(caf::response_promise)> run;
+};
 
 /// State of one sandbox actor.
 struct sandbox_actor_state {
@@ -38,6 +51,13 @@ struct sandbox_actor_state {
   bool destroying = false;
   /// A pause, resume or snapshot is running (one at a time).
   bool changing = false;
+  /// The change running is a pause (operations that come now wait for it,
+  /// then resume the sandbox).
+  bool pausing = false;
+  /// Operations waiting for the sandbox to run again, in arrival order.
+  std::vector<deferred_op> after_resume;
+  /// Exec tokens cancelled while their exec waited in after_resume.
+  std::unordered_set<uint64_t> cancelled_early;
   bool destroyed = false;
   std::vector<caf::response_promise> destroy_waiters;
 };

@@ -30,7 +30,10 @@ struct world {
   int destroys = 0;
   int held = 0; // layer mounts currently held
   int cancels = 0;
+  int pauses = 0;
+  int resumes = 0;
   bool fail_create = false;
+  bool fail_resume = false;
   bool no_dir = false; // the fake backend makes no sandbox dir: keeping the record fails
   std::vector<std::function<void(std::string)>> exit_hooks;
 };
@@ -45,8 +48,8 @@ class fake_sandbox final : public backends::sandbox {
       hung_[++next_] = std::move(cb);
       return next_;
     }
-    if (destroyed_) {
-      cb.on_done(unavailable("gone"));
+    if (destroyed_ || paused_) { // a frozen sandbox runs nothing
+      cb.on_done(unavailable(destroyed_ ? "gone" : "frozen"));
       return 0;
     }
     exec_result r;
@@ -69,10 +72,14 @@ class fake_sandbox final : public backends::sandbox {
     cb.on_done(r);
   }
   status write_file(const std::string& path, std::string_view data, uint32_t) override {
+    if (paused_)
+      return unavailable("frozen");
     files_[path] = std::string{data};
     return {};
   }
   expected<std::string> read_file(const std::string& path, size_t) override {
+    if (paused_)
+      return unavailable("frozen");
     auto it = files_.find(path);
     if (it == files_.end())
       return not_found("no " + path);
@@ -89,10 +96,26 @@ class fake_sandbox final : public backends::sandbox {
     return {};
   }
   int init_pid() const override { return 1; }
+  status pause() override {
+    paused_ = true;
+    ++w_->pauses;
+    return {};
+  }
+  status resume() override {
+    if (w_->fail_resume)
+      return internal_error("thaw freezer: EIO");
+    paused_ = false;
+    ++w_->resumes;
+    return {};
+  }
+  status set_network(const network_policy&) override {
+    return paused_ ? status{unavailable("frozen")} : status{};
+  }
 
  private:
   std::shared_ptr<world> w_;
   std::string dir_;
+  bool paused_ = false;
   std::map<std::string, std::string> files_;
   std::map<uint64_t, backends::exec_callbacks> hung_;
   uint64_t next_ = 0;
@@ -211,6 +234,20 @@ struct fixture {
     drive();
     REQUIRE(out->has_value());
     return std::move(**out);
+  }
+
+  /// Sends `xs` to the lifecycle actor without driving; the answer lands in
+  /// the returned slot once the test drives.
+  template <class T, class... Ts>
+  std::shared_ptr<std::optional<expected<T>>> send_only(Ts... xs) {
+    auto out = std::make_shared<std::optional<expected<T>>>();
+    auto dest = lc;
+    sys->spawn([=](caf::event_based_actor* self) {
+      self->request(dest, caf::infinite, xs...)
+        .then([=](T& x) { out->emplace(std::move(x)); },
+              [=](caf::error& e) { out->emplace(from_caf(e)); });
+    });
+    return out;
   }
 
   sandbox_spec spec(std::vector<std::string> layers = {"base/busybox@1"}) {
@@ -663,4 +700,84 @@ TEST_CASE_METHOD(fixture, "wire types survive serialization", "[actor][wire]") {
   auto err = from_caf(to_caf(error{errc::conflict, "request_id reused"}));
   CHECK(err.code == errc::conflict);
   CHECK(err.message == "request_id reused");
+}
+
+TEST_CASE_METHOD(fixture, "transparent resume: calls on a paused sandbox resume it first",
+                 "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  auto paused = ask<sandbox_info>(pause_atom::value, a->id);
+  REQUIRE(paused.ok());
+  CHECK(paused->state == sandbox_state::paused);
+  exec_request req;
+  req.argv = {"echo", "back"};
+  auto r = ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
+  REQUIRE(r.ok());
+  CHECK(r->stdout_data == "echo back ");
+  CHECK(w->resumes == 1);
+  CHECK(ask<sandbox_info>(info_atom::value, a->id)->state == sandbox_state::running);
+
+  // Files and network changes too.
+  REQUIRE(ask<sandbox_info>(pause_atom::value, a->id).ok());
+  CHECK(ask<bool>(wfile_atom::value, a->id, std::string{"/f"}, std::string{"x"}).ok());
+  CHECK(w->resumes == 2);
+  REQUIRE(ask<sandbox_info>(pause_atom::value, a->id).ok());
+  auto f = ask<std::string>(rfile_atom::value, a->id, std::string{"/f"}, uint64_t{10});
+  REQUIRE(f.ok());
+  CHECK(*f == "x");
+  REQUIRE(ask<sandbox_info>(pause_atom::value, a->id).ok());
+  CHECK(ask<bool>(network_atom::value, a->id, network_policy{}).ok());
+  CHECK(w->resumes == 4);
+  // The lifecycle's table says running again (list answers from it).
+  auto all = ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{});
+  REQUIRE(all->size() == 1);
+  CHECK(all->front().state == sandbox_state::running);
+}
+
+TEST_CASE_METHOD(fixture, "transparent resume: calls that come together share one resume",
+                 "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  exec_request req;
+  req.argv = {"true"};
+  // A pause and three calls in flight at once: the calls wait for the pause,
+  // then for one resume, and all run.
+  auto p = send_only<sandbox_info>(pause_atom::value, a->id);
+  auto e1 = send_only<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
+  auto e2 = send_only<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
+  auto wr = send_only<bool>(wfile_atom::value, a->id, std::string{"/g"}, std::string{"y"});
+  auto rs = send_only<sandbox_info>(resume_atom::value, a->id);
+  drive();
+  REQUIRE(p->has_value());
+  CHECK(p->value().ok());
+  for (auto* e : {&e1, &e2}) {
+    REQUIRE((*e)->has_value());
+    CHECK((*e)->value().ok());
+  }
+  REQUIRE(wr->has_value());
+  CHECK(wr->value().ok());
+  REQUIRE(rs->has_value());
+  REQUIRE(rs->value().ok());
+  CHECK(rs->value()->state == sandbox_state::running);
+  CHECK(w->pauses == 1);
+  CHECK(w->resumes == 1);
+}
+
+TEST_CASE_METHOD(fixture, "transparent resume: a failed resume answers the call with its cause",
+                 "[actor]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  REQUIRE(ask<sandbox_info>(pause_atom::value, a->id).ok());
+  w->fail_resume = true;
+  exec_request req;
+  req.argv = {"true"};
+  auto r = ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().message.find("resume " + a->id) != std::string::npos);
+  CHECK(r.err().message.find("EIO") != std::string::npos);
+  CHECK(ask<sandbox_info>(info_atom::value, a->id)->state == sandbox_state::paused);
+  // Destroy still works and answers calls that wait.
+  w->fail_resume = false;
+  CHECK(ask<bool>(destroy_atom::value, a->id).ok());
+  CHECK(w->destroys == 1);
 }
