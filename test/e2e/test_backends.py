@@ -79,3 +79,28 @@ def test_same_program_same_answer_on_every_backend(node, backend):
         else:
             assert (out["exit_code"], out["stderr"]) == (cfg["code"], "warn\n"), out
         assert out["timed_out"] is False, out
+
+
+@pytest.mark.parametrize("backend", ["container", "microvm", "vm"])
+def test_a_call_on_a_paused_sandbox_resumes_it_on_every_backend(node, backend):
+    """Transparent resume: a trainer back from preemption calls exec and files
+    on sandboxes it paused, without resuming them itself."""
+    if backend in ("microvm", "vm") and QEMU is None:
+        pytest.skip("qemu-system-x86_64 is not installed on this machine")
+    c = node.client
+    sid = c.create_ok(["base/busybox@1"], backend=backend, memory_mb=256)
+    try:
+        assert c.put_file(sid, "/root/kept", b"kept")[0] in (200, 201, 204)
+        sleeper = c.sh(sid, ["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!"])["stdout"].strip()
+        status, info = c.call("POST", f"/v1/sandboxes/{sid}/pause")
+        assert status == 200 and info["state"] == "paused", info
+        r = c.sh(sid, ["sh", "-c", f"cat /root/kept; kill -0 {sleeper} && echo ' alive'"])
+        assert r["stdout"] == "kept alive\n", r
+        assert c.get(sid)[1]["state"] == "running"
+        assert c.call("POST", f"/v1/sandboxes/{sid}/pause")[0] == 200
+        status, body = c.get_file(sid, "/root/kept")
+        assert (status, body) == (200, b"kept")
+        assert c.get(sid)[1]["state"] == "running"
+    finally:
+        c.delete(sid)
+        c.created.remove(sid)
