@@ -278,6 +278,21 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   self->request(sup, std::chrono::seconds(10), caf::get_atom::value)
     .receive([&](caf::actor& f, caf::actor& g) { front = f, gateway = g; },
              [&](caf::error&) {});
+  // Layers this node lacks come from peers; a create's worker blocks on the
+  // image-fetch actor through the fetcher (actors/image_fetch.hpp). FnCall's
+  // warm pool starts warming now (actors/fncall.hpp). Both before the doors
+  // open: a call that comes as soon as /healthz answers finds them.
+  auto fetch = spawn_image_fetch(sys, ctx, front);
+  auto fncall = spawn_fncall_actor(sys, ctx);
+  node.layers->set_fetcher(make_layer_fetcher(sys, fetch));
+  auto stop_helpers = [&] {
+    node.layers->set_fetcher({}); // it refers to `sys`
+    sys.registry().erase(image_fetch_registry_name());
+    caf::anon_send_exit(fetch, caf::exit_reason::user_shutdown);
+    sys.registry().erase(fncall_atom::value);
+    self->send_exit(fncall, caf::exit_reason::user_shutdown);
+    self->wait_for(fncall); // its warm sandboxes go before the layers are unmounted
+  };
   auto server = start_http_server(rest.first, rest.second, node.config.max_body_bytes,
                                   [gateway](http_call c) {
                                     caf::anon_send(gateway, http_atom::value, std::move(c));
@@ -290,6 +305,7 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
               << (!server ? server.err().message
                           : "listen on " + node.config.listen + ": " + sys.render(published.error()))
               << "\n";
+    stop_helpers();
     caf::anon_send(sup, shutdown_atom::value);
     self->wait_for(sup);
     return 1;
@@ -297,12 +313,6 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   std::cout << "dsec node " << node.config.node_id << " serving REST on " << rest.first << ":"
             << (*server)->port() << ", native on " << node.config.listen << ", state "
             << node.config.state_dir << std::endl;
-  // Layers this node lacks come from peers; a create's worker blocks on the
-  // image-fetch actor through the fetcher (actors/image_fetch.hpp).
-  auto fetch = spawn_image_fetch(sys, ctx, front);
-  // FnCall's warm pool starts warming now (actors/fncall.hpp).
-  auto fncall = spawn_fncall_actor(sys, ctx);
-  node.layers->set_fetcher(make_layer_fetcher(sys, fetch));
   // The signal thread stops taking requests, then asks for an orderly stop.
   std::thread signals([&, sup] {
     int sig = 0;
@@ -313,12 +323,7 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   int rc = 0;
   self->monitor(sup);
   self->receive([&](caf::down_msg& dm) { rc = dm.reason ? 1 : 0; });
-  node.layers->set_fetcher({}); // it refers to `sys`
-  sys.registry().erase(image_fetch_registry_name());
-  caf::anon_send_exit(fetch, caf::exit_reason::user_shutdown);
-  sys.registry().erase(fncall_atom::value);
-  self->send_exit(fncall, caf::exit_reason::user_shutdown);
-  self->wait_for(fncall); // its warm sandboxes go before the layers are unmounted
+  stop_helpers();
   pthread_kill(signals.native_handle(), SIGTERM); // wakes it if the stop came from inside
   signals.join();
   (*server)->stop();

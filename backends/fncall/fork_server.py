@@ -482,12 +482,20 @@ def call(req, spare):
     used = None
     if lang == "bash":
         pid, r_out, r_err, r_status = spawn_bash(stdin_fd)
+        pidfd = os.pidfd_open(pid)  # our child: it stays until we reap it
     else:
         used = spare or ZYGOTE.spare()
+        # Before go: the zygote reaps a call that ends at once, and a pid
+        # opened after that is gone (ESRCH) or someone else's.
+        try:
+            pidfd = os.pidfd_open(used.pid)
+        except ProcessLookupError:  # the spare died while it waited
+            used.close()
+            used = ZYGOTE.spare()
+            pidfd = os.pidfd_open(used.pid)
         used.go(stdin_fd)
         pid, r_out, r_err, r_status = used.pid, used.r_out, used.r_err, used.r_status
     os.close(stdin_fd)
-    pidfd = os.pidfd_open(pid)
     outs = {r_out: Output(), r_err: Output()}
     timed_out = False
     status = None
