@@ -161,9 +161,7 @@ error not_running(const sandbox_actor_state& st) {
   std::string msg = "sandbox " + st.info.id + " is " + s;
   if (!st.info.reason.empty())
     msg += " (" + st.info.reason + ")";
-  if (st.info.state == sandbox_state::paused && !st.destroying)
-    return conflict(msg + "; resume it first");
-  return unavailable(std::move(msg));
+  return unavailable(std::move(msg)); // a paused sandbox is resumed, never refused
 }
 
 /// Answers `rp` with an error unless the sandbox takes operations now.
