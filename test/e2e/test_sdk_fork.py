@@ -348,23 +348,36 @@ def test_fork_inside_the_running_loop_with_calls_in_flight(addr, sdk):
             return r.stdout
         return asyncio.run(asyncio.wait_for(main(), CHILD_S))
 
+    def child_reads_parent_stream():
+        async def main():
+            try:
+                await stream.wait()
+            except dsec.Unavailable as e:
+                stream.cancel()  # a no-op here: the command belongs to the parent
+                return str(e)
+            return "no error"
+        return asyncio.run(asyncio.wait_for(main(), CHILD_S))
+
+    stream = None
+
     async def main():
+        nonlocal stream
         sb = await ac.create([BUSYBOX])
         loop = asyncio.get_running_loop()
         inflight = [asyncio.ensure_future(sb.exec(f"sleep 1; echo {i}")) for i in range(4)]
         stream = sb.exec_stream("sleep 1; echo streamed")
         await asyncio.sleep(0.2)  # the execs are running on the node
         outs = []
-        for fn in (child_closes, child_uses):
+        for fn in (child_closes, child_uses, child_reads_parent_stream):
             # Forked on the loop's thread, the loop running; awaited off it.
             # (Not forked from an executor thread: Python 3.11 children forked
             # from one exit 1 at their threading shutdown, dsec or not.)
             p, r = start_child(fn)
             outs.append(await loop.run_in_executor(None, finish_child, p, r))
         results = await asyncio.wait_for(asyncio.gather(*inflight), 30)
-        chunks = await asyncio.wait_for(stream.wait(), 30)
+        streamed = await asyncio.wait_for(stream.wait(), 30)
         assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
-        assert chunks.exit_code == 0
+        assert streamed.exit_code == 0  # the child did not cancel or consume it
         assert (await sb.exec("echo after")).stdout == "after\n"
         await sb.destroy()
         return outs
@@ -372,6 +385,7 @@ def test_fork_inside_the_running_loop_with_calls_in_flight(addr, sdk):
     outs = asyncio.run(asyncio.wait_for(main(), CHILD_S * 3))
     assert ok(outs[0]) == "closed"
     assert ok(outs[1]) == "child\n"
+    assert "forked" in ok(outs[2]), outs[2]
     ac.close()
 
 

@@ -60,6 +60,9 @@ class _Dispatcher:
                         "call started before this process was forked: its answer goes to "
                         "the parent process; call again in this process (an AsyncClient "
                         "inherited across fork works on the child's own event loop)"))
+                    # Usually nobody in the child awaits it: no "exception was
+                    # never retrieved" log when it is collected.
+                    fut._log_traceback = False
             except Exception:  # a closed loop: nobody can await these anyway
                 pass
 
