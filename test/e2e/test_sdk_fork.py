@@ -152,13 +152,13 @@ def test_pool_workers_make_their_own_clients(addr, sdk):
     assert sdk.list() is not None  # the parent has connected: the case that used to hang
     with FORK.Pool(4) as pool:
         res = pool.map_async(_worker_new_client, [addr] * 8).get(CHILD_S * 2)
-    assert len({r["pid"] for r in res}) > 1, "the pool used one worker only"
     for r in res:
         assert r["exit_code"] == 0 and r["stdout"] == f"hello from {r['pid']}\n", r
         assert r["connect_s"] < FIRST_CALL_S, f"Client() in a forked worker took {r}"
     report("pool worker: new Client() (connect + status)", [r["connect_s"] for r in res])
     report("pool worker: first exec on its own sandbox", [r["exec_s"] for r in res])
-    assert sdk.get(sdk.create([BUSYBOX]).id).exec("echo parent").stdout == "parent\n"
+    with sdk.create([BUSYBOX]) as sb:
+        assert sb.exec("echo parent").stdout == "parent\n"
 
 
 def test_pool_workers_use_the_inherited_client_and_sandbox(addr, sdk):
@@ -172,7 +172,7 @@ def test_pool_workers_use_the_inherited_client_and_sandbox(addr, sdk):
         _INHERITED.clear()
     for i, r in enumerate(res):
         assert r["stdout"] == f"job {i}\n" and r["own"] == "own\n", r
-        assert r["first_s"] < CHILD_S
+        assert r["first_s"] < FIRST_CALL_S, f"first inherited call in a pool worker: {r}"
     report("pool worker: first call on an inherited Sandbox (reconnect included)",
            [r["first_s"] for r in res])
     assert sb.exec("echo parent").stdout == "parent\n"
