@@ -11,6 +11,9 @@
 // A call is a `pending_call<T>`: it answers exactly once, whoever gets there
 // first (the reply, the down handler, or its destructor when the job never
 // reached a live actor), so no caller can wait forever.
+//
+// Fork: a child abandons the runtime it inherited and makes its own on its
+// next call; inherited connections reconnect through it (fork.hpp).
 #include "bindings/client/native_client.hpp"
 
 #include <atomic>
@@ -27,6 +30,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/wire_types.hpp"
+#include "bindings/client/fork.hpp"
 #include "core/inspect.hpp"
 #include "sys/http_client.hpp"
 
@@ -324,12 +328,24 @@ runtime* the_runtime = nullptr;
 /// Set by shutdown(): no system will be made again.
 bool stopped = false;
 
-/// Spawns a client actor in the process-wide system (made on first use).
-/// Requires runtime_mu.
+void lock_runtime() { runtime_mu.lock(); }
+void unlock_runtime() { runtime_mu.unlock(); }
+
+/// In a forked child: the inherited runtime has no threads, so it is
+/// abandoned, not deleted (~actor_system would wait for them forever); the
+/// next spawn_client makes a new one. Connections drop their handles into the
+/// old one lazily (impl::forget_inherited).
+void reset_runtime_in_child() { the_runtime = nullptr; }
+
+/// Spawns a client actor in the process-wide system (made on first use);
+/// null if the fork hooks cannot be installed. Requires runtime_mu.
 caf::actor spawn_client(const std::string& host, uint16_t port, const options& opts,
                         std::shared_ptr<link> lk) {
-  if (!the_runtime)
+  if (!the_runtime) {
+    if (!fork::install({lock_runtime, unlock_runtime, reset_runtime_in_child}))
+      return nullptr;
     the_runtime = new runtime;
+  }
   auto& clients = the_runtime->clients;
   if (clients.size() >= 64) // forget the ones that are gone
     clients.erase(std::remove_if(clients.begin(), clients.end(),
@@ -359,6 +375,8 @@ struct connection::impl {
   std::mutex mu;
   caf::actor actor;
   std::shared_ptr<link> lk;
+  /// fork_generation() of the runtime `actor` and `lk` live in.
+  uint64_t gen = fork_generation();
   bool closed = false;
 
   impl() {
@@ -369,7 +387,22 @@ struct connection::impl {
   ~impl() {
     std::lock_guard<std::mutex> g{runtime_mu};
     live_connections.erase(this);
+    forget_inherited();
     actor = nullptr;
+  }
+
+  /// In a forked child, abandons the handles into the parent's runtime
+  /// (fork.hpp): releasing them would run CAF code of a runtime with no
+  /// threads, and `lk`'s mutex may have been held at fork by one of them. The
+  /// next call spawns a client actor in this process's runtime, which
+  /// reconnects. Requires mu (or sole ownership).
+  void forget_inherited() {
+    auto now = fork_generation();
+    if (gen == now)
+      return;
+    gen = now;
+    fork::abandon(std::move(actor));
+    fork::abandon(std::move(lk));
   }
 
   /// Hands `j` to the live client actor, spawning one (which reconnects) if
@@ -381,9 +414,16 @@ struct connection::impl {
       lock.unlock();
       return j.call->fail(unavailable("node " + address + ": connection closed by client"));
     }
+    forget_inherited();
     if (!actor || is_dead(*lk)) {
       lk = std::make_shared<link>();
       actor = spawn_client(host, port, opts, lk);
+      if (!actor) {
+        lock.unlock();
+        return j.call->fail(resource_exhausted(
+          "connect node " + address + ": cannot install the fork hooks (pthread_atfork: "
+          "out of memory)"));
+      }
     }
     caf::anon_send(actor, call_atom::value, std::move(j));
   }
@@ -393,6 +433,7 @@ struct connection::impl {
   std::shared_ptr<link> connected_link() {
     std::lock_guard<std::mutex> g{runtime_mu};
     std::lock_guard<std::mutex> lock{mu};
+    forget_inherited();
     if (closed || stopped || !actor || !lk)
       return nullptr;
     return lk;
@@ -510,6 +551,7 @@ void connection::close() {
   if (impl_->closed)
     return;
   impl_->closed = true;
+  impl_->forget_inherited();
   if (impl_->actor && !stopped)
     caf::anon_send(impl_->actor, close_atom::value);
   impl_->actor = nullptr;
@@ -647,6 +689,13 @@ void connection::fncall(fncall_request req, done_fn<exec_result> done) {
 
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
+  // A forked child copies the forking thread's generator: reseed, or parent
+  // and child would draw the same tokens (and cancel each other's execs).
+  static thread_local uint64_t seeded_in = fork_generation();
+  if (seeded_in != fork_generation()) {
+    rng.seed(std::random_device{}());
+    seeded_in = fork_generation();
+  }
   uint64_t t = 0;
   while (t == 0)
     t = rng();
@@ -659,6 +708,7 @@ void shutdown() {
   for (auto* c : live_connections) {
     std::lock_guard<std::mutex> lock{c->mu};
     c->closed = true;
+    c->forget_inherited();
     c->actor = nullptr;
   }
   if (!the_runtime)

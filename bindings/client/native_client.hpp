@@ -12,6 +12,10 @@
 // (CAF's down message on the closed connection, or the heartbeat timeout of a
 // silent one); the next call reconnects. This header is free of CAF so the
 // Python module compiles quickly.
+//
+// Fork-safe: a forked child makes its own runtime on its first call, and a
+// connection it inherited reconnects to the same address then. Calls that were
+// in flight at the fork answer in the parent only (fork.hpp).
 #pragma once
 
 #include <chrono>
@@ -111,6 +115,12 @@ class connection {
 /// A fresh random exec token (never 0); random so tokens of different clients
 /// of one node do not collide.
 uint64_t new_token();
+
+/// How many forks separate this process from the one that first used the
+/// client: 0 there, one more in each forked child. An object that waits for
+/// answers of a call records it: when it differs, the call was started before
+/// a fork and answers in the parent, so the object must fail, not wait.
+uint64_t fork_generation();
 
 /// Stops every connection of this process (calls in flight fail with
 /// `unavailable`) and the actor system behind them. Call once at exit, after

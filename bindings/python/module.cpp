@@ -11,6 +11,12 @@
 //     its eventfd wakes the asyncio loop, which drains it on its own thread.
 // Results are built as Python objects only under the GIL, in `outcome::make`.
 // Node errors become dsec.errors exceptions in one function, raise_error().
+//
+// After fork, connections work in the child (the client reconnects), but a
+// stream or completion queue made before the fork belongs to the parent: its
+// results arrive there. In the child such an object raises Unavailable saying
+// so (inherited()), and never touches its state, which a parent thread may
+// have been changing at the fork.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -305,6 +311,14 @@ py::object value_or_raise(outcome& o) {
   return o.make();
 }
 
+/// The error of `what`, made in a process that has forked since.
+[[noreturn]] void raise_inherited(const std::string& what) {
+  raise_error(unavailable(what + ": started before this process was forked, so its results go "
+                                 "to the parent process; start it again in this process "
+                                 "(Client, AsyncClient and Sandbox objects inherited across "
+                                 "fork work in the child)"));
+}
+
 // -- completion queue (asyncio) ---------------------------------------------------
 
 /// Finished submitted calls and stream chunks, handed to the asyncio loop.
@@ -314,9 +328,13 @@ class completion_queue {
     if (fd_ < 0)
       throw std::runtime_error("dsec: eventfd failed");
   }
+  // Closing only drops this process's reference; a parent's copy stays intact.
   ~completion_queue() { ::close(fd_); }
 
   int fd() const { return fd_; }
+
+  /// Made before a fork: the parent's CAF threads push to it, not ours.
+  bool inherited() const { return gen_ != client::fork_generation(); }
 
   /// Any thread; no GIL needed.
   void push(uint64_t ticket, bool final, outcome o) {
@@ -329,7 +347,11 @@ class completion_queue {
   }
 
   /// Under the GIL: [(ticket, final, exception or None, value or None)].
+  /// Nothing for an inherited queue: the eventfd is shared with the parent,
+  /// and reading it here would swallow the parent's wake-ups.
   py::list drain() {
+    if (inherited())
+      return py::list{};
     uint64_t count;
     [[maybe_unused]] auto n = ::read(fd_, &count, sizeof count);
     std::deque<item> items;
@@ -354,6 +376,7 @@ class completion_queue {
     outcome o;
   };
   int fd_;
+  uint64_t gen_ = client::fork_generation();
   std::mutex mu_;
   std::deque<item> items_;
 };
@@ -387,6 +410,8 @@ class exec_stream {
   /// The next (stream, bytes) chunk; StopIteration at the end (the result,
   /// or the error, is then in result()).
   py::object next() {
+    if (inherited())
+      raise_inherited("exec stream in sandbox " + id_);
     auto ready = [this](std::chrono::milliseconds d) {
       std::unique_lock<std::mutex> lock{mu_};
       return cv_.wait_for(lock, d, [this] { return !chunks_.empty() || ended_; });
@@ -403,17 +428,27 @@ class exec_stream {
 
   /// The exec result; raises the call's error. Only after next() stopped.
   py::object result() {
+    if (inherited())
+      raise_inherited("exec stream in sandbox " + id_);
     std::lock_guard<std::mutex> lock{mu_};
     if (!ended_)
       throw py::value_error("dsec: the stream has not ended; iterate it first");
     return value_or_raise(final_);
   }
 
-  void cancel() { conn_->cancel(id_, token_); }
+  /// A no-op in a forked child: the command belongs to the parent.
+  void cancel() {
+    if (!inherited())
+      conn_->cancel(id_, token_);
+  }
 
  private:
+  // Its state is written by the CAF threads of the process that started it.
+  bool inherited() const { return gen_ != client::fork_generation(); }
+
   connection_ptr conn_;
   std::string id_;
+  uint64_t gen_ = client::fork_generation();
   uint64_t token_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -458,6 +493,8 @@ py::object call(connection& c, const std::string& op, const py::tuple& args) {
 /// token (for cancel) or 0.
 uint64_t submit(connection& c, const queue_ptr& q, uint64_t ticket, const std::string& op,
                 const py::tuple& args, bool stream) {
+  if (q->inherited()) // its eventfd would wake the parent's loop, not ours
+    raise_inherited("completion queue of " + op);
   uint64_t token = op == "exec" ? client::new_token() : 0;
   client::chunk_fn chunk;
   if (stream)

@@ -4,16 +4,25 @@ No thread per call: calls are submitted to the native client and their
 results come back through one eventfd that the event loop watches, so
 ``asyncio.gather`` over hundreds of execs costs no more threads than one.
 Cancelling the task of an exec kills the command on the node.
+
+Fork: an AsyncClient inherited by a forked child works on the child's own
+event loop (``asyncio.run`` in the child). Calls that were in flight in the
+parent at the fork answer in the parent; in the child they raise Unavailable.
+The child never touches the parent's loop: its epoll set is shared with the
+parent's across fork, and removing our eventfd from it in the child would
+remove it for the parent too.
 """
 
 import asyncio
 import itertools
+import os
+import weakref
 from typing import List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from . import _spec
 from .client import MAX_READ_BYTES, _Handle, _info, _node_info
-from .errors import Error, InvalidArgument
+from .errors import Error, InvalidArgument, Unavailable
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
@@ -24,11 +33,38 @@ class _Dispatcher:
 
     def __init__(self, loop):
         self.loop = loop
+        self.pid = os.getpid()
         self.queue = _native.CompletionQueue()
         self.tickets = itertools.count(1)
         self.futures = {}   # ticket -> Future (final result)
         self.streams = {}   # ticket -> asyncio.Queue of chunks
         loop.add_reader(self.queue.fd, self._drain)
+        _dispatchers.add(self)
+
+    def inherited(self) -> bool:
+        """Made in the parent of this (forked) process."""
+        return self.pid != os.getpid()
+
+    def _fail_inherited(self):
+        """In a forked child: ends the parent's calls in flight with Unavailable
+        (their answers go to the parent), so nothing here awaits them forever."""
+        futures, streams = self.futures, self.streams
+        self.futures, self.streams = {}, {}
+        for ticket, fut in futures.items():
+            try:
+                q = streams.pop(ticket, None)
+                if q is not None:
+                    q.put_nowait(None)
+                if not fut.done():
+                    fut.set_exception(Unavailable(
+                        "call started before this process was forked: its answer goes to "
+                        "the parent process; call again in this process (an AsyncClient "
+                        "inherited across fork works on the child's own event loop)"))
+                    # Usually nobody in the child awaits it: no "exception was
+                    # never retrieved" log when it is collected.
+                    fut._log_traceback = False
+            except Exception:  # a closed loop: nobody can await these anyway
+                pass
 
     def _drain(self):
         for ticket, final, exc, value in self.queue.drain():
@@ -61,8 +97,21 @@ class _Dispatcher:
         return ticket, token, fut, q
 
     def close(self):
-        if not self.loop.is_closed():
+        # In a child the loop's epoll set is the parent's: leave it alone.
+        if not self.inherited() and not self.loop.is_closed():
             self.loop.remove_reader(self.queue.fd)
+
+
+# Live dispatchers, so a forked child can end the parent's calls in flight.
+_dispatchers = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for d in list(_dispatchers):
+        d._fail_inherited()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class AsyncSandbox(_Handle):
@@ -142,6 +191,7 @@ class AsyncExecStream:
         d = client._dispatcher()
         _, self._token, self._fut, self._chunks = d.submit(client._conn, "exec",
                                                            (sandbox_id, args), stream=True)
+        self._pid = os.getpid()
         self._ended = False
 
     def __aiter__(self):
@@ -174,15 +224,18 @@ class AsyncExecStream:
         return ExecResult._from_native(await self._fut)
 
     def cancel(self) -> None:
-        """Kills the command on the node."""
-        self._client._conn.cancel(self._id, self._token)
+        """Kills the command on the node (not from a forked child: the command
+        belongs to the process that started it)."""
+        if self._pid == os.getpid():
+            self._client._conn.cancel(self._id, self._token)
 
 
 class AsyncClient:
     """The asyncio form of :class:`dsec.Client`: the same calls, awaitable.
 
     Construct it anywhere (connecting blocks briefly); use it from one event
-    loop. ``async with dsec.AsyncClient(addr) as c:`` closes it on exit.
+    loop at a time. ``async with dsec.AsyncClient(addr) as c:`` closes it on
+    exit. After fork it works in the child, on the child's own loop.
     """
 
     def __init__(self, addr: Optional[str] = None, *, connect_timeout_s: float = 10.0,
@@ -210,9 +263,10 @@ class AsyncClient:
 
     def _dispatcher(self):
         loop = asyncio.get_running_loop()
-        if self._disp is None or self._disp.loop is not loop:
-            if self._disp is not None:
-                self._disp.close()
+        d = self._disp
+        if d is None or d.loop is not loop or d.inherited():
+            if d is not None:
+                d.close()  # a no-op for one inherited across fork
             self._disp = _Dispatcher(loop)
         return self._disp
 

@@ -2,6 +2,11 @@
 
 Calls release the GIL while they wait, so many threads may share one Client.
 Ctrl-C interrupts a waiting call (an interrupted exec is killed on the node).
+
+Fork (multiprocessing's default start method on Linux): a Client or Sandbox
+inherited by a forked child works there; its first call in the child
+reconnects. An ExecStream started before the fork raises Unavailable in the
+child, since its output goes to the parent.
 """
 
 from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
@@ -159,7 +164,9 @@ class Client:
     else ``127.0.0.1:7700``. Raises Unavailable if no node answers within
     ``connect_timeout_s``. Calls other than exec give up after
     ``call_timeout_s`` (Timeout); a node that goes away fails calls in flight
-    with Unavailable at once, and the next call reconnects.
+    with Unavailable at once, and the next call reconnects. A forked child may
+    keep using the parent's Client (its first call there reconnects) or make
+    its own.
     """
 
     def __init__(self, addr: Optional[str] = None, *, connect_timeout_s: float = 10.0,
