@@ -105,8 +105,8 @@ class Sandbox(_Handle):
 
     def pause(self) -> SandboxInfo:
         """Freezes every process and frees what memory it can; files and
-        processes survive. Calls other than info/resume/snapshot/destroy raise
-        Conflict while paused. Idempotent."""
+        processes survive. Any later call (exec, files, snapshot, network)
+        resumes it first (transparent resume). Idempotent."""
         return _info(self._client._call("pause", (self.id,)))
 
     def resume(self) -> SandboxInfo:
