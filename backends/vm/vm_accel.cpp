@@ -27,6 +27,17 @@ std::string seconds(double s) {
   return buf;
 }
 
+// The guests' CPU model and machine, no disks, no root: the kernel panics at
+// mounting root, panic=-1 reboots at once, -no-reboot ends QEMU with 0.
+// 128 MiB: with 64 the kernel stalls before the panic (measured, TCG).
+std::vector<std::string> probe_argv(const kvm_probe_spec& s, const std::string& console) {
+  return {s.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+          "-name", "dsec-kvm-probe", "-M", "microvm,x-option-roms=off",
+          "-accel", "kvm", "-cpu", "host", "-m", "128", "-smp", "1",
+          "-kernel", s.kernel, "-append", "console=ttyS0 quiet panic=-1 reboot=t",
+          "-serial", "file:" + console};
+}
+
 } // namespace
 
 expected<accel_mode> parse_accel_mode(const char* value) {
@@ -73,19 +84,9 @@ expected<double> kvm_boot_probe(const kvm_probe_spec& s, inflight_qemus& infligh
       ::unlink(b.c_str());
     }
   } files{console, log};
-  // The guests' CPU model and machine, no disks, no root: the kernel panics
-  // at mounting root, panic=-1 reboots at once, -no-reboot ends QEMU with 0.
-  // 128 MiB: with 64 the kernel stalls before the panic (measured, TCG).
-  std::vector<std::string> argv = {s.qemu, "-nodefaults", "-no-user-config", "-nographic",
-                                   "-no-reboot", "-name", "dsec-kvm-probe",
-                                   "-M", "microvm,x-option-roms=off", "-accel", "kvm",
-                                   "-cpu", "host", "-m", "128", "-smp", "1",
-                                   "-kernel", s.kernel,
-                                   "-append", "console=ttyS0 quiet panic=-1 reboot=t",
-                                   "-serial", "file:" + console};
   sys::unique_fd null{::open("/dev/null", O_RDWR | O_CLOEXEC)};
   auto t0 = std::chrono::steady_clock::now();
-  auto q = start_qemu(argv, null.get(), null.get(), log);
+  auto q = start_qemu(probe_argv(s, console), null.get(), null.get(), log);
   if (!q)
     return error{q.err().code, "kvm probe: start " + s.qemu + ": " + q.err().message};
   auto watch = inflight.watch(q->pidfd.get());

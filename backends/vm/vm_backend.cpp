@@ -481,6 +481,29 @@ expected<std::shared_ptr<sandbox>> vm_backend::finish(const create_params&, vm_p
   return std::shared_ptr<sandbox>(std::move(sb));
 }
 
+// One template cache for both machine types (the key names the type), as
+// $DSEC_VM_TEMPLATE_DIR, _TEMPLATES, _SPARES and _SPARE_IDLE_S say.
+std::shared_ptr<template_cache> make_template_cache(const vm_config& cfg) {
+  std::string tdir = cfg.template_dir;
+  if (tdir.empty())
+    tdir = ::getenv("DSEC_VM_TEMPLATE_DIR") ? ::getenv("DSEC_VM_TEMPLATE_DIR")
+                                             : "/dev/shm/dsec-" + cfg.node_id;
+  size_t max_templates = 4;
+  if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
+    max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
+  // Ready clones per template (see vm_template.hpp).
+  size_t spares = 1;
+  if (const char* env = ::getenv("DSEC_VM_SPARES"); env && *env)
+    spares = static_cast<size_t>(std::atol(env));
+  int64_t spare_idle_ms = 600000;
+  if (const char* env = ::getenv("DSEC_VM_SPARE_IDLE_S"); env && std::atof(env) > 0)
+    spare_idle_ms = static_cast<int64_t>(std::atof(env) * 1000);
+  // A spare restores (~0.5 s under TCG): 30 s covers a loaded machine under
+  // either accelerator.
+  return std::make_shared<template_cache>(tdir, max_templates, cfg.work_dir + "/spares", spares,
+                                          30000, spare_idle_ms);
+}
+
 } // namespace
 
 vm_backends make_vm_backends(const vm_config& in) {
@@ -521,25 +544,7 @@ vm_backends make_vm_backends(const vm_config& in) {
   sh.kernel = kernel;
   sh.seccomp = *prog;
   sh.loop = std::make_shared<io_loop>();
-  // One template cache for both machine types (the key names the type).
-  std::string tdir = cfg.template_dir;
-  if (tdir.empty())
-    tdir = ::getenv("DSEC_VM_TEMPLATE_DIR") ? ::getenv("DSEC_VM_TEMPLATE_DIR")
-                                             : "/dev/shm/dsec-" + cfg.node_id;
-  size_t max_templates = 4;
-  if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
-    max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
-  // Ready clones per template (see vm_template.hpp).
-  size_t spares = 1;
-  if (const char* env = ::getenv("DSEC_VM_SPARES"); env && *env)
-    spares = static_cast<size_t>(std::atol(env));
-  int64_t spare_idle_ms = 600000;
-  if (const char* env = ::getenv("DSEC_VM_SPARE_IDLE_S"); env && std::atof(env) > 0)
-    spare_idle_ms = static_cast<int64_t>(std::atof(env) * 1000);
-  // A spare restores (~0.5 s under TCG): 30 s covers a loaded machine under
-  // either accelerator.
-  sh.templates = std::make_shared<template_cache>(tdir, max_templates, cfg.work_dir + "/spares",
-                                                  spares, 30000, spare_idle_ms);
+  sh.templates = make_template_cache(cfg);
   sh.inflight = std::make_shared<inflight_qemus>();
   sh.inflight->on_cancel([w = std::weak_ptr<template_cache>(sh.templates)] {
     if (auto t = w.lock())
