@@ -5,6 +5,7 @@
 #include <linux/kvm.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
+#include <sstream>
 
 #include "backends/vm/qemu.hpp"
 #include "sys/fs.hpp"
@@ -36,6 +39,60 @@ std::vector<std::string> probe_argv(const kvm_probe_spec& s, const std::string& 
           "-accel", "kvm", "-cpu", "host", "-m", "128", "-smp", "1",
           "-kernel", s.kernel, "-append", "console=ttyS0 quiet panic=-1 reboot=t",
           "-serial", "file:" + console};
+}
+
+// What a cached probe result is valid for (see the header).
+std::string cache_key(const kvm_probe_spec& s) {
+  auto boot = sys::read_file("/proc/sys/kernel/random/boot_id");
+  std::string k = "v1 boot=" + (boot ? boot->substr(0, boot->find('\n')) : std::string("?")) +
+                  " deadline_ms=" + std::to_string(s.deadline_ms);
+  for (auto* path : {&s.qemu, &s.kernel}) {
+    struct stat st {};
+    if (::stat(path->c_str(), &st) != 0)
+      return {};
+    k += " " + *path + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+  }
+  return k;
+}
+
+// "ok <seconds>" or "error <code> <message>" under the key line.
+std::optional<expected<double>> read_cached(const kvm_probe_spec& s, const std::string& key) {
+  auto text = sys::read_file(s.cache_path);
+  if (!text || text->compare(0, key.size() + 1, key + "\n") != 0)
+    return std::nullopt;
+  std::istringstream in(text->substr(key.size() + 1));
+  std::string kind;
+  in >> kind;
+  if (kind == "ok") {
+    double took = 0;
+    if (in >> took)
+      return expected<double>(took);
+  } else if (kind == "error") {
+    int code = 0;
+    std::string msg;
+    if (in >> code && std::getline(in >> std::ws, msg) && !msg.empty())
+      return expected<double>(error{static_cast<errc>(code), msg});
+  }
+  return std::nullopt;
+}
+
+void write_cached(const kvm_probe_spec& s, const std::string& key, const expected<double>& r) {
+  auto slash = s.cache_path.find_last_of('/');
+  if (slash != std::string::npos && slash > 0)
+    (void)sys::make_dirs(s.cache_path.substr(0, slash), 0755);
+  std::string text = key + "\n";
+  if (r) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "ok %.3f\n", *r);
+    text += buf;
+  } else {
+    auto msg = r.err().message;
+    for (auto& c : msg)
+      if (c == '\n')
+        c = ' ';
+    text += "error " + std::to_string(static_cast<int>(r.err().code)) + " " + msg + "\n";
+  }
+  (void)sys::write_file_atomic(s.cache_path, text, 0644, sys::durability::process_crash);
 }
 
 } // namespace
@@ -161,11 +218,19 @@ void vm_accel::run() {
   error why;
   if (auto st = kvm_ioctl_check(); !st) {
     why = st.err();
-  } else if (auto took = kvm_boot_probe(probe_, *inflight_); !took) {
-    why = took.err();
   } else {
-    c.kvm = true;
-    c.reason = "kvm probe booted to the kernel panic in " + seconds(*took);
+    auto key = probe_.cache_path.empty() ? std::string() : cache_key(probe_);
+    auto cached = key.empty() ? std::nullopt : read_cached(probe_, key);
+    auto took = cached ? *cached : kvm_boot_probe(probe_, *inflight_);
+    if (!cached && !key.empty() && !inflight_->stopping())
+      write_cached(probe_, key, took);
+    auto from = cached ? " (cached in " + probe_.cache_path + ")" : std::string();
+    if (!took) {
+      why = error{took.err().code, took.err().message + from};
+    } else {
+      c.kvm = true;
+      c.reason = "kvm probe booted to the kernel panic in " + seconds(*took) + from;
+    }
   }
   if (!c.kvm) {
     c.reason = why.message;

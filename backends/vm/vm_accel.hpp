@@ -14,6 +14,14 @@
 // ~2 s anyway; a deadline too short falls back to TCG, which still works).
 // Otherwise TCG, with the reason. One log line says which and why.
 //
+// The boot probe's result is kept per machine boot in /run/dsec/kvm-probe
+// ($DSEC_VM_KVM_PROBE_CACHE: another file, "off": none): a machine runs many
+// nodes (the e2e suite starts dozens), and where KVM hangs each probe burns a
+// core for its whole deadline. The key names everything the result depends
+// on (boot id, QEMU binary and guest kernel by path, size and mtime, the
+// deadline), so another QEMU or kernel probes again; delete the file to
+// force it. The KVM ioctls always run (they are cheap).
+//
 // $DSEC_VM_ACCEL: auto (default) as above; tcg: no probe; kvm: the probe
 // still runs, and if KVM fails it every create is refused (unavailable,
 // naming the probe's result) instead of timing out three times. Any other
@@ -50,6 +58,8 @@ struct kvm_probe_spec {
   std::string kernel;   ///< the guests' uncompressed vmlinux
   std::string work_dir; ///< its logs go here while it runs (then removed)
   int deadline_ms = 5000;
+  /// Where the result is kept for this machine's boot; empty: nowhere.
+  std::string cache_path;
 };
 
 /// Boots `s.kernel` under KVM with no root; the seconds it took to reach the

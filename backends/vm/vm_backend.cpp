@@ -556,6 +556,9 @@ vm_backends make_vm_backends(const vm_config& in) {
   probe.work_dir = cfg.work_dir;
   if (const char* env = ::getenv("DSEC_VM_KVM_PROBE_S"); env && std::atof(env) > 0)
     probe.deadline_ms = static_cast<int>(std::atof(env) * 1000);
+  const char* cache = ::getenv("DSEC_VM_KVM_PROBE_CACHE");
+  probe.cache_path = !cache || !*cache           ? "/run/dsec/kvm-probe"
+                     : std::string_view(cache) == "off" ? "" : cache;
   // Last: nothing after it may fail (its destructor waits for the probe).
   sh.accel = std::make_shared<vm_accel>(*mode, probe, sh.inflight, "dsec node " + cfg.node_id);
   sh.cfg = cfg;

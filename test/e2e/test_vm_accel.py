@@ -54,8 +54,10 @@ def kvm_ioctls_work():
 def fake_qemu(tmp_path, kvm):
     """A QEMU whose KVM is broken: with `-accel kvm` it hangs (kvm="hang",
     as nested KVM without vmx/svm does) or exits 1 naming KVM (kvm="fail");
-    anything else runs the real QEMU. Returns (path, marker): the hanging
-    process is named after `marker`, so a test can see none is left."""
+    anything else runs the real QEMU. Returns (env, marker): the node's
+    environment for it (its probe result cached in tmp_path, not in the
+    machine's /run/dsec/kvm-probe), and the name the hanging process gets, so
+    a test can see none is left."""
     marker = f"dsec-fake-kvm-{uuid.uuid4().hex[:8]}"
     path = tmp_path / "qemu-system-x86_64"
     on_kvm = {"hang": f'exec -a {marker} sleep 600',
@@ -65,7 +67,7 @@ def fake_qemu(tmp_path, kvm):
                     f"for a in \"$@\"; do if [ \"$a\" = kvm ]; then {on_kvm}; fi; done\n"
                     f"exec {QEMU} \"$@\"\n")
     path.chmod(0o755)
-    return str(path), marker
+    return {"DSEC_QEMU": str(path), "DSEC_VM_KVM_PROBE_CACHE": str(tmp_path / "kvm-probe")}, marker
 
 
 def procs_named(marker):
@@ -101,9 +103,10 @@ def create_and_exec(node):
 
 
 def test_a_kvm_that_hangs_falls_back_to_tcg(dsec_bin, store, guest_kernel, tmp_path):
-    qemu, marker = fake_qemu(tmp_path, "hang")
+    fake, marker = fake_qemu(tmp_path, "hang")
+    cache = fake["DSEC_VM_KVM_PROBE_CACHE"]
     t0 = time.monotonic()
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_QEMU=qemu)
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, **fake)
     try:
         started = time.monotonic() - t0
         probing = kvm_ioctls_work()
@@ -136,12 +139,23 @@ def test_a_kvm_that_hangs_falls_back_to_tcg(dsec_bin, store, guest_kernel, tmp_p
         print(f"probe fallback then microvm create + exec in {time.monotonic() - t1:.1f} s")
     finally:
         _finish_node(n)
+    if not probing:
+        return
+    # The next node on this machine boot takes the result from the cache
+    # instead of burning a core for 5 s on the same hung KVM.
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, **fake)
+    try:
+        b = decided(n, timeout=2)
+        assert b["microvm"]["accel"] == "tcg", b
+        assert b["microvm"]["accel_reason"] == f"{why} (cached in {cache})", b
+        assert not procs_named(marker)
+    finally:
+        _finish_node(n)
 
 
 def test_forced_tcg_runs_no_probe(dsec_bin, store, guest_kernel, tmp_path):
-    qemu, marker = fake_qemu(tmp_path, "hang")
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_QEMU=qemu,
-                   DSEC_VM_ACCEL="tcg")
+    fake, marker = fake_qemu(tmp_path, "hang")
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_VM_ACCEL="tcg", **fake)
     try:
         b = backends_of(n)  # decided at once: nothing to probe
         assert b["microvm"] == {"available": True, "accel": "tcg",
@@ -155,9 +169,8 @@ def test_forced_tcg_runs_no_probe(dsec_bin, store, guest_kernel, tmp_path):
 
 def test_forced_kvm_that_does_not_work_is_a_clear_error_at_create(dsec_bin, store,
                                                                    guest_kernel, tmp_path):
-    qemu, _ = fake_qemu(tmp_path, "fail")
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_QEMU=qemu,
-                   DSEC_VM_ACCEL="kvm")
+    fake, _ = fake_qemu(tmp_path, "fail")
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_VM_ACCEL="kvm", **fake)
     try:
         for backend in ("microvm", "vm"):
             t0 = time.monotonic()
@@ -259,8 +272,8 @@ def test_sigterm_during_a_boot_stops_the_node_quickly_and_cleanly(dsec_bin, stor
 
 
 def test_sigterm_during_the_kvm_probe_kills_it(dsec_bin, store, guest_kernel, tmp_path):
-    qemu, marker = fake_qemu(tmp_path, "hang")
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, DSEC_QEMU=qemu)
+    fake, marker = fake_qemu(tmp_path, "hang")
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel, **fake)
     try:
         if kvm_ioctls_work():
             assert backends_of(n)["microvm"]["accel"] == "probing"
