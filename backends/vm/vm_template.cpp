@@ -339,17 +339,12 @@ template_cache::template_cache(std::string root, size_t max, std::string spare_d
 }
 
 void template_cache::stop() {
-  {
-    std::lock_guard<std::mutex> g(m_);
-    stopping_ = true;
-    cv_.notify_all();
-    if (spare_pidfd_) // a spare being made: its calls fail at once
-      ::syscall(SYS_pidfd_send_signal, spare_pidfd_.get(), SIGKILL, nullptr, 0);
-  }
+  std::lock_guard<std::mutex> g(m_);
+  stopping_ = true;
+  cv_.notify_all();
+  if (spare_pidfd_) // a spare being made: its calls fail at once
+    ::syscall(SYS_pidfd_send_signal, spare_pidfd_.get(), SIGKILL, nullptr, 0);
   spare_cv_.notify_all();
-  std::lock_guard<std::mutex> j(join_m_);
-  if (spare_thread_.joinable())
-    spare_thread_.join();
 }
 
 template_cache::~template_cache() {
@@ -357,8 +352,14 @@ template_cache::~template_cache() {
   std::map<std::string, slot> gone;
   {
     std::lock_guard<std::mutex> g(m_);
+    quit_ = true;
     gone.swap(slots_);
   }
+  spare_cv_.notify_all();
+  // Only now: the QEMUs it started (spares, and sandboxes that took one)
+  // die with it (PR_SET_PDEATHSIG), and every sandbox is gone by now.
+  if (spare_thread_.joinable())
+    spare_thread_.join();
   gone.clear(); // kills the spares, removes the templates' files
   (void)sys::remove_tree(root_);
   if (!spare_dir_.empty())
@@ -405,7 +406,11 @@ std::unique_ptr<vm_spare> template_cache::take_spare(const std::string& key, int
 
 void template_cache::spare_loop() {
   std::unique_lock<std::mutex> g(m_);
-  while (!stopping_) {
+  while (!quit_) {
+    if (stopping_) { // no more spares; the thread lives on (see the destructor)
+      spare_cv_.wait(g, [&] { return quit_; });
+      continue;
+    }
     // A template no create used for spare_idle_ms_ keeps no spare (an
     // idle guest costs ~5% of a core under TCG); its next create brings
     // one back.

@@ -148,9 +148,10 @@ class template_cache {
 
   [[nodiscard]] bool enabled() const { return max_ > 0; }
 
-  /// The node stops: no more spares (the one being made is killed, the
-  /// spare thread joined), waiters in get()/take_spare() return. Idempotent;
-  /// the destructor calls it.
+  /// The node stops: no more templates or spares (the spare being made is
+  /// killed), waiters in get()/take_spare() return. The spare thread lives
+  /// on until the destructor: the QEMUs it started, sandboxes among them,
+  /// die with it. Idempotent; the destructor calls it.
   void stop();
   [[nodiscard]] const std::string& root() const { return root_; }
 
@@ -201,8 +202,8 @@ class template_cache {
   bool stopping_ = false;
   sys::unique_fd spare_pidfd_; ///< the spare being made (killed when stopping)
   uint64_t spare_seq_ = 0;
+  bool quit_ = false; ///< the destructor: the spare thread ends
   std::thread spare_thread_;
-  std::mutex join_m_; ///< stop() may run on two threads (node stop, destructor)
 };
 
 } // namespace dsec::backends
