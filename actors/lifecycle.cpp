@@ -172,6 +172,7 @@ node_status make_status(lifecycle_actor_ptr self) {
   ns.create_failures_total = st.create_failures_total;
   ns.destroys_total = st.destroys_total;
   ns.execs_total = st.ctx->execs_total.load();
+  ns.backends = st.ctx->backend_report();
   return ns;
 }
 

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -245,6 +246,8 @@ expected<node_context_ptr> make_context(node_config cfg) {
       ctx->backends[name] = b;
     for (auto& [name, why] : vms.unavailable)
       ctx->unavailable_backends[name] = why;
+    ctx->vm_accel = vms.accel;
+    ctx->vm_inflight = vms.inflight;
     // FnCall runs single calls from the warm pool, it makes no sandboxes.
     ctx->unavailable_backends["fncall"] =
       "fncall runs one call at a time from the node's warm pool, not sandboxes: "
@@ -258,6 +261,12 @@ expected<node_context_ptr> make_context(node_config cfg) {
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
   return ctx;
+}
+
+/// Kills the QEMUs being booted, restored or probed and refuses new ones.
+void cancel_vm_work(node_context& node) {
+  if (node.vm_inflight)
+    node.vm_inflight->cancel_all();
 }
 
 void block_signals(sigset_t& set) {
@@ -313,11 +322,14 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   std::cout << "dsec node " << node.config.node_id << " serving REST on " << rest.first << ":"
             << (*server)->port() << ", native on " << node.config.listen << ", state "
             << node.config.state_dir << std::endl;
-  // The signal thread stops taking requests, then asks for an orderly stop.
+  // The signal thread stops taking requests, cancels the guests being
+  // booted or restored (their creates fail at once instead of holding the
+  // stop for a boot deadline), then asks for an orderly stop.
   std::thread signals([&, sup] {
     int sig = 0;
     sigwait(&sigs, &sig);
     (*server)->stop();
+    cancel_vm_work(node);
     caf::anon_send(sup, shutdown_atom::value);
   });
   int rc = 0;
@@ -332,6 +344,33 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
 }
 
 } // namespace
+
+std::vector<backend_status> node_context::backend_report() const {
+  std::vector<backend_status> out;
+  std::set<std::string> names{"container"};
+  for (auto& [name, b] : backends)
+    names.insert(name);
+  for (auto& [name, why] : unavailable_backends)
+    names.insert(name);
+  auto choice = vm_accel ? vm_accel->peek() : dsec::backends::accel_choice{};
+  for (auto& name : names) {
+    backend_status b;
+    b.name = name;
+    b.available = backend_for(name) != nullptr;
+    if (auto it = unavailable_backends.find(name); it != unavailable_backends.end())
+      b.reason = it->second;
+    if (vm_accel && b.available && (name == "microvm" || name == "vm")) {
+      b.accel = !choice.decided ? "probing" : choice.kvm ? "kvm" : "tcg";
+      b.accel_reason = choice.decided ? choice.reason : "the kvm probe is running";
+      if (!choice.refused.empty()) {
+        b.available = false;
+        b.reason = choice.refused;
+      }
+    }
+    out.push_back(std::move(b));
+  }
+  return out;
+}
 
 int run_node(node_config cfg) {
   sigset_t sigs;
@@ -372,6 +411,7 @@ int run_node(node_config cfg) {
     caf::actor_system sys{acfg};
     rc = serve(sys, node, *ctx, *rest, *listen, sigs);
   }
+  cancel_vm_work(node); // a stop from inside: nothing may hold the pool's join
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";

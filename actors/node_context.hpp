@@ -12,6 +12,8 @@
 #include "actors/layer_source.hpp"
 #include "layers/store.hpp"
 #include "backends/backend.hpp"
+#include "backends/vm/inflight.hpp"
+#include "backends/vm/vm_accel.hpp"
 #include "gossip/udp_transport.hpp"
 #include "sys/quota_volume.hpp"
 #include "sys/worker_pool.hpp"
@@ -69,6 +71,16 @@ struct node_context {
   /// Backends this node cannot run, with why ("microvm": "qemu-system-x86_64
   /// not found"): a create asking for one gets a 400 naming the cause.
   std::map<std::string, std::string> unavailable_backends;
+  /// The microvm/vm guests' accelerator (decided by a probe at start); null
+  /// when the node runs no VM backend.
+  std::shared_ptr<backends::vm_accel> vm_accel;
+  /// QEMUs being booted or restored; the stop path cancels them before the
+  /// worker pool is joined (a boot may otherwise hold a worker for 90 s).
+  std::shared_ptr<backends::inflight_qemus> vm_inflight;
+
+  /// Every backend, available or not, for /healthz (never blocks).
+  /// Implemented in node.cpp.
+  std::vector<backend_status> backend_report() const;
 
   /// The backend named `name`, or null.
   backends::backend* backend_for(const std::string& name) const {

@@ -24,6 +24,7 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<sandbox_info>>("std::vector<dsec::sandbox_info>");
   cfg.add_message_type<layer_info>("dsec::layer_info");
   cfg.add_message_type<std::vector<layer_info>>("std::vector<dsec::layer_info>");
+  cfg.add_message_type<backend_status>("dsec::backend_status");
   cfg.add_message_type<node_status>("dsec::node_status");
   cfg.add_message_type<member_info>("dsec::member_info");
   cfg.add_message_type<std::vector<member_info>>("std::vector<dsec::member_info>");

@@ -9,7 +9,9 @@ kernel must be in --guest-dir, see scripts/guest_kernel.sh):
 Measures, through REST, on three nodes run one after the other in the same
 run (VM templates off, DSEC_VM_TEMPLATES=0; templates without spares,
 DSEC_VM_SPARES=0; templates with spares, the default):
-  1. create -> first exec (`true`): --samples booted microVMs, one q35 VM
+  0. the accelerator the node chose (DSEC_VM_ACCEL=--accel, default auto: its
+     KVM probe decides), why, how long the probe took, and node start time;
+  1. create -> first exec (`true`): --samples booted microVMs, --vm-samples q35 VMs
      (templates off); --samples template restores at create (no spares); the
      first microVM create with spares on (boots the template, then restores
      from it), --samples creates that take a ready spare (the bench waits
@@ -196,7 +198,9 @@ class BenchNode:
         self.state = tempfile.mkdtemp(prefix="dsec-vmbench-", dir="/var/tmp")
         self.node_id = "vmbench-" + os.urandom(3).hex()
         port = free_port()
-        env = dict(os.environ, DSEC_GUEST_DIR=a.guest_dir, DSEC_VM_BOOT_TIMEOUT_S="120", **env)
+        env = dict(os.environ, DSEC_GUEST_DIR=a.guest_dir, DSEC_VM_BOOT_TIMEOUT_S="120",
+                   DSEC_VM_ACCEL=a.accel, **env)
+        t0 = time.monotonic()
         self.log = open(self.state + ".log", "wb")
         self.proc = subprocess.Popen([a.dsec_bin, "node", "--state-dir", self.state, "--store",
                                       a.store, "--rest", f"127.0.0.1:{port}", "--listen",
@@ -206,11 +210,29 @@ class BenchNode:
         for _ in range(200):
             try:
                 if self.rest.call("GET", "/healthz", timeout=2)[0] == 200:
+                    self.start_s = time.monotonic() - t0
                     return
             except OSError:
                 pass
             time.sleep(0.1)
         raise SystemExit("node did not come up")
+
+    def accel(self, timeout=60):
+        """The accelerator the node chose (healthz, once its probe decided),
+        and the time it took (its log line)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            b = self.rest.call("GET", "/healthz")[1]["backends"]["microvm"]
+            if b.get("accel") != "probing" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        out = {"accel": b.get("accel"), "accel_reason": b.get("accel_reason", b.get("reason")),
+               "node_start_s": round(self.start_s, 3)}
+        with open(self.state + ".log", errors="replace") as f:
+            for line in f:
+                if "vm accelerator" in line and "(decided in " in line:
+                    out["probe_s"] = float(line.rsplit("(decided in ", 1)[1].split()[0])
+        return out
 
     def stop(self):
         self.proc.terminate()
@@ -226,6 +248,9 @@ def main():
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--guest-dir", default=os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest"))
     ap.add_argument("--samples", type=int, default=5)
+    ap.add_argument("--vm-samples", type=int, default=3, help="booted q35 VMs")
+    ap.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"],
+                    help="DSEC_VM_ACCEL for the nodes (default auto: the node's probe decides)")
     ap.add_argument("--mem-mb", type=int, default=128)
     ap.add_argument("--idle", type=int, default=3, help="idle template clones measured at once")
     ap.add_argument("--out", default=None)
@@ -234,16 +259,19 @@ def main():
         raise SystemExit("qemu-system-x86_64 is not installed")
     report = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
               "host": platform.node(), "cores": os.cpu_count(),
-              "kvm": os.access("/dev/kvm", os.W_OK), "loadavg_before": os.getloadavg(),
+              "dev_kvm": os.access("/dev/kvm", os.W_OK), "loadavg_before": os.getloadavg(),
               "mem_mb": a.mem_mb}
     boots = {"container": [], "microvm_boot": [], "vm_boot": [],
              "microvm_template_restore_no_spare": [],
              "microvm_first_with_template_build": [], "microvm_template_spare": [],
              "microvm_template_back_to_back": []}
-    # Templates off: every microVM boots.
-    n = BenchNode(a, DSEC_VM_TEMPLATES="0")
+    # Templates off: every microVM boots. Its KVM probe really runs (not
+    # from the machine's cache), so the report has its time.
+    n = BenchNode(a, DSEC_VM_TEMPLATES="0", DSEC_VM_KVM_PROBE_CACHE="off")
     try:
-        for backend, key, k in (("microvm", "microvm_boot", a.samples), ("vm", "vm_boot", 1)):
+        report.update(n.accel())
+        for backend, key, k in (("microvm", "microvm_boot", a.samples),
+                                ("vm", "vm_boot", a.vm_samples)):
             for _ in range(k):
                 sid, _, first = create_first_exec(n.rest, backend, a.mem_mb)
                 boots[key].append(first)

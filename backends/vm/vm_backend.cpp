@@ -7,6 +7,10 @@
 // tsc_early_khz on the command line makes that rare) is killed and booted
 // again; after the last attempt the error says what each one did. On any
 // failure nothing remains: QEMU is killed and reaped, the dir removed.
+// Before anything, a create waits for the node's accelerator decision
+// (vm_accel.hpp; usually made long before); a node that stops kills the
+// guest being booted or restored (inflight.hpp) and the create fails with
+// "node is stopping" instead of booting again.
 #include "backends/vm/vm_backend.hpp"
 
 #include <poll.h>
@@ -131,14 +135,22 @@ boot_result await_ready(int ctl, int pidfd, int timeout_ms, std::string& why) {
   return boot_result::setup_failed;
 }
 
+/// What both VM backends of a node share.
+struct vm_shared {
+  vm_config cfg;
+  std::string initrd, kernel, seccomp;
+  std::shared_ptr<io_loop> loop;
+  std::shared_ptr<template_cache> templates;
+  std::shared_ptr<vm_accel> accel;
+  std::shared_ptr<inflight_qemus> inflight;
+};
+
 class vm_backend final : public backend {
  public:
-  vm_backend(std::string name, bool microvm, bool kvm, vm_config cfg, std::string initrd,
-             std::string kernel, std::string seccomp, std::shared_ptr<io_loop> loop,
-             std::shared_ptr<template_cache> templates)
-    : name_(std::move(name)), microvm_(microvm), kvm_(kvm), cfg_(std::move(cfg)),
-      initrd_(std::move(initrd)), kernel_(std::move(kernel)), seccomp_(std::move(seccomp)),
-      loop_(std::move(loop)), templates_(std::move(templates)), tsc_khz_(host_tsc_khz()) {}
+  vm_backend(std::string name, bool microvm, const vm_shared& sh)
+    : name_(std::move(name)), microvm_(microvm), cfg_(sh.cfg), initrd_(sh.initrd),
+      kernel_(sh.kernel), seccomp_(sh.seccomp), loop_(sh.loop), templates_(sh.templates),
+      accel_(sh.accel), inflight_(sh.inflight), tsc_khz_(host_tsc_khz()) {}
 
   std::string_view name() const override { return name_; }
 
@@ -153,18 +165,19 @@ class vm_backend final : public backend {
   }
 
  private:
-  int boot_timeout_ms() const {
+  int boot_timeout_ms(bool kvm) const {
     if (const char* env = ::getenv("DSEC_VM_BOOT_TIMEOUT_S"); env && std::atof(env) > 0)
       return static_cast<int>(std::atof(env) * 1000);
-    if (kvm_)
+    if (kvm)
       return 15000;
     return microvm_ ? 30000 : 90000;
   }
 
-  machine_spec machine(const create_params& p, const std::vector<std::string>& disks) const {
+  machine_spec machine(const create_params& p, const std::vector<std::string>& disks,
+                       bool kvm) const {
     machine_spec m;
     m.microvm = microvm_;
-    m.kvm = kvm_;
+    m.kvm = kvm;
     m.qemu = cfg_.qemu;
     m.kernel = kernel_;
     m.initrd = initrd_;
@@ -177,7 +190,7 @@ class vm_backend final : public backend {
     m.append = "console=ttyS0 quiet loglevel=3 panic=-1 reboot=t rdinit=/init "
                "dsec.layers=" + std::to_string(disks.size()) +
                " dsec.disk_mb=" + std::to_string(disk_mb(p));
-    if (tsc_khz_ > 0 && !kvm_)
+    if (tsc_khz_ > 0 && !kvm)
       m.append += " tsc_early_khz=" + std::to_string(tsc_khz_);
     return m;
   }
@@ -187,7 +200,7 @@ class vm_backend final : public backend {
   // Everything a guest's memory image depends on: its template key (the
   // command line names the upper disk's size).
   std::string template_key(const machine_spec& m) const {
-    std::string k = name_ + (kvm_ ? "|kvm" : "|tcg") + "|mem=" + std::to_string(m.mem_mb) +
+    std::string k = name_ + (m.kvm ? "|kvm" : "|tcg") + "|mem=" + std::to_string(m.mem_mb) +
                     "|cpus=" + std::to_string(m.cpus) + "|" + m.kernel + "|" + m.initrd + "|" +
                     m.append;
     for (auto& d : m.disks)
@@ -198,13 +211,17 @@ class vm_backend final : public backend {
   expected<std::shared_ptr<sandbox>> finish(const create_params& p, vm_parts parts,
                                             sys::cleanup_stack& undo);
   status clone_from_template(const create_params& p, vm_parts& parts);
+  expected<std::shared_ptr<sandbox>> boot(const create_params& p, vm_parts& parts,
+                                          const std::string& config, sys::cleanup_stack& undo);
 
   std::string name_;
-  bool microvm_, kvm_;
+  bool microvm_;
   vm_config cfg_;
   std::string initrd_, kernel_, seccomp_;
   std::shared_ptr<io_loop> loop_;
   std::shared_ptr<template_cache> templates_;
+  std::shared_ptr<vm_accel> accel_;
+  std::shared_ptr<inflight_qemus> inflight_;
   long tsc_khz_;
 };
 
@@ -271,7 +288,8 @@ status adopt_spare(vm_spare& s, vm_parts& parts) {
 // restore, identity. Any failure: nothing of the clone remains and the
 // caller boots instead.
 status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) {
-  int timeout = boot_timeout_ms();
+  int timeout = boot_timeout_ms(parts.machine.kvm);
+  inflight_qemus::guard watch; // the template's QEMU, then the clone's
   auto key = template_key(parts.machine);
   for (auto& r : p.spec.protect.readonly)
     key += "|ro=" + r;
@@ -286,21 +304,26 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
       auto tconfig = proto::encode(proto::config_msg{"dsec-template", "/newroot", seccomp_,
                                                      p.spec.protect.readonly,
                                                      p.spec.protect.hidden});
-      return make_vm_template(parts.machine, key, dir, tconfig, *pristine,
-                              [&](int ctl, int pidfd) -> status {
-        std::string why;
-        auto r = await_ready(ctl, pidfd, timeout, why);
-        if (r == boot_result::ready)
-          return {};
-        if (r == boot_result::setup_failed)
-          return internal_error("guest setup: " + why);
-        return unavailable(r == boot_result::no_answer
-                             ? "the guest agent did not answer within " +
-                                 std::to_string(timeout / 1000) + " s"
-                             : "qemu exited");
-      });
+      return make_vm_template(
+        parts.machine, key, dir, tconfig, *pristine,
+        [&](int ctl, int pidfd) -> status {
+          std::string why;
+          auto r = await_ready(ctl, pidfd, timeout, why);
+          if (r == boot_result::ready)
+            return {};
+          if (r == boot_result::setup_failed)
+            return internal_error("guest setup: " + why);
+          return unavailable(r == boot_result::no_answer
+                               ? "the guest agent did not answer within " +
+                                   std::to_string(timeout / 1000) + " s"
+                               : "qemu exited");
+        },
+        [&](int pidfd) { watch = inflight_->watch(pidfd); });
     },
     timeout + 10000);
+  watch.reset();
+  if (inflight_->stopping())
+    return inflight_qemus::stopping_error("create " + p.id);
   if (!t)
     return unavailable("no template");
   auto fail = [&](const std::string& step, const error& e) -> error {
@@ -309,6 +332,8 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
     if (!parts.machine.upper.empty()) // <dir>/upper.img or a spare's left in the spare dir
       ::unlink(parts.machine.upper.c_str());
     ::truncate(parts.machine.console_log.c_str(), 0);
+    if (inflight_->stopping()) // killed on purpose: the template is fine
+      return inflight_qemus::stopping_error("create " + p.id);
     auto why = "clone " + p.id + " of template " + t->dir + ": " + step + ": " + e.message;
     templates_->drop(key, why);
     std::cerr << "dsec node: " << why << "; creating by a normal boot" << std::endl;
@@ -317,6 +342,7 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
   if (auto spare = templates_->take_spare(key, 3000)) {
     auto st = adopt_spare(*spare, parts);
     spare.reset();
+    watch = inflight_->watch(parts.qemu.pidfd.get());
     if (!st)
       return fail("take a spare", st.err());
     if (auto st = send_guest_identity(parts.files_node.get(), parts.qemu.pidfd.get(), timeout,
@@ -329,19 +355,32 @@ status vm_backend::clone_from_template(const create_params& p, vm_parts& parts) 
   if (auto st = open_channels(parts, {}); !st)
     return st.err();
   auto q = start_vm_clone(*t, parts.machine, parts.ctl_guest.get(), parts.files_guest.get(),
-                          p.dir + "/upper.img", p.dir + "/qemu.log", timeout);
+                          p.dir + "/upper.img", p.dir + "/qemu.log", timeout,
+                          [&](int pidfd) { watch = inflight_->watch(pidfd); });
   if (!q)
     return fail("restore", q.err());
   parts.qemu = std::move(*q);
   if (auto st = send_guest_identity(parts.files_node.get(), parts.qemu.pidfd.get(), timeout, p.id);
       !st)
     return fail("identity", st.err());
+  watch.reset();
+  if (inflight_->stopping()) // killed between the last step and now
+    return fail("identity", inflight_qemus::stopping_error("create " + p.id));
   return {};
 }
 
 expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   if (auto st = check_params(p); !st)
     return st.err();
+  auto what = "create " + p.id;
+  if (inflight_->stopping())
+    return inflight_qemus::stopping_error(what);
+  // Decided at node start; only the first creates after it may wait.
+  auto accel = accel_->wait(accel_->max_wait_ms());
+  if (inflight_->stopping())
+    return inflight_qemus::stopping_error(what);
+  if (!accel.refused.empty())
+    return unavailable(what + ": " + name_ + ": " + accel.refused);
   std::vector<std::string> disks;
   for (auto& dir : p.lower_dirs) {
     auto img = layer_image(dir, p.id);
@@ -361,23 +400,33 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   parts.id = p.id;
   parts.dir = p.dir;
   parts.env = p.spec.env;
-  parts.machine = machine(p, disks);
+  parts.inflight = inflight_;
+  parts.machine = machine(p, disks, accel.kvm);
   auto config = proto::encode(proto::config_msg{p.id, "/newroot", seccomp_,
                                                 p.spec.protect.readonly, p.spec.protect.hidden});
   if (templates_->enabled()) {
     auto cloned = clone_from_template(p, parts);
     if (cloned)
       return finish(p, std::move(parts), undo);
-    if (cloned.err().code == errc::invalid_argument)
+    if (cloned.err().code == errc::invalid_argument || inflight_->stopping())
       return cloned.err();
-    parts.machine = machine(p, disks); // a boot from scratch
+    parts.machine = machine(p, disks, accel.kvm); // a boot from scratch
   }
+  return boot(p, parts, config, undo);
+}
+
+// Up to boot_attempts boots of `parts.machine` with `config` queued.
+expected<std::shared_ptr<sandbox>> vm_backend::boot(const create_params& p, vm_parts& parts,
+                                                    const std::string& config,
+                                                    sys::cleanup_stack& undo) {
   std::string attempts;
-  int timeout = boot_timeout_ms();
+  int timeout = boot_timeout_ms(parts.machine.kvm);
   auto pristine = pristine_upper(cfg_.work_dir, disk_mb(p));
   if (!pristine)
     return error{pristine.err().code, "create " + p.id + ": " + pristine.err().message};
   for (int attempt = 1; attempt <= boot_attempts; ++attempt) {
+    if (inflight_->stopping())
+      return inflight_qemus::stopping_error("create " + p.id);
     if (auto st = open_channels(parts, config); !st)
       return st.err();
     // A fresh upper each attempt (a killed guest may have mounted it).
@@ -388,8 +437,14 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
     if (!q)
       return error{q.err().code, "create " + p.id + ": start qemu: " + q.err().message};
     parts.qemu = std::move(*q);
+    auto watch = inflight_->watch(parts.qemu.pidfd.get());
     std::string why;
     auto r = await_ready(parts.ctl_node.get(), parts.qemu.pidfd.get(), timeout, why);
+    watch.reset();
+    if (inflight_->stopping()) {
+      stop_qemu(parts.qemu);
+      return inflight_qemus::stopping_error("create " + p.id);
+    }
     if (r == boot_result::ready)
       break;
     stop_qemu(parts.qemu);
@@ -426,6 +481,29 @@ expected<std::shared_ptr<sandbox>> vm_backend::finish(const create_params&, vm_p
   return std::shared_ptr<sandbox>(std::move(sb));
 }
 
+// One template cache for both machine types (the key names the type), as
+// $DSEC_VM_TEMPLATE_DIR, _TEMPLATES, _SPARES and _SPARE_IDLE_S say.
+std::shared_ptr<template_cache> make_template_cache(const vm_config& cfg) {
+  std::string tdir = cfg.template_dir;
+  if (tdir.empty())
+    tdir = ::getenv("DSEC_VM_TEMPLATE_DIR") ? ::getenv("DSEC_VM_TEMPLATE_DIR")
+                                             : "/dev/shm/dsec-" + cfg.node_id;
+  size_t max_templates = 4;
+  if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
+    max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
+  // Ready clones per template (see vm_template.hpp).
+  size_t spares = 1;
+  if (const char* env = ::getenv("DSEC_VM_SPARES"); env && *env)
+    spares = static_cast<size_t>(std::atol(env));
+  int64_t spare_idle_ms = 600000;
+  if (const char* env = ::getenv("DSEC_VM_SPARE_IDLE_S"); env && std::atof(env) > 0)
+    spare_idle_ms = static_cast<int64_t>(std::atof(env) * 1000);
+  // A spare restores (~0.5 s under TCG): 30 s covers a loaded machine under
+  // either accelerator.
+  return std::make_shared<template_cache>(tdir, max_templates, cfg.work_dir + "/spares", spares,
+                                          30000, spare_idle_ms);
+}
+
 } // namespace
 
 vm_backends make_vm_backends(const vm_config& in) {
@@ -436,6 +514,12 @@ vm_backends make_vm_backends(const vm_config& in) {
     out.unavailable["vm"] = why;
     return out;
   };
+  auto mode = parse_accel_mode(::getenv("DSEC_VM_ACCEL"));
+  if (!mode) {
+    std::cerr << "dsec node " << cfg.node_id << ": microvm and vm are unavailable: "
+              << mode.err().message << std::endl;
+    return refuse(mode.err().message);
+  }
   if (cfg.qemu.empty())
     cfg.qemu = ::getenv("DSEC_QEMU") ? ::getenv("DSEC_QEMU") : find_on_path("qemu-system-x86_64");
   if (cfg.qemu.empty() || ::access(cfg.qemu.c_str(), X_OK) != 0)
@@ -455,29 +539,33 @@ vm_backends make_vm_backends(const vm_config& in) {
   auto prog = build_seccomp_program();
   if (!prog)
     return refuse("seccomp program: " + prog.err().message);
-  bool kvm = ::access("/dev/kvm", R_OK | W_OK) == 0;
-  auto loop = std::make_shared<io_loop>();
-  // One template cache for both machine types (the key names the type).
-  std::string tdir = cfg.template_dir;
-  if (tdir.empty())
-    tdir = ::getenv("DSEC_VM_TEMPLATE_DIR") ? ::getenv("DSEC_VM_TEMPLATE_DIR")
-                                             : "/dev/shm/dsec-" + cfg.node_id;
-  size_t max_templates = 4;
-  if (const char* env = ::getenv("DSEC_VM_TEMPLATES"); env && *env)
-    max_templates = std::string_view(env) == "off" ? 0 : static_cast<size_t>(std::atol(env));
-  // Ready clones per template (see vm_template.hpp).
-  size_t spares = 1;
-  if (const char* env = ::getenv("DSEC_VM_SPARES"); env && *env)
-    spares = static_cast<size_t>(std::atol(env));
-  int64_t spare_idle_ms = 600000;
-  if (const char* env = ::getenv("DSEC_VM_SPARE_IDLE_S"); env && std::atof(env) > 0)
-    spare_idle_ms = static_cast<int64_t>(std::atof(env) * 1000);
-  auto templates = std::make_shared<template_cache>(tdir, max_templates, cfg.work_dir + "/spares",
-                                                    spares, kvm ? 15000 : 30000, spare_idle_ms);
-  out.ready["microvm"] = std::make_shared<vm_backend>("microvm", true, kvm, cfg, initrd, kernel,
-                                                      *prog, loop, templates);
-  out.ready["vm"] = std::make_shared<vm_backend>("vm", false, kvm, cfg, initrd, kernel, *prog,
-                                                 loop, templates);
+  vm_shared sh;
+  sh.initrd = initrd;
+  sh.kernel = kernel;
+  sh.seccomp = *prog;
+  sh.loop = std::make_shared<io_loop>();
+  sh.templates = make_template_cache(cfg);
+  sh.inflight = std::make_shared<inflight_qemus>();
+  sh.inflight->on_cancel([w = std::weak_ptr<template_cache>(sh.templates)] {
+    if (auto t = w.lock())
+      t->stop();
+  });
+  kvm_probe_spec probe;
+  probe.qemu = cfg.qemu;
+  probe.kernel = kernel;
+  probe.work_dir = cfg.work_dir;
+  if (const char* env = ::getenv("DSEC_VM_KVM_PROBE_S"); env && std::atof(env) > 0)
+    probe.deadline_ms = static_cast<int>(std::atof(env) * 1000);
+  const char* cache = ::getenv("DSEC_VM_KVM_PROBE_CACHE");
+  probe.cache_path = !cache || !*cache           ? "/run/dsec/kvm-probe"
+                     : std::string_view(cache) == "off" ? "" : cache;
+  // Last: nothing after it may fail (its destructor waits for the probe).
+  sh.accel = std::make_shared<vm_accel>(*mode, probe, sh.inflight, "dsec node " + cfg.node_id);
+  sh.cfg = cfg;
+  out.ready["microvm"] = std::make_shared<vm_backend>("microvm", true, sh);
+  out.ready["vm"] = std::make_shared<vm_backend>("vm", false, sh);
+  out.accel = sh.accel;
+  out.inflight = sh.inflight;
   return out;
 }
 

@@ -6,8 +6,10 @@
 // disk_mb per sandbox (upper_disk.hpp), and the node talks to the
 // guest over two virtio-serial ports: the init protocol (exec) and the file
 // channel. `microvm` is QEMU's -M microvm (virtio-mmio, ~2 s to the agent
-// under TCG); `vm` is a q35 PC (virtio-pci, ~5 s). KVM is used when
-// /dev/kvm is usable, TCG otherwise.
+// under TCG); `vm` is a q35 PC (virtio-pci, ~5 s). KVM is used when a
+// probe at node start proves it runs guests, TCG otherwise (vm_accel.hpp;
+// $DSEC_VM_ACCEL forces one). A node that stops cancels every boot,
+// template build and restore in flight (inflight.hpp).
 //
 // Firecracker (a microVM monitor needing KVM) would be a third machine line
 // here; this machine has no KVM, so it is not built.
@@ -29,6 +31,8 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/vm/inflight.hpp"
+#include "backends/vm/vm_accel.hpp"
 
 namespace dsec::backends {
 
@@ -55,10 +59,15 @@ struct vm_config {
 struct vm_backends {
   std::map<std::string, std::shared_ptr<backend>> ready;
   std::map<std::string, std::string> unavailable;
+  /// The guests' accelerator (null when none is ready).
+  std::shared_ptr<vm_accel> accel;
+  /// Their QEMUs in flight; the node's stop path calls cancel_all().
+  std::shared_ptr<inflight_qemus> inflight;
 };
 
-/// Probes qemu, the guest kernel and KVM, builds the initramfs, and makes
-/// "microvm" and "vm" (or says why not). Blocking (~100 ms).
+/// Checks qemu, the guest kernel and $DSEC_VM_ACCEL, builds the initramfs,
+/// starts the accelerator probe (it runs on its own; creates wait for it),
+/// and makes "microvm" and "vm" (or says why not). Blocking (~100 ms).
 vm_backends make_vm_backends(const vm_config& cfg);
 
 } // namespace dsec::backends

@@ -332,6 +332,10 @@ status vm_sandbox::resume() {
                       parts_.files_guest.get(), parts_.dir + "/qemu.log");
   if (!q)
     return error{q.err().code, "resume " + parts_.id + ": " + q.err().message};
+  // A node that stops kills it; the restore below then fails at once.
+  inflight_qemus::guard watch;
+  if (parts_.inflight)
+    watch = parts_.inflight->watch(q->pidfd.get());
   qmp_client c(q->qmp.get());
   // The machine was saved stopped, so it loads as "paused" (QEMU restores
   // the run state): wait for the load to complete, then `cont`.
@@ -346,6 +350,8 @@ status vm_sandbox::resume() {
     if (!r || failed || now_ms() > deadline) {
       auto why = r ? "restore did not finish: " + *r : r.err().message;
       stop_qemu(*q);
+      if (parts_.inflight && parts_.inflight->stopping())
+        return inflight_qemus::stopping_error("resume " + parts_.id);
       return internal_error("resume " + parts_.id + ": " + why + "; qemu: " +
                             log_tail(parts_.dir + "/qemu.log"));
     }

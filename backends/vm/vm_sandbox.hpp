@@ -19,6 +19,7 @@
 #include "backends/backend.hpp"
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/io_loop.hpp"
+#include "backends/vm/inflight.hpp"
 #include "backends/vm/qemu.hpp"
 #include "sys/fd.hpp"
 
@@ -32,6 +33,8 @@ struct vm_parts {
   sys::unique_fd ctl_node, ctl_guest;     ///< control channel socketpair
   sys::unique_fd files_node, files_guest; ///< file channel socketpair
   std::map<std::string, std::string> env;
+  /// The node's in-flight QEMUs: a resume registers its restoring QEMU.
+  std::shared_ptr<inflight_qemus> inflight;
 };
 
 class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_sandbox> {

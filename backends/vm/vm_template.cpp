@@ -148,11 +148,10 @@ status send_guest_identity(int files, int pidfd, int timeout_ms, const std::stri
     });
 }
 
-expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const std::string& key,
-                                                        const std::string& dir,
-                                                        const std::string& config,
-                                                        const std::string& pristine_upper,
-                                                        const ready_waiter& await_ready) {
+expected<std::shared_ptr<vm_template>> make_vm_template(
+  machine_spec m, const std::string& key, const std::string& dir, const std::string& config,
+  const std::string& pristine_upper, const ready_waiter& await_ready,
+  const std::function<void(int)>& started) {
   (void)sys::remove_tree(dir);
   if (auto st = sys::make_dirs(dir, 0700); !st)
     return st.err();
@@ -185,6 +184,8 @@ expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const st
   auto q = start_qemu(qemu_argv(m), ctl_guest.get(), files_guest.get(), log);
   if (!q)
     return error{q.err().code, "start qemu: " + q.err().message};
+  if (started)
+    started(q->pidfd.get());
   auto fail = [&](const std::string& step, const error& e) -> error {
     stop_qemu(*q);
     auto tail = log_tail(log);
@@ -337,17 +338,26 @@ template_cache::template_cache(std::string root, size_t max, std::string spare_d
     spare_thread_ = std::thread([this] { spare_loop(); });
 }
 
+void template_cache::stop() {
+  std::lock_guard<std::mutex> g(m_);
+  stopping_ = true;
+  cv_.notify_all();
+  if (spare_pidfd_) // a spare being made: its calls fail at once
+    ::syscall(SYS_pidfd_send_signal, spare_pidfd_.get(), SIGKILL, nullptr, 0);
+  spare_cv_.notify_all();
+}
+
 template_cache::~template_cache() {
+  stop();
   std::map<std::string, slot> gone;
   {
     std::lock_guard<std::mutex> g(m_);
-    stopping_ = true;
-    cv_.notify_all();
-    if (spare_pidfd_) // a spare being made: its calls fail at once
-      ::syscall(SYS_pidfd_send_signal, spare_pidfd_.get(), SIGKILL, nullptr, 0);
+    quit_ = true;
     gone.swap(slots_);
   }
   spare_cv_.notify_all();
+  // Only now: the QEMUs it started (spares, and sandboxes that took one)
+  // die with it (PR_SET_PDEATHSIG), and every sandbox is gone by now.
   if (spare_thread_.joinable())
     spare_thread_.join();
   gone.clear(); // kills the spares, removes the templates' files
@@ -396,7 +406,11 @@ std::unique_ptr<vm_spare> template_cache::take_spare(const std::string& key, int
 
 void template_cache::spare_loop() {
   std::unique_lock<std::mutex> g(m_);
-  while (!stopping_) {
+  while (!quit_) {
+    if (stopping_) { // no more spares; the thread lives on (see the destructor)
+      spare_cv_.wait(g, [&] { return quit_; });
+      continue;
+    }
     // A template no create used for spare_idle_ms_ keeps no spare (an
     // idle guest costs ~5% of a core under TCG); its next create brings
     // one back.
@@ -475,6 +489,8 @@ std::shared_ptr<vm_template> template_cache::get(const std::string& key, const m
   std::unique_lock<std::mutex> g(m_);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   for (;;) {
+    if (stopping_)
+      return nullptr;
     auto& s = slots_[key];
     s.used = ++clock_;
     s.used_at_ms = now_ms();
@@ -520,7 +536,8 @@ std::shared_ptr<vm_template> template_cache::get(const std::string& key, const m
     (void)sys::remove_tree(dir);
     s.failed = t.err().message;
     s.failed_at_ms = now_ms();
-    std::cerr << "dsec node: vm template " << dir << " (" << key
+    if (!stopping_) // else its QEMU was killed on purpose
+      std::cerr << "dsec node: vm template " << dir << " (" << key
               << "): " << s.failed << "; creating by a normal boot" << std::endl;
   }
   cv_.notify_all();

@@ -83,13 +83,13 @@ struct vm_template {
 /// and ends QEMU. Blocking (a boot: seconds under TCG). On failure the
 /// error names the step; nothing but <dir> remains (the caller removes it).
 /// `config` is queued to the agent; `await_ready(ctl, pidfd)` waits for its
-/// answer.
+/// answer. `started(pidfd)`, if set, is called once QEMU runs (the caller
+/// may kill it to abort: the node stopping).
 using ready_waiter = std::function<status(int ctl, int pidfd)>;
-expected<std::shared_ptr<vm_template>> make_vm_template(machine_spec m, const std::string& key,
-                                                        const std::string& dir,
-                                                        const std::string& config,
-                                                        const std::string& pristine_upper,
-                                                        const ready_waiter& await_ready);
+expected<std::shared_ptr<vm_template>> make_vm_template(
+  machine_spec m, const std::string& key, const std::string& dir, const std::string& config,
+  const std::string& pristine_upper, const ready_waiter& await_ready,
+  const std::function<void(int)>& started = {});
 
 /// Starts a clone of `t`: QEMU with `m` (set up here as restored from the
 /// template's file, its upper disk a copy of the template's at `upper`) on
@@ -147,6 +147,12 @@ class template_cache {
   template_cache& operator=(const template_cache&) = delete;
 
   [[nodiscard]] bool enabled() const { return max_ > 0; }
+
+  /// The node stops: no more templates or spares (the spare being made is
+  /// killed), waiters in get()/take_spare() return. The spare thread lives
+  /// on until the destructor: the QEMUs it started, sandboxes among them,
+  /// die with it. Idempotent; the destructor calls it.
+  void stop();
   [[nodiscard]] const std::string& root() const { return root_; }
 
   /// The template for `key`. The first caller makes it with `make` on its
@@ -196,6 +202,7 @@ class template_cache {
   bool stopping_ = false;
   sys::unique_fd spare_pidfd_; ///< the spare being made (killed when stopping)
   uint64_t spare_seq_ = 0;
+  bool quit_ = false; ///< the destructor: the spare thread ends
   std::thread spare_thread_;
 };
 

@@ -75,10 +75,16 @@ typename Inspector::result_type inspect(Inspector& f, layer_info& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, backend_status& x) {
+  return f(caf::meta::type_name("dsec::backend_status"), x.name, x.available, x.reason, x.accel,
+           x.accel_reason);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("dsec::node_status"), x.node_id, x.version, x.sandboxes,
            x.creating, x.uptime_ms, x.creates_total, x.create_failures_total,
-           x.destroys_total, x.execs_total, x.pid, x.layers);
+           x.destroys_total, x.execs_total, x.pid, x.layers, x.backends);
 }
 
 template <class Inspector>

@@ -380,13 +380,27 @@ std::string encode(const std::vector<layer_info>& list) {
 }
 
 std::string encode(const node_status& st) {
+  // "backends": {"microvm": {"available": true, "accel": "tcg", "accel_reason": "..."}, ...};
+  // "reason" only when unavailable, the accel keys only for VM backends.
+  json backends = json::object();
+  for (auto& b : st.backends) {
+    json j{{"available", b.available}};
+    if (!b.reason.empty())
+      j["reason"] = b.reason;
+    if (!b.accel.empty()) {
+      j["accel"] = b.accel;
+      j["accel_reason"] = b.accel_reason;
+    }
+    backends[b.name] = std::move(j);
+  }
   return dump(json{{"status", "ok"},
                    {"node", st.node_id},
                    {"version", st.version},
                    {"sandboxes", st.sandboxes},
                    {"creating", st.creating},
                    {"uptime_s", st.uptime_ms / 1000.0},
-                   {"pid", st.pid}});
+                   {"pid", st.pid},
+                   {"backends", std::move(backends)}});
 }
 
 std::string encode(const error& err) { return dump(to_json(err)); }

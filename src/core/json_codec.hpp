@@ -49,6 +49,8 @@ std::string encode_event(const exec_chunk& chunk);
 std::string encode_exit_event(const exec_result& res);
 /// `{"layers":[...]}`.
 std::string encode(const std::vector<layer_info>& list);
+/// GET /healthz: `{"status":"ok","node","version","sandboxes","creating","uptime_s","pid",
+/// "backends":{"<name>":{"available", "reason" (when not), "accel", "accel_reason" (VMs)}}}`.
 std::string encode(const node_status& st);
 /// `{"nodes":[{"id","address","state","incarnation","load":{"free_memory_mb",
 /// "cpu_load","sandboxes","creating","accepting","layers"}}]}`: the cluster view.

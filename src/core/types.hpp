@@ -196,6 +196,23 @@ struct layer_info {
   int64_t created_at_ms = 0;
 };
 
+/// One backend as a node reports it (GET /healthz "backends").
+struct backend_status {
+  /// "container", "microvm", "vm", "fncall".
+  std::string name;
+  /// A create with this backend can succeed on this node now.
+  bool available = false;
+  /// Why not (empty when available).
+  std::string reason;
+  /// microvm and vm: the guests' accelerator, "kvm" | "tcg", or "probing"
+  /// while the node still finds out (creates wait for it); empty for the
+  /// others.
+  std::string accel;
+  /// Why that accelerator ("kvm probe booted to the kernel panic in 0.31 s",
+  /// "no /dev/kvm", "DSEC_VM_ACCEL=tcg", ...).
+  std::string accel_reason;
+};
+
 /// Health and counts of one node, for /healthz and /metrics.
 struct node_status {
   std::string node_id;
@@ -212,6 +229,8 @@ struct node_status {
   /// Layer refs in use by this node's sandboxes or held in its store
   /// (bounded): placement's locality hint and image fetch's holders.
   std::vector<std::string> layers;
+  /// Every backend name this node knows, available or not (appended).
+  std::vector<backend_status> backends;
 };
 
 /// One cluster member as a node's gossip view shows it (GET /v1/nodes,

@@ -696,7 +696,16 @@ TEST_CASE_METHOD(fixture, "wire types survive serialization", "[actor][wire]") {
   CHECK(round_trip(*sys, l).digest == l.digest);
   node_status n;
   n.sandboxes = 7;
-  CHECK(round_trip(*sys, n).sandboxes == 7);
+  n.backends = {{"microvm", true, "", "tcg", "no /dev/kvm"}, {"vm", false, "why", "kvm", "x"}};
+  auto n2 = round_trip(*sys, n);
+  CHECK(n2.sandboxes == 7);
+  REQUIRE(n2.backends.size() == 2);
+  CHECK(n2.backends[0].name == "microvm");
+  CHECK(n2.backends[0].available);
+  CHECK(n2.backends[0].accel == "tcg");
+  CHECK(n2.backends[0].accel_reason == "no /dev/kvm");
+  CHECK_FALSE(n2.backends[1].available);
+  CHECK(n2.backends[1].reason == "why");
   auto err = from_caf(to_caf(error{errc::conflict, "request_id reused"}));
   CHECK(err.code == errc::conflict);
   CHECK(err.message == "request_id reused");

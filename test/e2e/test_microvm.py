@@ -170,6 +170,23 @@ def client_script(c, sid):
     assert r["timed_out"] is True, r
 
 
+def test_healthz_shows_each_backend_and_the_accelerator(vm_node):
+    # The accelerator is proven at start (test_vm_accel.py), not read off
+    # /dev/kvm; healthz says which and why.
+    def decided():
+        status, body = vm_node.client.healthz()
+        assert status == 200, body
+        b = body["backends"]
+        return b if b["microvm"].get("accel") != "probing" else None
+    b = wait_for(decided, 30, 0.2, what="the accelerator decision")
+    assert b["container"] == {"available": True}, b
+    for name in ("microvm", "vm"):
+        assert b[name]["available"] is True, b
+        assert b[name]["accel"] in ("kvm", "tcg") and b[name]["accel_reason"], b
+    assert b["microvm"]["accel"] == b["vm"]["accel"], b
+    print(f"accelerator {b['microvm']['accel']}: {b['microvm']['accel_reason']}")
+
+
 @pytest.mark.parametrize("backend", ["container", "microvm", "vm"])
 def test_same_client_script_on_every_backend(vc, vm_node, backend):
     t0 = time.monotonic()

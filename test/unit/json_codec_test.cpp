@@ -5,6 +5,8 @@
 
 #include "core/json_codec.hpp"
 
+#include <nlohmann/json.hpp>
+
 using namespace dsec;
 namespace codec = dsec::json_codec;
 
@@ -274,4 +276,22 @@ TEST_CASE("protected paths: absolute, normalised, outside /proc /sys /dev", "[co
     CHECK(s.err().code == errc::invalid_argument);
     CHECK(s.err().message.find("protect.") != std::string::npos);
   }
+}
+
+TEST_CASE("healthz shows each backend, why one is not available and the VMs' accelerator",
+          "[codec]") {
+  node_status st;
+  st.node_id = "n1";
+  st.backends = {{"container", true, "", "", ""},
+                 {"microvm", true, "", "tcg", "no /dev/kvm"},
+                 {"vm", false, "DSEC_VM_ACCEL=kvm but KVM does not run guests here: x", "kvm",
+                  "x"}};
+  auto j = nlohmann::json::parse(json_codec::encode(st));
+  CHECK(j["status"] == "ok");
+  CHECK(j["backends"]["container"] == nlohmann::json{{"available", true}});
+  CHECK(j["backends"]["microvm"]["accel"] == "tcg");
+  CHECK(j["backends"]["microvm"]["accel_reason"] == "no /dev/kvm");
+  CHECK_FALSE(j["backends"]["microvm"].contains("reason"));
+  CHECK(j["backends"]["vm"]["available"] == false);
+  CHECK(j["backends"]["vm"]["reason"].get<std::string>().find("DSEC_VM_ACCEL=kvm") == 0);
 }
