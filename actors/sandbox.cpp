@@ -11,6 +11,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/sandbox_procs.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -498,6 +499,14 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         begin_destroy(self, "ttl expired");
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
+    // Processes: background execs, the process table, signals (sandbox_procs.cpp).
+    [self](bgexec_atom, exec_request& req) { start_background(self, std::move(req)); },
+    [self](procs_atom) { list_processes(self); },
+    [self](proc_atom, int32_t pid, int64_t wait_ms) { get_process(self, pid, wait_ms); },
+    [self](signal_atom, int32_t pid, int32_t signo, bool group) {
+      signal_process(self, pid, signo, group);
+    },
+    [self](pwait_atom, int32_t pid, uint64_t waiter) { wait_expired(self, pid, waiter); },
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }
