@@ -128,6 +128,7 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   st.destroying = true;
   if (st.info.state == sandbox_state::running || st.info.state == sandbox_state::creating)
     st.info.state = sandbox_state::stopped;
+  fail_waiters(self, unavailable("sandbox " + st.info.id + " is being destroyed"));
   if (st.info.reason.empty() && !why.empty())
     st.info.reason = why;
   notify_lifecycle(self);
@@ -322,6 +323,14 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self);
 
 } // namespace
 
+// The gate of the process handlers (sandbox_procs.cpp): the same as exec's.
+// With transparent resume this becomes ready_for(self, rp, std::move(retry)).
+bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
+                 std::function<void(caf::response_promise)> retry) {
+  (void)retry;
+  return accepts_ops(self, rp);
+}
+
 sandbox_info initial_info(const std::string& id, const std::string& node,
                           const sandbox_spec& spec) {
   sandbox_info info;
@@ -500,11 +509,15 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
     // Processes: background execs, the process table, signals (sandbox_procs.cpp).
-    [self](bgexec_atom, exec_request& req) { start_background(self, std::move(req)); },
-    [self](procs_atom) { list_processes(self); },
-    [self](proc_atom, int32_t pid, int64_t wait_ms) { get_process(self, pid, wait_ms); },
+    [self](bgexec_atom, exec_request& req) {
+      start_background(self, self->make_response_promise(), std::move(req));
+    },
+    [self](procs_atom) { list_processes(self, self->make_response_promise()); },
+    [self](proc_atom, int32_t pid, int64_t wait_ms) {
+      get_process(self, self->make_response_promise(), pid, wait_ms);
+    },
     [self](signal_atom, int32_t pid, int32_t signo, bool group) {
-      signal_process(self, pid, signo, group);
+      signal_process(self, self->make_response_promise(), pid, signo, group);
     },
     [self](pwait_atom, int32_t pid, uint64_t waiter) { wait_expired(self, pid, waiter); },
     [](cont_atom, continuation& c) { c.fn(); },

@@ -23,21 +23,6 @@ int64_t unix_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-/// Answers `rp` with an error unless the sandbox runs (as accepts_ops in
-/// sandbox.cpp; a paused sandbox answers conflict).
-bool takes_procs(sandbox_actor_ptr self, caf::response_promise& rp) {
-  auto& st = self->state;
-  if (st.info.state == sandbox_state::running && !st.destroying && st.sb)
-    return true;
-  std::string msg = "sandbox " + st.info.id + " is " + to_string(st.info.state);
-  if (!st.info.reason.empty())
-    msg += " (" + st.info.reason + ")";
-  rp.deliver(to_caf(st.info.state == sandbox_state::paused && !st.destroying
-                      ? conflict(msg + "; resume it first")
-                      : unavailable(std::move(msg))));
-  return false;
-}
-
 /// Where one background start stands, shared by its callbacks.
 struct launch {
   caf::response_promise rp;
@@ -109,9 +94,9 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
 
 } // namespace
 
-void start_background(sandbox_actor_ptr self, exec_request req) {
-  auto rp = self->make_response_promise();
-  if (!takes_procs(self, rp))
+void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req) {
+  auto retry = [self, req](caf::response_promise rp) { start_background(self, rp, req); };
+  if (!procs_ready(self, rp, retry))
     return;
   auto& st = self->state;
   ++st.ctx->execs_total;
@@ -133,9 +118,8 @@ void start_background(sandbox_actor_ptr self, exec_request req) {
   (void)st.sb->exec(std::move(req), std::move(cb));
 }
 
-void list_processes(sandbox_actor_ptr self) {
-  auto rp = self->make_response_promise();
-  if (!takes_procs(self, rp))
+void list_processes(sandbox_actor_ptr self, caf::response_promise rp) {
+  if (!procs_ready(self, rp, [self](caf::response_promise rp) { list_processes(self, rp); }))
     return;
   auto hdl = caf::actor_cast<caf::actor>(self);
   self->state.sb->processes([hdl, self, rp](expected<std::vector<process_info>> res) mutable {
@@ -151,8 +135,8 @@ void list_processes(sandbox_actor_ptr self) {
   });
 }
 
-void get_process(sandbox_actor_ptr self, int32_t pid, int64_t wait_ms) {
-  auto rp = self->make_response_promise();
+void get_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                 int64_t wait_ms) {
   auto& st = self->state;
   auto it = st.background.find(pid);
   if (it != st.background.end()) {
@@ -164,7 +148,10 @@ void get_process(sandbox_actor_ptr self, int32_t pid, int64_t wait_ms) {
     self->delayed_send(self, std::chrono::milliseconds(wait_ms), pwait_atom::value, pid, id);
     return;
   }
-  if (!takes_procs(self, rp))
+  auto retry = [self, pid, wait_ms](caf::response_promise rp) {
+    get_process(self, rp, pid, wait_ms);
+  };
+  if (!procs_ready(self, rp, retry))
     return;
   auto what = "process " + std::to_string(pid) + " in sandbox " + st.info.id;
   auto hdl = caf::actor_cast<caf::actor>(self);
@@ -186,6 +173,14 @@ void get_process(sandbox_actor_ptr self, int32_t pid, int64_t wait_ms) {
   });
 }
 
+void fail_waiters(sandbox_actor_ptr self, const error& why) {
+  for (auto& [pid, e] : self->state.background) {
+    for (auto& [id, w] : e.waiters)
+      w.deliver(to_caf(why));
+    e.waiters.clear();
+  }
+}
+
 void wait_expired(sandbox_actor_ptr self, int32_t pid, uint64_t waiter) {
   auto it = self->state.background.find(pid);
   if (it == self->state.background.end())
@@ -197,9 +192,12 @@ void wait_expired(sandbox_actor_ptr self, int32_t pid, uint64_t waiter) {
   it->second.waiters.erase(w);
 }
 
-void signal_process(sandbox_actor_ptr self, int32_t pid, int32_t signo, bool group) {
-  auto rp = self->make_response_promise();
-  if (!takes_procs(self, rp))
+void signal_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                    int32_t signo, bool group) {
+  auto retry = [self, pid, signo, group](caf::response_promise rp) {
+    signal_process(self, rp, pid, signo, group);
+  };
+  if (!procs_ready(self, rp, retry))
     return;
   auto hdl = caf::actor_cast<caf::actor>(self);
   self->state.sb->signal_process(pid, signo, group, [hdl, rp](status res) mutable {

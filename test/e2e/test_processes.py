@@ -226,6 +226,29 @@ def test_background_output_is_bounded(client, sandbox):
     assert len(out["stdout"]) == 16 << 20 and out["truncated"] is True
 
 
+def test_wait_in_progress_ends_when_the_sandbox_is_destroyed(client):
+    import threading
+    sid = client.create_ok(cpu=1, memory_mb=256)
+    p = bg(client, sid, "sleep 9551")
+    got = {}
+
+    def waiter():
+        t0 = time.monotonic()
+        got["answer"] = proc(client, sid, p["pid"], "?wait=1&timeout_s=120")
+        got["took"] = time.monotonic() - t0
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.5)
+    assert client.delete(sid)[0] == 200
+    t.join(60)
+    assert not t.is_alive(), "the wait outlived its sandbox"
+    status, out = got["answer"]
+    assert status in (200, 503), out
+    assert status == 503 or out["state"] == "exited", out
+    assert got["took"] < 30, got
+
+
 def test_background_and_stream_cannot_be_combined(client, sandbox):
     status, out = client.call("POST", f"/v1/sandboxes/{q(sandbox)}/exec?background=1&stream=1",
                               {"cmd": "true"})
