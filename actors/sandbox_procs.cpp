@@ -76,8 +76,12 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     return;
   auto& e = it->second;
   e.proc.running = false;
-  if (res) {
-    e.proc.result = std::move(*res);
+  if (res) { // its output came through on_output (keep_output is off)
+    auto& r = e.proc.result;
+    r.exit_code = res->exit_code;
+    r.timed_out = res->timed_out;
+    r.truncated = res->truncated;
+    r.duration_ms = res->duration_ms;
   } else {
     e.proc.result.exit_code = -1;
     e.proc.result.stderr_data += "\ndsec: " + res.err().message + "\n";
@@ -86,7 +90,15 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     w.deliver(e.proc);
   e.waiters.clear();
   st.finished.push_back(l.pid);
-  while (st.finished.size() > max_finished_background) {
+  size_t kept = 0;
+  for (auto pid : st.finished) {
+    auto& r = st.background[pid].proc.result;
+    kept += r.stdout_data.size() + r.stderr_data.size();
+  }
+  while (st.finished.size() > max_finished_background
+         || (st.finished.size() > 1 && kept > max_finished_output)) {
+    auto& r = st.background[st.finished.front()].proc.result;
+    kept -= r.stdout_data.size() + r.stderr_data.size();
     st.background.erase(st.finished.front());
     st.finished.pop_front();
   }
@@ -106,6 +118,7 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   l->started_at_ms = unix_ms();
   auto hdl = caf::actor_cast<caf::actor>(self);
   backends::exec_callbacks cb;
+  cb.keep_output = false; // kept here, as it comes
   cb.on_started = [hdl, self, l](int32_t pid) {
     run_in(hdl, [self, l, pid] { on_started(self, *l, pid); });
   };

@@ -13,6 +13,10 @@ namespace dsec {
 /// Finished background commands a sandbox keeps for get/wait (oldest
 /// dropped first). Each holds at most 16 MiB per stream of output.
 constexpr size_t max_finished_background = 64;
+/// Output bytes (both streams) the finished ones of a sandbox keep in all;
+/// past it the oldest finished records go first, so one sandbox cannot hold
+/// 64 x 32 MiB of a node's memory. The newest finished one always stays.
+constexpr size_t max_finished_output = 64u << 20;
 
 /// Whether an operation answering `rp` can run now, as for exec and file
 /// calls (sandbox.cpp): true if the sandbox runs; otherwise `rp` got the

@@ -45,6 +45,10 @@ struct exec_callbacks {
   std::function<void(int32_t pid)> on_started;
   std::function<void(exec_chunk)> on_output;
   std::function<void(expected<exec_result>)> on_done;
+  /// False: the result passed to on_done carries no output (the caller keeps
+  /// what on_output gave it), so a long-running command's output is not held
+  /// twice. Truncation is reported either way.
+  bool keep_output = true;
 };
 
 /// One live sandbox. Thread-safe.

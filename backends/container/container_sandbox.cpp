@@ -290,12 +290,14 @@ bool container_sandbox::handle_frame(const proto::header& h, std::string_view bo
     auto data = r.str();
     if (!r.done() || (stream != 1 && stream != 2))
       return false;
-    auto& sink = stream == 1 ? p->result.stdout_data : p->result.stderr_data;
-    if (sink.size() + data.size() > proto::max_output) {
-      data.resize(proto::max_output - std::min(sink.size(), proto::max_output));
+    auto& seen = p->seen[stream - 1];
+    if (seen + data.size() > proto::max_output) {
+      data.resize(proto::max_output - std::min(seen, proto::max_output));
       p->result.truncated = true;
     }
-    sink += data;
+    seen += data.size();
+    if (p->cb.keep_output)
+      (stream == 1 ? p->result.stdout_data : p->result.stderr_data) += data;
     if (p->cb.on_output && !data.empty())
       p->cb.on_output(exec_chunk{stream, std::move(data)});
     return true;

@@ -84,6 +84,7 @@ class container_sandbox final : public sandbox,
   struct pending_exec {
     exec_callbacks cb;
     exec_result result;
+    size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
   };
 
   // -- io_loop thread -------------------------------------------------------

@@ -249,6 +249,19 @@ def test_wait_in_progress_ends_when_the_sandbox_is_destroyed(client):
     assert got["took"] < 30, got
 
 
+def test_the_last_64_finished_background_commands_are_kept(client, sandbox):
+    pids = [bg(client, sandbox, f"echo {i}")["pid"] for i in range(66)]
+    for pid in pids[-3:]:
+        status, out = proc(client, sandbox, pid, "?wait=1&timeout_s=30")
+        assert out["state"] == "exited", out
+    wait_for(lambda: proc(client, sandbox, pids[0])[0] == 404, 30,
+             what="the oldest finished record to be dropped")
+    status, out = proc(client, sandbox, pids[-1])
+    assert status == 200 and out["stdout"] == "65\n", out
+    wait_for(lambda: sum(proc(client, sandbox, pid)[0] == 200 for pid in pids) == 64, 30,
+             what="exactly 64 finished records")
+
+
 def test_background_and_stream_cannot_be_combined(client, sandbox):
     status, out = client.call("POST", f"/v1/sandboxes/{q(sandbox)}/exec?background=1&stream=1",
                               {"cmd": "true"})

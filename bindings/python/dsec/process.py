@@ -4,7 +4,8 @@
 handle; the command keeps running after the call (and after the client
 goes), until it exits, is killed, or the sandbox is destroyed. The node keeps
 its output (16 MiB per stream) and, once it ended, its result; the last 64
-finished background commands of a sandbox stay readable.
+finished background commands of a sandbox stay readable (at most 64 MiB of
+their output in all, older ones dropped first).
 """
 
 import signal as _signal
