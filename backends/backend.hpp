@@ -40,11 +40,12 @@ status check_params(const create_params& p);
 /// Streaming and completion callbacks of one exec. Both run on a backend I/O
 /// thread; `on_done` runs exactly once, after the last `on_output`.
 struct exec_callbacks {
-  /// The command's pid inside the sandbox, once, before any on_output; not
-  /// called by backends (or inits) that cannot tell it.
-  std::function<void(int32_t pid)> on_started;
   std::function<void(exec_chunk)> on_output;
   std::function<void(expected<exec_result>)> on_done;
+  /// The command's pid inside the sandbox, once, before any on_output; not
+  /// called by backends (or inits) that cannot tell it. (After the first two
+  /// so `{on_output, on_done}` initializers keep working.)
+  std::function<void(int32_t pid)> on_started;
   /// False: the result passed to on_done carries no output (the caller keeps
   /// what on_output gave it), so a long-running command's output is not held
   /// twice. Truncation is reported either way.
