@@ -25,6 +25,11 @@ using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using network_atom = caf::atom_constant<caf::atom("network")>;
 using fncall_atom = caf::atom_constant<caf::atom("fncall")>;
+// Processes in a sandbox: background execs, the process table, signals.
+using bgexec_atom = caf::atom_constant<caf::atom("bgexec")>;
+using procs_atom = caf::atom_constant<caf::atom("procs")>;
+using proc_atom = caf::atom_constant<caf::atom("proc")>;
+using signal_atom = caf::atom_constant<caf::atom("signal")>;
 // Layers: catalog entries and blobs between peers (image fetch).
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using blob_atom = caf::atom_constant<caf::atom("blob")>;
@@ -41,5 +46,6 @@ using ttl_atom = caf::atom_constant<caf::atom("ttl")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using died_atom = caf::atom_constant<caf::atom("died")>;
+using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
 
 } // namespace dsec

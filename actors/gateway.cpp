@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include <caf/all.hpp>
@@ -178,10 +179,29 @@ struct stream_state {
   }
 };
 
+bool query_flag(const route& r, const char* name) {
+  auto it = r.query.find(name);
+  return it != r.query.end() && (it->second == "1" || it->second == "true");
+}
+
+/// POST .../exec?background=1: answered once the command runs, with its pid;
+/// it outlives the request (no cancel on disconnect).
+void handle_background(gateway_actor_ptr self, const http_call& c, const route& r,
+                       exec_request req) {
+  if (query_flag(r, "stream"))
+    return reply_error(c, invalid_argument("exec: background=1 and stream=1 cannot be combined; "
+                                           "read a background command's output with GET "
+                                           "/v1/sandboxes/{id}/processes/{pid}"));
+  self->request(self->state.front, 60s, bgexec_atom::value, r.id, std::move(req))
+    .then([c](background_process& p) { reply(c, 201, codec::encode(p)); }, on_error(c));
+}
+
 void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
   auto req = codec::parse_exec(c->body);
   if (!req)
     return reply_error(c, req.err());
+  if (query_flag(r, "background"))
+    return handle_background(self, c, r, std::move(*req));
   caf::duration timeout = caf::infinite;
   if (req->timeout_s > 0)
     timeout = caf::duration{std::chrono::milliseconds(
@@ -291,6 +311,53 @@ void handle_fncall(gateway_actor_ptr self, const http_call& c) {
     .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
 }
 
+void handle_list_processes(gateway_actor_ptr self, const http_call& c, const route& r) {
+  self->request(self->state.front, 30s, procs_atom::value, r.id)
+    .then([c](std::vector<process_info>& list) { reply(c, 200, codec::encode(list)); },
+          on_error(c));
+}
+
+/// GET .../processes/{pid}[?wait=1&timeout_s=N]: a background command's state
+/// and output; with wait, answered when it ends or after timeout_s (default
+/// 30, at most 3600) with state still "running".
+void handle_get_process(gateway_actor_ptr self, const http_call& c, const route& r) {
+  int64_t wait_ms = 0;
+  if (query_flag(r, "wait")) {
+    double secs = 30;
+    if (auto it = r.query.find("timeout_s"); it != r.query.end()) {
+      char* end = nullptr;
+      secs = std::strtod(it->second.c_str(), &end);
+      if (it->second.empty() || *end != 0 || !(secs >= 0) || secs > 3600)
+        return reply_error(c, invalid_argument("timeout_s: must be a number between 0 and 3600, "
+                                               "got \"" + it->second.substr(0, 64) + "\""));
+    }
+    wait_ms = static_cast<int64_t>(secs * 1000);
+  }
+  auto bound = caf::duration{std::chrono::milliseconds(wait_ms) + 60s};
+  self->request(self->state.front, bound, proc_atom::value, r.id, r.pid, wait_ms)
+    .then([c](background_process& p) { reply(c, 200, codec::encode(p)); }, on_error(c));
+}
+
+/// DELETE .../processes/{pid}[?signal=N] or POST .../processes/{pid}/kill
+/// {"signal": N}; `group=1` signals the process group.
+void handle_kill_process(gateway_actor_ptr self, const http_call& c, const route& r) {
+  expected<int32_t> sig = 9;
+  if (c->method == "POST")
+    sig = codec::parse_kill(c->body);
+  else if (auto it = r.query.find("signal"); it != r.query.end())
+    sig = codec::parse_signal_value(it->second);
+  if (!sig)
+    return reply_error(c, sig.err());
+  bool group = query_flag(r, "group");
+  self->request(self->state.front, 30s, signal_atom::value, r.id, r.pid, *sig, group)
+    .then(
+      [c, pid = r.pid, signo = *sig, group](bool) {
+        reply(c, 200, "{\"pid\":" + std::to_string(pid) + ",\"signal\":" + std::to_string(signo)
+                        + ",\"group\":" + (group ? "true" : "false") + "}");
+      },
+      on_error(c));
+}
+
 void handle_layers(gateway_actor_ptr self, const http_call& c) {
   self->request(self->state.front, 60s, layers_atom::value)
     .then([c](std::vector<layer_info>& layers) { reply(c, 200, codec::encode(layers)); },
@@ -323,6 +390,9 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::snapshot: return handle_snapshot(self, c, *r);
     case route::set_network: return handle_network(self, c, *r);
     case route::fncall: return handle_fncall(self, c);
+    case route::list_processes: return handle_list_processes(self, c, *r);
+    case route::get_process: return handle_get_process(self, c, *r);
+    case route::kill_process: return handle_kill_process(self, c, *r);
   }
 }
 

@@ -138,6 +138,20 @@ expected<route> parse_route(std::string_view method, std::string_view target,
         return want("POST", route::snapshot) ? expected<route>{r} : not_allowed();
       if (seg.size() == 4 && seg[3] == "network")
         return want("PUT", route::set_network) ? expected<route>{r} : not_allowed();
+      if (seg.size() == 4 && seg[3] == "processes")
+        return want("GET", route::list_processes) ? expected<route>{r} : not_allowed();
+      if (seg.size() >= 5 && seg.size() <= 6 && seg[3] == "processes") {
+        auto p = seg[4];
+        if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string_view::npos)
+          return invalid_argument("pid: must be a positive integer, got \"" + std::string{p} + "\"");
+        r.pid = static_cast<int32_t>(std::stol(std::string{p}));
+        if (seg.size() == 5)
+          return want("GET", route::get_process) || want("DELETE", route::kill_process)
+                   ? expected<route>{r}
+                   : not_allowed();
+        if (seg[5] == "kill")
+          return want("POST", route::kill_process) ? expected<route>{r} : not_allowed();
+      }
     }
   }
   return not_found("no route for " + std::string{method} + " " + std::string{path});

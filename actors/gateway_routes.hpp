@@ -4,6 +4,7 @@
 // is unit-tested on its own.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -33,10 +34,15 @@ struct route {
     snapshot,
     set_network,
     fncall,
+    list_processes,
+    get_process,
+    kill_process,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.
   std::string id;
+  /// Process id (inside the sandbox) for the per-process routes.
+  int32_t pid = 0;
   /// Decoded query parameters (last value wins), except `label`.
   std::map<std::string, std::string> query;
   /// Decoded `label=k=v` parameters.

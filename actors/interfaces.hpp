@@ -18,6 +18,14 @@
 //   (cancel_atom, std::string id, uint64_t token) -> nothing; kills that exec
 //     (token: chosen by the caller, unique per caller; 0 = not cancellable;
 //      remote clients pick random 64-bit tokens so they never collide)
+//   (bgexec_atom, id, exec_request)           -> background_process | error: a
+//     background exec, answered once init reported its pid; it runs on
+//   (procs_atom, id)                          -> std::vector<process_info> | error
+//     (every process of the sandbox)
+//   (proc_atom, id, int32_t pid, int64_t wait_ms) -> background_process | error
+//     (output so far; waits up to wait_ms for the end; not_found if no such pid)
+//   (signal_atom, id, int32_t pid, int32_t signo, bool group) -> bool | error
+//     (not_found: no such pid; invalid_argument: pid 1, a bad signal)
 //   (wfile_atom, id, path, std::string data)  -> bool | error
 //   (rfile_atom, id, path)                    -> std::string | error
 //   (pause_atom, id) / (resume_atom, id)      -> sandbox_info | error (idempotent; an
@@ -37,6 +45,10 @@
 //   (exec_atom, exec_request, uint64_t token) -> exec_result | error
 //   (stream_atom, exec_request, chunk_sink, uint64_t token) -> exec_result | error
 //   (cancel_atom, uint64_t token)             -> nothing
+//   (bgexec_atom, exec_request)               -> background_process | error
+//   (procs_atom)                              -> std::vector<process_info> | error
+//   (proc_atom, int32_t pid, int64_t wait_ms) -> background_process | error
+//   (signal_atom, int32_t pid, int32_t signo, bool group) -> bool | error
 //   (wfile_atom, path, data)                  -> bool | error
 //   (rfile_atom, path)                        -> std::string | error
 //   (pause_atom) / (resume_atom)              -> sandbox_info | error
@@ -44,7 +56,8 @@
 //   (network_atom, network_policy)            -> bool | error
 //   (info_atom)                               -> sandbox_info (with live denial counts)
 //   (destroy_atom)                            -> bool | error; the actor quits after it
-//   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason)
+//   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason),
+//             (pwait_atom, int32_t pid, uint64_t waiter) (a wait's time is up)
 //   ADOPTED mode (adopted_sandbox_actor, for node_context::recovered, which
 //     lifecycle takes when it is spawned): no (start_atom); it runs at once and
 //     sends itself (ttl_atom) at the record's expires_at (at once if past)
@@ -52,7 +65,7 @@
 // placement (one per node; the front door published on --listen, used by the
 // gateway, the SDK and peers; routes by the sandbox id's owner):
 //   every lifecycle row above (create, info, list, destroy, exec, stream in
-//   both forms, cancel, wfile, rfile, layers, status), answered for the whole
+//   both forms, cancel, bgexec, procs, proc, signal, wfile, rfile, layers, status), answered for the whole
 //   cluster: local ones go to the lifecycle actor, others to the owner's
 //   placement actor; an owner that is dead or left answers `lost`
 //   (list_atom, labels, bool local_only)      -> std::vector<sandbox_info> (a

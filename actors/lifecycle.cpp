@@ -313,6 +313,30 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(fwd), token);
       });
     },
+    [self](bgexec_atom, const std::string& id, exec_request& req) -> caf::result<caf::message> {
+      if (auto valid = validate(req); !valid)
+        return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, bgexec_atom::value, std::move(req));
+      });
+    },
+    [self](procs_atom, const std::string& id) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, procs_atom::value);
+      });
+    },
+    [self](proc_atom, const std::string& id, int32_t pid,
+           int64_t wait_ms) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, proc_atom::value, pid, wait_ms);
+      });
+    },
+    [self](signal_atom, const std::string& id, int32_t pid, int32_t signo,
+           bool group) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, signal_atom::value, pid, signo, group);
+      });
+    },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto it = self->state.sandboxes.find(id);
       if (it != self->state.sandboxes.end())

@@ -420,6 +420,28 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                             });
       return rp;
     },
+    [self](bgexec_atom, std::string& id, exec_request& req) -> caf::result<caf::message> {
+      stamp(req);
+      return routed<background_process>(self, id,
+                                         caf::make_message(bgexec_atom::value, id, std::move(req)),
+                                         caf::duration{peer_timeout});
+    },
+    [self](procs_atom, std::string& id) -> caf::result<caf::message> {
+      return routed<std::vector<process_info>>(self, id, caf::make_message(procs_atom::value, id),
+                                               caf::duration{peer_timeout});
+    },
+    // A wait is answered after up to wait_ms: the route waits that long too.
+    [self](proc_atom, std::string& id, int32_t pid, int64_t wait_ms) -> caf::result<caf::message> {
+      auto bound = caf::duration{peer_timeout + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0))};
+      return routed<background_process>(self, id,
+                                         caf::make_message(proc_atom::value, id, pid, wait_ms),
+                                         bound);
+    },
+    [self](signal_atom, std::string& id, int32_t pid, int32_t signo,
+           bool group) -> caf::result<caf::message> {
+      return routed<bool>(self, id, caf::make_message(signal_atom::value, id, pid, signo, group),
+                          caf::duration{peer_timeout});
+    },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto r = route_of(self, id);
       if (r.kind == route::local)

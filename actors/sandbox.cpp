@@ -11,6 +11,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/sandbox_procs.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -130,6 +131,7 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   st.destroying = true;
   if (st.info.state == sandbox_state::running || st.info.state == sandbox_state::creating)
     st.info.state = sandbox_state::stopped;
+  fail_waiters(self, unavailable("sandbox " + st.info.id + " is being destroyed"));
   if (st.info.reason.empty() && !why.empty())
     st.info.reason = why;
   notify_lifecycle(self);
@@ -451,6 +453,13 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self);
 
 } // namespace
 
+// The gate of the process handlers (sandbox_procs.cpp): the same as exec's,
+// so a paused sandbox is resumed first.
+bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
+                 std::function<void(caf::response_promise)> retry) {
+  return ready_for(self, rp, std::move(retry));
+}
+
 sandbox_info initial_info(const std::string& id, const std::string& node,
                           const sandbox_spec& spec) {
   sandbox_info info;
@@ -592,6 +601,18 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         begin_destroy(self, "ttl expired");
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
+    // Processes: background execs, the process table, signals (sandbox_procs.cpp).
+    [self](bgexec_atom, exec_request& req) {
+      start_background(self, self->make_response_promise(), std::move(req));
+    },
+    [self](procs_atom) { list_processes(self, self->make_response_promise()); },
+    [self](proc_atom, int32_t pid, int64_t wait_ms) {
+      get_process(self, self->make_response_promise(), pid, wait_ms);
+    },
+    [self](signal_atom, int32_t pid, int32_t signo, bool group) {
+      signal_process(self, self->make_response_promise(), pid, signo, group);
+    },
+    [self](pwait_atom, int32_t pid, uint64_t waiter) { wait_expired(self, pid, waiter); },
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }

@@ -9,7 +9,9 @@
 // dir) so that a restarted node can adopt it (adopted_sandbox_actor).
 #pragma once
 
+#include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,6 +33,13 @@ namespace dsec {
 struct deferred_op {
   caf::response_promise rp;
   std::function<void(caf::response_promise)> run;
+};
+
+/// A background command the sandbox actor keeps (sandbox_procs.cpp).
+struct background_entry {
+  background_process proc;
+  /// wait() callers, by waiter id, answered when it ends (or their time is up).
+  std::map<uint64_t, caf::response_promise> waiters;
 };
 
 /// State of one sandbox actor.
@@ -60,6 +69,11 @@ struct sandbox_actor_state {
   std::unordered_set<uint64_t> cancelled_early;
   bool destroyed = false;
   std::vector<caf::response_promise> destroy_waiters;
+  /// Background commands by pid: the running ones and the last few finished
+  /// (oldest first in `finished`), see sandbox_procs.hpp.
+  std::map<int32_t, background_entry> background;
+  std::deque<int32_t> finished;
+  uint64_t next_waiter = 0;
 };
 
 using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;

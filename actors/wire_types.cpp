@@ -29,6 +29,9 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<member_info>("dsec::member_info");
   cfg.add_message_type<std::vector<member_info>>("std::vector<dsec::member_info>");
   cfg.add_message_type<std::map<std::string, std::string>>("std::map<std::string,std::string>");
+  cfg.add_message_type<process_info>("dsec::process_info");
+  cfg.add_message_type<std::vector<process_info>>("std::vector<dsec::process_info>");
+  cfg.add_message_type<background_process>("dsec::background_process");
   cfg.add_error_category(dsec_error_category(),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            return "dsec: " + std::string{to_string(static_cast<errc>(code))}

@@ -42,6 +42,14 @@ status check_params(const create_params& p);
 struct exec_callbacks {
   std::function<void(exec_chunk)> on_output;
   std::function<void(expected<exec_result>)> on_done;
+  /// The command's pid inside the sandbox, once, before any on_output; not
+  /// called by backends (or inits) that cannot tell it. (After the first two
+  /// so `{on_output, on_done}` initializers keep working.)
+  std::function<void(int32_t pid)> on_started;
+  /// False: the result passed to on_done carries no output (the caller keeps
+  /// what on_output gave it), so a long-running command's output is not held
+  /// twice. Truncation is reported either way.
+  bool keep_output = true;
 };
 
 /// One live sandbox. Thread-safe.
@@ -99,6 +107,22 @@ class sandbox {
 
   /// What the sandbox tried and was refused, so far.
   virtual denial_counts denials() { return {}; }
+
+  /// The processes in the sandbox as its init sees them (pids as inside).
+  /// Never blocks; `done` runs once, on a backend thread.
+  virtual void processes(std::function<void(expected<std::vector<process_info>>)> done) {
+    done(unsupported("list processes"));
+  }
+
+  /// Sends `signo` to process `pid` inside the sandbox, or to its process
+  /// group if `group`. not_found if there is none, invalid_argument for the
+  /// sandbox's init (pid 1) or a bad signal. Never blocks; `done` runs once,
+  /// on a backend thread.
+  virtual void signal_process(int32_t pid, int32_t signo, bool group,
+                              std::function<void(status)> done) {
+    (void)pid, (void)signo, (void)group;
+    done(unsupported("signal a process"));
+  }
 
  protected:
   static error unsupported(const char* op) {

@@ -77,11 +77,14 @@ container_sandbox::~container_sandbox() {
   loop_->remove(oom_token_, oom_fd_.get());
   // Dropped without destroy() (the sandbox lives on): every on_done still
   // runs exactly once, on the loop thread.
-  if (!pending_.empty())
-    loop_->post([todo = std::move(pending_), id = parts_.id] {
+  if (!pending_.empty() || !queries_.empty())
+    loop_->post([todo = std::move(pending_), queries = std::move(queries_), id = parts_.id] {
+      auto err = unavailable("exec in " + id + ": sandbox handle released");
       for (auto& [n, p] : todo)
         if (p->cb.on_done)
-          p->cb.on_done(unavailable("exec in " + id + ": sandbox handle released"));
+          p->cb.on_done(err);
+      for (auto& [n, fn] : queries)
+        fn(nullptr, {}, &err);
     });
 }
 
@@ -257,27 +260,44 @@ void container_sandbox::on_channel(uint32_t events) {
 bool container_sandbox::handle_frame(const proto::header& h, std::string_view body) {
   std::shared_ptr<pending_exec> p;
   {
-    std::lock_guard<std::mutex> g(m_);
+    std::unique_lock<std::mutex> g(m_);
     auto it = pending_.find(h.id);
-    if (it == pending_.end())
-      return true; // an exec that was already failed locally: ignore
+    if (it == pending_.end()) {
+      auto q = queries_.find(h.id);
+      if (q == queries_.end())
+        return true; // a request that was already failed locally: ignore
+      auto fn = std::move(q->second);
+      queries_.erase(q);
+      g.unlock();
+      return fn(&h, body, nullptr);
+    }
     p = it->second;
     if (h.type == proto::msg::done || h.type == proto::msg::exec_failed)
       pending_.erase(it);
   }
   proto::reader r(body);
   switch (h.type) {
+  case proto::msg::started: {
+    auto pid = r.i32();
+    if (!r.done())
+      return false;
+    if (p->cb.on_started)
+      p->cb.on_started(pid);
+    return true;
+  }
   case proto::msg::output: {
     auto stream = r.u8();
     auto data = r.str();
     if (!r.done() || (stream != 1 && stream != 2))
       return false;
-    auto& sink = stream == 1 ? p->result.stdout_data : p->result.stderr_data;
-    if (sink.size() + data.size() > proto::max_output) {
-      data.resize(proto::max_output - std::min(sink.size(), proto::max_output));
+    auto& seen = p->seen[stream - 1];
+    if (seen + data.size() > proto::max_output) {
+      data.resize(proto::max_output - std::min(seen, proto::max_output));
       p->result.truncated = true;
     }
-    sink += data;
+    seen += data.size();
+    if (p->cb.keep_output)
+      (stream == 1 ? p->result.stdout_data : p->result.stderr_data) += data;
     if (p->cb.on_output && !data.empty())
       p->cb.on_output(exec_chunk{stream, std::move(data)});
     return true;
@@ -307,13 +327,17 @@ bool container_sandbox::handle_frame(const proto::header& h, std::string_view bo
 
 void container_sandbox::fail_pending(const error& e) {
   std::map<uint32_t, std::shared_ptr<pending_exec>> todo;
+  std::map<uint32_t, query_fn> queries;
   {
     std::lock_guard<std::mutex> g(m_);
     todo.swap(pending_);
+    queries.swap(queries_);
   }
   for (auto& [id, p] : todo)
     if (p->cb.on_done)
       p->cb.on_done(e);
+  for (auto& [id, fn] : queries)
+    fn(nullptr, {}, &e);
 }
 
 std::string container_sandbox::exit_reason() {

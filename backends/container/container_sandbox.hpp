@@ -69,10 +69,22 @@ class container_sandbox final : public sandbox,
   status set_network(const network_policy& policy) override;
   denial_counts denials() override;
 
+  // Process table and signals through init: container_procs.cpp.
+  void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
+  void signal_process(int32_t pid, int32_t signo, bool group,
+                      std::function<void(status)> done) override;
+
  private:
+  /// Answers one control request (ps, signal) from its frame; false for a
+  /// malformed one. Runs on the loop thread, or with an error when the
+  /// channel is gone.
+  using query_fn = std::function<bool(const init_proto::header* h, std::string_view body,
+                                      const error* err)>;
+
   struct pending_exec {
     exec_callbacks cb;
     exec_result result;
+    size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
   };
 
   // -- io_loop thread -------------------------------------------------------
@@ -82,6 +94,8 @@ class container_sandbox final : public sandbox,
   void on_oom();
   bool handle_frame(const init_proto::header& h, std::string_view body);
   void fail_pending(const error& e);
+  /// Sends a control request; `fn` gets its answer or an error.
+  void send_query(const std::function<std::string(uint32_t id)>& encode, query_fn fn);
   std::string exit_reason();
 
   // -- any thread, m_ held --------------------------------------------------
@@ -98,6 +112,7 @@ class container_sandbox final : public sandbox,
   std::string out_;                 ///< frames not yet written to init
   uint32_t next_id_ = 1;
   std::map<uint32_t, std::shared_ptr<pending_exec>> pending_;
+  std::map<uint32_t, query_fn> queries_; ///< ps and signal requests in flight
   std::function<void(std::string)> on_exit_;
   uint64_t ctl_token_ = 0, pid_token_ = 0, oom_token_ = 0;
   /// Readable when the memory controller hits OOM: the whole sandbox is then

@@ -6,7 +6,11 @@
 // oom_score_adj 0, pipes for stdio), output streams back as `output` frames
 // (at most 16 MiB per stream, then `truncated`), the end
 // as `done`; zombies of any origin are reaped; timeouts kill the process
-// group. A new connection on the listening socket replaces the old one, so a
+// group. A command's pid is sent (`started`) before its output. Pipes that
+// something still holds when an exec is done (a server started with `&`) are
+// drained and discarded, never closed: closing them would kill the holder
+// with SIGPIPE at its next write. `ps` reads the sandbox's /proc and `signal`
+// signals one process or group for the node (procs.cpp). A new connection on the listening socket replaces the old one, so a
 // restarted node can reconnect. Nothing of init is inherited by children:
 // every descriptor is CLOEXEC and init is not dumpable (its /proc entries are
 // closed to the agent).
@@ -34,6 +38,7 @@
 
 #include "backends/init/protocol.hpp"
 #include "backends/init/guest.hpp"
+#include "backends/init/procs.hpp"
 #include "backends/init/setup.hpp"
 #include "backends/init/spawn.hpp"
 
@@ -48,7 +53,12 @@ constexpr int listen_fd = 3;
 // too long delays `done` of commands that leave daemons behind.
 constexpr int64_t pipe_grace_ms = 200;
 
-enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr };
+enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr, k_drain };
+
+// Most pipes of finished execs drained at once. Each costs init one fd; past
+// it the oldest is closed (its holder then sees EPIPE at its next write, as
+// if init had never drained it). Far above what agents leave running.
+constexpr size_t max_drains = 1024;
 
 uint64_t key(kind k, uint32_t id) { return (uint64_t(id) << 8) | k; }
 
@@ -89,6 +99,9 @@ struct state {
   std::map<uint32_t, job> jobs;
   std::map<pid_t, uint32_t> by_pid;
   uint32_t gen = 0, next_slot = 0;
+  /// Pipes of finished execs still held by something in the sandbox.
+  std::map<uint32_t, int> drains;
+  uint32_t next_drain = 0;
 };
 
 state S;
@@ -148,14 +161,50 @@ void send_frame(std::string frame) {
   flush();
 }
 
+/// Keeps reading (and discarding) a finished exec's pipe until its last
+/// holder closes it.
+void keep_draining(int& fd) {
+  if (fd < 0)
+    return;
+  if (S.drains.size() >= max_drains) {
+    auto oldest = S.drains.begin();
+    close_fd(oldest->second);
+    S.drains.erase(oldest);
+  }
+  uint32_t id = ++S.next_drain;
+  ::epoll_ctl(S.ep, EPOLL_CTL_DEL, fd, nullptr);
+  S.drains[id] = fd;
+  ep_add(fd, EPOLLIN, key(k_drain, id));
+  fd = -1;
+}
+
+void drain(uint32_t id) {
+  auto it = S.drains.find(id);
+  if (it == S.drains.end())
+    return;
+  static char buf[proto::max_chunk];
+  for (int round = 0; round < 16; ++round) {
+    auto n = ::read(it->second, buf, sizeof(buf));
+    if (n > 0)
+      continue;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN)
+      return;
+    close_fd(it->second); // EOF: the last holder is gone
+    S.drains.erase(it);
+    return;
+  }
+}
+
 void finish(uint32_t id) {
   auto it = S.jobs.find(id);
   if (it == S.jobs.end())
     return;
   job& j = it->second;
   close_fd(j.in);
-  close_fd(j.out);
-  close_fd(j.err);
+  keep_draining(j.out);
+  keep_draining(j.err);
   proto::done_msg d;
   if (WIFEXITED(j.status))
     d.exit_code = WEXITSTATUS(j.status);
@@ -255,6 +304,8 @@ void start_exec(uint32_t req, proto::exec_msg m) {
   if (m.timeout_ms)
     j.deadline = now_ms() + int64_t(m.timeout_ms);
   S.by_pid[pid] = id;
+  if (j.gen == S.gen) // before any output, which epoll reports later
+    send_frame(proto::writer(msg::started, req).i32(int32_t(pid)).finish());
   ep_add(j.out, EPOLLIN, key(k_stdout, id));
   ep_add(j.err, EPOLLIN, key(k_stderr, id));
   if (j.stdin_data.empty())
@@ -356,6 +407,16 @@ void handle_frame(const proto::header& h, std::string_view body) {
     job* j = find_req(h.id);
     if (j && !j->exited)
       ::kill(-j->pid, SIGKILL);
+  } else if (h.type == msg::ps && body.empty()) {
+    send_frame(proto::encode_ps(h.id, dsec::init::list_processes()));
+  } else if (h.type == msg::signal) {
+    proto::signal_msg m;
+    if (!proto::decode(body, m)) {
+      drop_connection();
+      return;
+    }
+    int e = dsec::init::signal_process(m);
+    send_frame(proto::writer(msg::signal_done, h.id).i32(e).finish());
   } else {
     drop_connection(); // unknown or out-of-order frame: a broken peer
   }
@@ -453,6 +514,7 @@ void dispatch(uint64_t k, uint32_t events) {
   case k_stdin: write_stdin(id); break;
   case k_stdout: read_output(id, 1); break;
   case k_stderr: read_output(id, 2); break;
+  case k_drain: drain(id); break;
   }
 }
 

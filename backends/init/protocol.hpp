@@ -14,8 +14,14 @@
 // queued before init even runs; init sets up the sandbox and answers `ready`
 // or `failed` (a message naming operation, object and errno). Then the node sends `exec` frames with fresh ids; init answers
 // each with any number of `output` frames, then one `done` (or `exec_failed`).
-// A node that restarts reconnects; init keeps running execs and sends their
-// frames on the newest connection. Wire values are append only.
+// Init sends `started` (the command's pid inside the sandbox) before any
+// output of an exec. `ps` asks for the sandbox's process table (answered by
+// one `ps_list`), `signal` signals one process or group (answered by one
+// `signal_done` carrying an errno, 0 = sent). A node that restarts
+// reconnects; init keeps running execs and sends their frames on the newest
+// connection. Wire values are append only; an older init drops a connection
+// that sends it a type it does not know, so a node sends `ps`/`signal` only
+// for features the user asked for.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +38,17 @@ enum class msg : uint8_t {
   config = 1, ///< hostname, rootfs path (host view), seccomp program; ready/failed
   exec = 2,   ///< argv, env, cwd, stdin, timeout_ms
   kill = 3,   ///< SIGKILL the process group of request `id`
+  ps = 4,     ///< list the sandbox's processes; answered by ps_list
+  signal = 5, ///< i32 pid, i32 signo, u8 group; answered by signal_done
   // init -> node
   ready = 10,       ///< setup done; body: init's pid-ns view of nothing (empty)
   failed = 11,      ///< setup failed; body: message
   output = 12,      ///< u8 stream (1 stdout, 2 stderr), string data
   done = 13,        ///< i32 exit code, u8 timed_out, u8 truncated, f64 duration ms
   exec_failed = 14, ///< message (fork/pipe failure inside init)
+  ps_list = 15,     ///< u32 count, then per process: see proc_entry
+  signal_done = 16, ///< i32 errno of kill(2), 0 = delivered
+  started = 17,     ///< i32 pid of the exec's command, as the sandbox sees it
 };
 
 /// Header size on the wire.
@@ -259,6 +270,66 @@ inline bool decode(std::string_view body, done_msg& m) {
   m.timed_out = r.u8() != 0;
   m.truncated = r.u8() != 0;
   m.duration_ms = r.f64();
+  return r.done();
+}
+
+/// One process in a `ps_list` body.
+struct proc_entry {
+  int32_t pid = 0, ppid = 0;
+  uint8_t state = 0;     ///< the state letter of /proc/<pid>/stat ('R', 'S', 'Z', ...)
+  uint64_t start_ms = 0; ///< Unix time in ms
+  std::string comm;      ///< /proc/<pid>/comm
+  std::vector<std::string> argv; ///< /proc/<pid>/cmdline split at NUL; empty for zombies
+};
+
+/// Most processes one `ps_list` carries, and most bytes of one argv: bounds
+/// the frame whatever the sandbox runs.
+constexpr size_t max_ps_entries = 8192;
+constexpr size_t max_ps_argv_bytes = 4096;
+
+inline std::string encode_ps(uint32_t id, const std::vector<proc_entry>& v) {
+  writer w(msg::ps_list, id);
+  w.u32(static_cast<uint32_t>(v.size()));
+  for (auto& e : v)
+    w.i32(e.pid).i32(e.ppid).u8(e.state).u64(e.start_ms).str(e.comm).strs(e.argv);
+  return w.finish();
+}
+
+inline bool decode_ps(std::string_view body, std::vector<proc_entry>& v) {
+  reader r(body);
+  auto n = r.u32();
+  if (!r.ok() || n > max_ps_entries)
+    return false;
+  v.clear();
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    proc_entry e;
+    e.pid = r.i32();
+    e.ppid = r.i32();
+    e.state = r.u8();
+    e.start_ms = r.u64();
+    e.comm = r.str();
+    e.argv = r.strs(1024);
+    v.push_back(std::move(e));
+  }
+  return r.done();
+}
+
+/// Body of `signal`.
+struct signal_msg {
+  int32_t pid = 0;
+  int32_t signo = 0;
+  bool group = false; ///< signal the process group `pid` instead of one process
+};
+
+inline std::string encode(uint32_t id, const signal_msg& m) {
+  return writer(msg::signal, id).i32(m.pid).i32(m.signo).u8(m.group).finish();
+}
+
+inline bool decode(std::string_view body, signal_msg& m) {
+  reader r(body);
+  m.pid = r.i32();
+  m.signo = r.i32();
+  m.group = r.u8() != 0;
   return r.done();
 }
 

@@ -128,6 +128,15 @@ uint64_t vm_sandbox::exec(exec_request req, exec_callbacks cb) {
 
 void vm_sandbox::cancel(uint64_t exec_id) { inner_->cancel(exec_id); }
 
+void vm_sandbox::processes(std::function<void(expected<std::vector<process_info>>)> done) {
+  inner_->processes(std::move(done));
+}
+
+void vm_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
+                                std::function<void(status)> done) {
+  inner_->signal_process(pid, signo, group, std::move(done));
+}
+
 void vm_sandbox::on_exit(std::function<void(std::string)> f) {
   std::weak_ptr<vm_sandbox> weak = shared_from_this();
   inner_->on_exit([weak, f = std::move(f)](std::string reason) {

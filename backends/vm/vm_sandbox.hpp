@@ -54,6 +54,10 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   int init_pid() const override { return pid_.load(); }
   status pause() override;
   status resume() override;
+  // The guest's init answers ps and signal like a container's.
+  void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
+  void signal_process(int32_t pid, int32_t signo, bool group,
+                      std::function<void(status)> done) override;
 
  private:
   void watch_qemu_locked();

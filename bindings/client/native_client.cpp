@@ -687,6 +687,36 @@ void connection::fncall(fncall_request req, done_fn<exec_result> done) {
                            "fncall", std::move(done));
 }
 
+void connection::exec_background(std::string id, exec_request req,
+                                 done_fn<background_process> done) {
+  auto what = "background exec in sandbox " + id;
+  impl_->call<background_process>(
+    caf::make_message(bgexec_atom::value, std::move(id), std::move(req)), impl_->op_timeout(),
+    std::move(what), std::move(done));
+}
+
+void connection::processes(std::string id, done_fn<std::vector<process_info>> done) {
+  auto what = "list processes in sandbox " + id;
+  impl_->call<std::vector<process_info>>(caf::make_message(procs_atom::value, std::move(id)),
+                                         impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::process(std::string id, int32_t pid, int64_t wait_ms,
+                         done_fn<background_process> done) {
+  auto what = "process " + std::to_string(pid) + " in sandbox " + id;
+  // A wait is answered after up to wait_ms: the call waits that long too.
+  auto bound = caf::duration{impl_->opts.call_timeout + std::chrono::milliseconds(wait_ms)};
+  impl_->call<background_process>(caf::make_message(proc_atom::value, std::move(id), pid, wait_ms),
+                                  bound, std::move(what), std::move(done));
+}
+
+void connection::signal_process(std::string id, int32_t pid, int32_t signo, bool group,
+                                done_fn<bool> done) {
+  auto what = "signal process " + std::to_string(pid) + " in sandbox " + id;
+  impl_->call<bool>(caf::make_message(signal_atom::value, std::move(id), pid, signo, group),
+                    impl_->op_timeout(), std::move(what), std::move(done));
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   // A forked child copies the forking thread's generator: reseed, or parent

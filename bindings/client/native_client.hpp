@@ -105,6 +105,19 @@ class connection {
   void set_network(std::string id, network_policy policy, done_fn<bool> done);
   void fncall(fncall_request req, done_fn<exec_result> done);
 
+  // -- processes in a sandbox -----------------------------------------------
+
+  /// Starts a background command; answers with its pid once it runs.
+  void exec_background(std::string id, exec_request req, done_fn<background_process> done);
+  /// Every process in the sandbox.
+  void processes(std::string id, done_fn<std::vector<process_info>> done);
+  /// A background command's state and output so far; waits up to `wait_ms`
+  /// for its end (0 = answer now).
+  void process(std::string id, int32_t pid, int64_t wait_ms, done_fn<background_process> done);
+  /// Signals process `pid` (its process group if `group`).
+  void signal_process(std::string id, int32_t pid, int32_t signo, bool group,
+                      done_fn<bool> done);
+
   struct impl;
 
  private:

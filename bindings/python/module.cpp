@@ -109,6 +109,23 @@ py::tuple to_py(const exec_result& r) {
                         r.timed_out, r.duration_ms, r.truncated, r.node_ms);
 }
 
+/// (pid, argv, started_at, running, result tuple as for exec_result).
+py::tuple to_py(const background_process& p) {
+  return py::make_tuple(p.pid, p.argv, p.started_at_ms / 1000.0, p.running, to_py(p.result));
+}
+
+py::dict to_py(const process_info& p) {
+  py::dict d;
+  d["pid"] = p.pid;
+  d["ppid"] = p.ppid;
+  d["argv"] = p.argv;
+  d["name"] = p.name;
+  d["state"] = p.state;
+  d["started_at"] = p.started_at_ms / 1000.0;
+  d["background"] = p.background;
+  return d;
+}
+
 py::dict to_py(const node_status& s) {
   py::dict d;
   d["id"] = s.node_id;
@@ -282,6 +299,17 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     req.files = args[4].cast<std::map<std::string, std::string>>();
     return c.fncall(std::move(req), to_outcome<exec_result>(sink));
   }
+  if (op == "exec_background")
+    return c.exec_background(str(0), exec_from(args[1].cast<py::tuple>()),
+                             to_outcome<background_process>(sink));
+  if (op == "processes")
+    return c.processes(str(0), to_outcome<std::vector<process_info>>(sink));
+  if (op == "process")
+    return c.process(str(0), args[1].cast<int32_t>(), args[2].cast<int64_t>(),
+                     to_outcome<background_process>(sink));
+  if (op == "signal_process")
+    return c.signal_process(str(0), args[1].cast<int32_t>(), args[2].cast<int32_t>(),
+                            args[3].cast<bool>(), to_outcome<bool>(sink));
   throw py::value_error("dsec._native: unknown operation \"" + op + "\"");
 }
 

@@ -138,10 +138,12 @@ int cmd_create(const std::vector<std::string>& words) {
 
 const char* exec_usage =
   "dsec exec ID [--cwd DIR] [--env K=V ...] [--timeout-s N] [--stdin FILE|-] [--json] "
-  "[--] CMD [ARGS...]   (one CMD word runs through /bin/sh -c)";
+  "[--background] [--] CMD [ARGS...]   (one CMD word runs through /bin/sh -c; --background "
+  "prints the command's pid and returns at once)";
 
 int cmd_exec(const std::vector<std::string>& words) {
-  auto a = parse_args(words, {"cwd", "env", "timeout-s", "stdin", "rest"}, {"json"}, true);
+  auto a = parse_args(words, {"cwd", "env", "timeout-s", "stdin", "rest"},
+                      {"json", "background"}, true);
   if (!a)
     return usage("exec", a.err().message, exec_usage);
   if (a->positional.size() < 2)
@@ -177,10 +179,20 @@ int cmd_exec(const std::vector<std::string>& words) {
     }
     req["stdin"] = std::string(std::istreambuf_iterator<char>(*src), {});
   }
-  auto res = call(*a, "POST", "/v1/sandboxes/" + url_encode(a->positional[0]) + "/exec",
+  bool background = a->has("background");
+  auto res = call(*a, "POST",
+                  "/v1/sandboxes/" + url_encode(a->positional[0]) + "/exec"
+                    + (background ? "?background=1" : ""),
                   req.dump(-1, ' ', false, json::error_handler_t::replace));
   if (!res)
     return fail("exec", res.err());
+  if (background && !a->has("json")) {
+    auto p = codec::decode_background(res->body);
+    if (!p)
+      return fail("exec", p.err());
+    std::cout << p->pid << "\n";
+    return 0;
+  }
   if (a->has("json")) {
     std::cout << res->body << "\n";
     return 0;
@@ -193,6 +205,52 @@ int cmd_exec(const std::vector<std::string>& words) {
   if (r->timed_out)
     std::cerr << "dsec exec: timed out\n";
   return r->exit_code;
+}
+
+/// dsec ps ID: the sandbox's processes.
+int cmd_ps(const std::vector<std::string>& words) {
+  const char* text = "dsec ps ID [--json]";
+  auto a = parse_args(words, {"rest"}, {"json"});
+  if (!a || a->positional.size() != 1)
+    return usage("ps", a ? "need exactly one sandbox id" : a.err().message, text);
+  auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(a->positional[0]) + "/processes");
+  if (!res)
+    return fail("ps", res.err());
+  if (a->has("json")) {
+    std::cout << res->body << "\n";
+    return 0;
+  }
+  auto j = json::parse(res->body, nullptr, false);
+  if (j.is_discarded() || !j.contains("processes") || !j["processes"].is_array())
+    return fail("ps", internal_error("unexpected answer: " + res->body.substr(0, 200)));
+  std::cout << "PID\tPPID\tSTATE\tCMD\n";
+  for (auto& p : j["processes"])
+    std::cout << p.value("pid", 0) << "\t" << p.value("ppid", 0) << "\t"
+              << p.value("state", std::string{}) << "\t" << p.value("cmd", std::string{})
+              << "\n";
+  return 0;
+}
+
+/// dsec kill ID PID [--signal N|NAME]: signals one process in the sandbox.
+int cmd_kill(const std::vector<std::string>& words) {
+  const char* text = "dsec kill ID PID [--signal N|NAME]   (default SIGKILL)";
+  auto a = parse_args(words, {"rest", "signal"}, {});
+  if (!a || a->positional.size() != 2)
+    return usage("kill", a ? "need a sandbox id and a pid" : a.err().message, text);
+  auto pid = to_int("pid", a->positional[1]);
+  if (!pid)
+    return usage("kill", pid.err().message, text);
+  json body;
+  body["signal"] = a->get("signal", "9");
+  if (auto n = to_int("signal", a->get("signal", "9")))
+    body["signal"] = *n;
+  auto res = call(*a, "POST",
+                  "/v1/sandboxes/" + url_encode(a->positional[0]) + "/processes/"
+                    + std::to_string(*pid) + "/kill",
+                  body.dump());
+  if (!res)
+    return fail("kill", res.err());
+  return 0;
 }
 
 std::string age(int64_t created_ms) {
@@ -314,7 +372,7 @@ int cmd_cp(const std::vector<std::string>& words) {
 
 bool is_client_command(const std::string& cmd) {
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
-         || cmd == "cp";
+         || cmd == "cp" || cmd == "ps" || cmd == "kill";
 }
 
 int run_client_command(const std::string& cmd, const std::vector<std::string>& args) {
@@ -330,6 +388,10 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_rm(args);
   if (cmd == "cp")
     return cmd_cp(args);
+  if (cmd == "ps")
+    return cmd_ps(args);
+  if (cmd == "kill")
+    return cmd_kill(args);
   return 2;
 }
 

@@ -93,4 +93,16 @@ typename Inspector::result_type inspect(Inspector& f, member_info& x) {
            x.free_memory_mb, x.cpu_load, x.sandboxes, x.creating, x.accepting, x.layers);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, process_info& x) {
+  return f(caf::meta::type_name("dsec::process_info"), x.pid, x.ppid, x.argv, x.name, x.state,
+           x.started_at_ms, x.background);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, background_process& x) {
+  return f(caf::meta::type_name("dsec::background_process"), x.pid, x.argv, x.started_at_ms,
+           x.running, x.result);
+}
+
 } // namespace dsec

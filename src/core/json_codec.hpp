@@ -65,6 +65,24 @@ std::string encode(const error& err);
 std::string encode_batch(const std::vector<sandbox_info>& created,
                          const std::vector<error>& errors);
 
+// -- processes (json_codec_procs.cpp) ------------------------------------------
+
+/// A background command: `{"pid","cmd","argv","started_at","state":"running"|
+/// "exited","exit_code" (null while running),"stdout","stderr","timed_out",
+/// "truncated","duration_ms"}`.
+std::string encode(const background_process& p);
+/// `{"processes":[{"pid","ppid","cmd","argv","name","state","started_at",
+/// "background"}]}`.
+std::string encode(const std::vector<process_info>& list);
+/// A signal given as a number (1..64) or a name ("SIGTERM", "TERM"); names
+/// are the Linux ones.
+expected<int32_t> parse_signal_value(std::string_view text);
+/// The body of POST .../processes/{pid}/kill: `{"signal": 9 | "SIGTERM"}`;
+/// an empty body or no field means SIGKILL.
+expected<int32_t> parse_kill(std::string_view body);
+/// Reads encode(background_process) back (the CLI).
+expected<background_process> decode_background(std::string_view body);
+
 /// Decoders for clients (CLI, bench): tolerant of unknown fields.
 expected<sandbox_info> decode_sandbox(std::string_view body);
 expected<std::vector<sandbox_info>> decode_sandboxes(std::string_view body);

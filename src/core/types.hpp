@@ -116,6 +116,39 @@ struct exec_result {
   double node_ms = 0;
 };
 
+/// One process inside a sandbox (GET /v1/sandboxes/{id}/processes), as the
+/// sandbox's init reads it from /proc.
+struct process_info {
+  /// The pid inside the sandbox (what `echo $$` there prints).
+  int32_t pid = 0;
+  int32_t ppid = 0;
+  /// The command line; empty for a zombie (then `name` is all there is).
+  std::vector<std::string> argv;
+  /// The kernel's short name of the process (comm, at most 15 bytes).
+  std::string name;
+  /// The state letter of /proc/<pid>/stat: R running, S sleeping, D disk
+  /// wait, Z zombie, T stopped, ...
+  std::string state;
+  /// Unix time in milliseconds.
+  int64_t started_at_ms = 0;
+  /// True if it is the command of a background exec.
+  bool background = false;
+};
+
+/// A command started by a background exec (POST .../exec?background=1,
+/// sb.exec(cmd, background=True)): running, or finished and kept (the
+/// sandbox keeps the last 64 finished ones).
+struct background_process {
+  int32_t pid = 0;
+  std::vector<std::string> argv;
+  /// Unix time in milliseconds.
+  int64_t started_at_ms = 0;
+  bool running = true;
+  /// Output so far (at most 16 MiB per stream, then `truncated`) and, once
+  /// it is not running, exit code, timed_out and duration.
+  exec_result result;
+};
+
 /// A chunk of exec output for streaming. stream: 1 = stdout, 2 = stderr.
 struct exec_chunk {
   int32_t stream = 1;

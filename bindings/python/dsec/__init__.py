@@ -17,6 +17,8 @@ import atexit as _atexit
 from .errors import (Conflict, Error, InvalidArgument, NotFound, ResourceExhausted, Timeout,
                      TooLarge, Unavailable)
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
+from .types import ProcessInfo, ProcessStatus
+from .process import AsyncProcess, Process
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
@@ -27,7 +29,7 @@ __all__ = [
     "Client", "Sandbox", "ExecStream", "AsyncClient", "AsyncSandbox", "AsyncExecStream",
     "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
-    "Unavailable", "Timeout",
+    "Unavailable", "Timeout", "Process", "AsyncProcess", "ProcessInfo", "ProcessStatus",
 ]
 
 # The native actor system must stop before the interpreter tears down.

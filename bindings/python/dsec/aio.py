@@ -24,6 +24,8 @@ from . import _spec
 from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument, Unavailable
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
+from .types import ProcessInfo, ProcessStatus
+from .process import AsyncProcess, _pid, _processes, _signo
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
@@ -134,11 +136,32 @@ class AsyncSandbox(_Handle):
     async def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                    env: Optional[Mapping[str, str]] = None,
                    stdin: Union[bytes, str, None] = None,
-                   timeout_s: Optional[float] = None) -> ExecResult:
+                   timeout_s: Optional[float] = None,
+                   background: bool = False) -> Union[ExecResult, AsyncProcess]:
         """Runs ``cmd`` (shell string or argv list) and returns its result.
-        Cancelling the awaiting task kills the command."""
+        Cancelling the awaiting task kills the command (what it left running
+        in the background survives, as in Sandbox.exec). With
+        ``background=True`` returns at once with an :class:`AsyncProcess`."""
         args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        if background:
+            return AsyncProcess(self, ProcessStatus._from_native(
+                await self._client._call("exec_background", (self.id, args))))
         return ExecResult._from_native(await self._client._call("exec", (self.id, args)))
+
+    async def processes(self) -> List[ProcessInfo]:
+        """Every process running in the sandbox (see Sandbox.processes)."""
+        return _processes(await self._client._call("processes", (self.id,)))
+
+    async def process(self, pid: int) -> AsyncProcess:
+        """A handle on background command ``pid`` (see Sandbox.process)."""
+        st = ProcessStatus._from_native(
+            await self._client._call("process", (self.id, _pid(pid), 0)))
+        return AsyncProcess(self, st)
+
+    async def kill_process(self, pid: int, signal: int = 9) -> None:
+        """Sends ``signal`` (default SIGKILL) to process ``pid`` (see
+        Sandbox.kill_process)."""
+        await self._client._call("signal_process", (self.id, _pid(pid), _signo(signal), False))
 
     def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,

@@ -15,6 +15,8 @@ from . import _native
 from . import _spec
 from .errors import Error
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
+from .types import ProcessInfo, ProcessStatus
+from .process import Process, _pid, _processes, _signo
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -66,16 +68,42 @@ class Sandbox(_Handle):
     def exec(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
              env: Optional[Mapping[str, str]] = None,
              stdin: Union[bytes, str, None] = None,
-             timeout_s: Optional[float] = None) -> ExecResult:
+             timeout_s: Optional[float] = None,
+             background: bool = False) -> Union[ExecResult, Process]:
         """Runs ``cmd`` and waits for it.
 
         ``cmd`` is a shell command (run by ``/bin/sh -c``) or an argv list.
         ``stdin`` is fed to the command, then closed. After ``timeout_s`` the
         command is killed and the result has ``timed_out=True``; a non-zero
-        exit is a result, not an exception.
+        exit is a result, not an exception. Whatever the command leaves
+        running (``server &``, ``nohup``, ``setsid``) keeps running after it;
+        a timed-out or interrupted exec kills its own process group.
+
+        With ``background=True`` it returns at once with a :class:`Process`
+        (``pid``, ``wait()``, ``kill()``, ``stdout``/``stderr`` so far).
         """
         args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        if background:
+            return Process(self, ProcessStatus._from_native(
+                self._client._call("exec_background", (self.id, args))))
         return ExecResult._from_native(self._client._call("exec", (self.id, args)))
+
+    def processes(self) -> List[ProcessInfo]:
+        """Every process running in the sandbox (pids as inside it), with its
+        command line and start time."""
+        return _processes(self._client._call("processes", (self.id,)))
+
+    def process(self, pid: int) -> Process:
+        """A handle on background command ``pid`` (running or among the last
+        64 finished); NotFound if there is none."""
+        st = ProcessStatus._from_native(self._client._call("process", (self.id, _pid(pid), 0)))
+        return Process(self, st)
+
+    def kill_process(self, pid: int, signal: int = 9) -> None:
+        """Sends ``signal`` (default SIGKILL) to process ``pid`` in the
+        sandbox. NotFound if there is no such process; InvalidArgument for
+        pid 1 (the sandbox's init) or a bad signal."""
+        self._client._call("signal_process", (self.id, _pid(pid), _signo(signal), False))
 
     def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,

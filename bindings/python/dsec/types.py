@@ -3,7 +3,8 @@
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo"]
+__all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
+           "ProcessInfo", "ProcessStatus"]
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,67 @@ class LayerInfo:
     digest: str
     size_bytes: int
     created_at: float
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """One process running in a sandbox (``sb.processes()``).
+
+    ``pid`` is the pid inside the sandbox (what ``echo $$`` there prints).
+    ``state`` is the kernel's letter: R running, S sleeping, D disk wait,
+    Z zombie, T stopped. ``background`` is True for the command of a
+    background exec. ``started_at`` is Unix seconds.
+    """
+
+    pid: int
+    ppid: int
+    argv: List[str]
+    name: str
+    state: str
+    started_at: float
+    background: bool = False
+
+    @property
+    def cmd(self) -> str:
+        """The command line (argv joined by spaces; ``[name]`` for a zombie)."""
+        return " ".join(self.argv) if self.argv else f"[{self.name}]"
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """A background command's state and output so far (``p.status()``).
+
+    ``exit_code`` is None while it runs. Output is kept up to 16 MiB per
+    stream (then ``truncated``), like a normal exec's.
+    """
+
+    pid: int
+    argv: List[str]
+    started_at: float
+    running: bool
+    exit_code: Optional[int]
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    timed_out: bool
+    truncated: bool
+    duration_ms: float
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @classmethod
+    def _from_native(cls, t):
+        pid, argv, started_at, running, res = t
+        r = ExecResult._from_native(res)
+        return cls(pid, list(argv), started_at, running, None if running else r.exit_code,
+                   r.stdout_bytes, r.stderr_bytes, r.timed_out, r.truncated, r.duration_ms)
+
+    def _result(self) -> "ExecResult":
+        return ExecResult(self.exit_code if self.exit_code is not None else -1,
+                          self.stdout_bytes, self.stderr_bytes, self.timed_out,
+                          self.duration_ms, self.truncated)

@@ -1,0 +1,226 @@
+// Background execs, the process table and signals of one sandbox (see
+// sandbox_procs.hpp). Backend callbacks run on a backend thread and only
+// hand their results to the actor (run_in); a result that arrives after the
+// actor quit is dropped with it.
+#include "actors/sandbox_procs.hpp"
+
+#include <chrono>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/interfaces.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec {
+
+namespace {
+
+int64_t unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// Where one background start stands, shared by its callbacks.
+struct launch {
+  caf::response_promise rp;
+  std::vector<std::string> argv;
+  int64_t started_at_ms = 0;
+  int32_t pid = 0; // 0 until init reported it
+};
+
+void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
+  auto& st = self->state;
+  l.pid = pid;
+  // A finished record under a reused pid gives way to the new command.
+  if (auto old = st.background.find(pid); old != st.background.end()) {
+    for (auto& [id, w] : old->second.waiters)
+      w.deliver(old->second.proc);
+    st.background.erase(old);
+    for (auto it = st.finished.begin(); it != st.finished.end(); ++it)
+      if (*it == pid) {
+        st.finished.erase(it);
+        break;
+      }
+  }
+  auto& e = st.background[pid];
+  e.proc.pid = pid;
+  e.proc.argv = l.argv;
+  e.proc.started_at_ms = l.started_at_ms;
+  e.proc.running = true;
+  l.rp.deliver(e.proc);
+}
+
+void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
+  auto it = self->state.background.find(l.pid);
+  if (l.pid == 0 || it == self->state.background.end() || !it->second.proc.running)
+    return;
+  // The backend already bounds each stream (16 MiB, then `truncated`).
+  auto& r = it->second.proc.result;
+  (c.stream == 1 ? r.stdout_data : r.stderr_data) += c.data;
+}
+
+void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
+  auto& st = self->state;
+  if (l.pid == 0) { // never started: the exec failed, or init cannot tell pids
+    l.rp.deliver(to_caf(res ? internal_error("background exec in " + st.info.id
+                                             + ": this sandbox's init does not report pids "
+                                               "(recreate the sandbox)")
+                            : res.err()));
+    return;
+  }
+  auto it = st.background.find(l.pid);
+  if (it == st.background.end() || !it->second.proc.running)
+    return;
+  auto& e = it->second;
+  e.proc.running = false;
+  if (res) { // its output came through on_output (keep_output is off)
+    auto& r = e.proc.result;
+    r.exit_code = res->exit_code;
+    r.timed_out = res->timed_out;
+    r.truncated = res->truncated;
+    r.duration_ms = res->duration_ms;
+  } else {
+    e.proc.result.exit_code = -1;
+    e.proc.result.stderr_data += "\ndsec: " + res.err().message + "\n";
+  }
+  for (auto& [id, w] : e.waiters)
+    w.deliver(e.proc);
+  e.waiters.clear();
+  st.finished.push_back(l.pid);
+  size_t kept = 0;
+  for (auto pid : st.finished) {
+    auto& r = st.background[pid].proc.result;
+    kept += r.stdout_data.size() + r.stderr_data.size();
+  }
+  while (st.finished.size() > max_finished_background
+         || (st.finished.size() > 1 && kept > max_finished_output)) {
+    auto& r = st.background[st.finished.front()].proc.result;
+    kept -= r.stdout_data.size() + r.stderr_data.size();
+    st.background.erase(st.finished.front());
+    st.finished.pop_front();
+  }
+}
+
+} // namespace
+
+void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req) {
+  auto retry = [self, req](caf::response_promise rp) { start_background(self, rp, req); };
+  if (!procs_ready(self, rp, retry))
+    return;
+  auto& st = self->state;
+  ++st.ctx->execs_total;
+  auto l = std::make_shared<launch>();
+  l->rp = rp;
+  l->argv = req.argv;
+  l->started_at_ms = unix_ms();
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  backends::exec_callbacks cb;
+  cb.keep_output = false; // kept here, as it comes
+  cb.on_started = [hdl, self, l](int32_t pid) {
+    run_in(hdl, [self, l, pid] { on_started(self, *l, pid); });
+  };
+  cb.on_output = [hdl, self, l](exec_chunk c) {
+    run_in(hdl, [self, l, c = std::move(c)]() mutable { on_output(self, *l, c); });
+  };
+  cb.on_done = [hdl, self, l](expected<exec_result> res) {
+    run_in(hdl, [self, l, res = std::move(res)]() mutable { on_done(self, *l, res); });
+  };
+  (void)st.sb->exec(std::move(req), std::move(cb));
+}
+
+void list_processes(sandbox_actor_ptr self, caf::response_promise rp) {
+  if (!procs_ready(self, rp, [self](caf::response_promise rp) { list_processes(self, rp); }))
+    return;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  self->state.sb->processes([hdl, self, rp](expected<std::vector<process_info>> res) mutable {
+    run_in(hdl, [self, rp, res = std::move(res)]() mutable {
+      if (!res)
+        return rp.deliver(to_caf(res.err()));
+      for (auto& p : *res) {
+        auto it = self->state.background.find(p.pid);
+        p.background = it != self->state.background.end() && it->second.proc.running;
+      }
+      rp.deliver(std::move(*res));
+    });
+  });
+}
+
+void get_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                 int64_t wait_ms) {
+  auto& st = self->state;
+  auto it = st.background.find(pid);
+  if (it != st.background.end()) {
+    auto& e = it->second;
+    if (!e.proc.running || wait_ms <= 0 || st.destroying)
+      return rp.deliver(e.proc);
+    auto id = ++st.next_waiter;
+    e.waiters.emplace(id, rp);
+    self->delayed_send(self, std::chrono::milliseconds(wait_ms), pwait_atom::value, pid, id);
+    return;
+  }
+  auto retry = [self, pid, wait_ms](caf::response_promise rp) {
+    get_process(self, rp, pid, wait_ms);
+  };
+  if (!procs_ready(self, rp, retry))
+    return;
+  auto what = "process " + std::to_string(pid) + " in sandbox " + st.info.id;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  st.sb->processes([hdl, rp, pid, what](expected<std::vector<process_info>> res) mutable {
+    run_in(hdl, [rp, pid, what, res = std::move(res)]() mutable {
+      if (!res)
+        return rp.deliver(to_caf(res.err()));
+      for (auto& p : *res)
+        if (p.pid == pid) {
+          background_process out;
+          out.pid = pid;
+          out.argv = p.argv;
+          out.started_at_ms = p.started_at_ms;
+          out.running = true;
+          return rp.deliver(std::move(out));
+        }
+      rp.deliver(to_caf(not_found(what + ": no such process")));
+    });
+  });
+}
+
+void fail_waiters(sandbox_actor_ptr self, const error& why) {
+  for (auto& [pid, e] : self->state.background) {
+    for (auto& [id, w] : e.waiters)
+      w.deliver(to_caf(why));
+    e.waiters.clear();
+  }
+}
+
+void wait_expired(sandbox_actor_ptr self, int32_t pid, uint64_t waiter) {
+  auto it = self->state.background.find(pid);
+  if (it == self->state.background.end())
+    return;
+  auto w = it->second.waiters.find(waiter);
+  if (w == it->second.waiters.end())
+    return;
+  w->second.deliver(it->second.proc);
+  it->second.waiters.erase(w);
+}
+
+void signal_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                    int32_t signo, bool group) {
+  auto retry = [self, pid, signo, group](caf::response_promise rp) {
+    signal_process(self, rp, pid, signo, group);
+  };
+  if (!procs_ready(self, rp, retry))
+    return;
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  self->state.sb->signal_process(pid, signo, group, [hdl, rp](status res) mutable {
+    run_in(hdl, [rp, res = std::move(res)]() mutable {
+      if (res)
+        rp.deliver(true);
+      else
+        rp.deliver(to_caf(res.err()));
+    });
+  });
+}
+
+} // namespace dsec
