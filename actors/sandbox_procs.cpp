@@ -151,19 +151,23 @@ void list_processes(sandbox_actor_ptr self, caf::response_promise rp) {
 void get_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
                  int64_t wait_ms) {
   auto& st = self->state;
+  auto retry = [self, pid, wait_ms](caf::response_promise rp) {
+    get_process(self, rp, pid, wait_ms);
+  };
   auto it = st.background.find(pid);
   if (it != st.background.end()) {
     auto& e = it->second;
+    // A record is read as it stands, even while paused; waiting for a frozen
+    // process to end resumes its sandbox first.
     if (!e.proc.running || wait_ms <= 0 || st.destroying)
       return rp.deliver(e.proc);
+    if (!procs_ready(self, rp, retry))
+      return;
     auto id = ++st.next_waiter;
     e.waiters.emplace(id, rp);
     self->delayed_send(self, std::chrono::milliseconds(wait_ms), pwait_atom::value, pid, id);
     return;
   }
-  auto retry = [self, pid, wait_ms](caf::response_promise rp) {
-    get_process(self, rp, pid, wait_ms);
-  };
   if (!procs_ready(self, rp, retry))
     return;
   auto what = "process " + std::to_string(pid) + " in sandbox " + st.info.id;

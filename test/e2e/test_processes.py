@@ -296,6 +296,32 @@ def test_processes_lists_everything_with_pid_command_and_start(client, sandbox):
     assert init and init[0]["cmd"] == "dsec-init", procs
 
 
+def test_process_calls_on_a_paused_sandbox_resume_it(client, sandbox):
+    p = bg(client, sandbox, "sleep 9651")
+    # A background command's record reads as it stands, and the sandbox
+    # stays paused.
+    assert client.call("POST", f"/v1/sandboxes/{q(sandbox)}/pause")[0] == 200
+    status, out = proc(client, sandbox, p["pid"])
+    assert status == 200 and out["state"] == "running", out
+    assert client.get(sandbox)[1]["state"] == "paused"
+    for call in ("list", "wait", "background", "kill"):
+        status, info = client.call("POST", f"/v1/sandboxes/{q(sandbox)}/pause")
+        assert status == 200 and info["state"] == "paused", info
+        if call == "list":
+            status, out = client.call("GET", f"/v1/sandboxes/{q(sandbox)}/processes")
+            assert status == 200 and any(x["pid"] == p["pid"] for x in out["processes"]), out
+        elif call == "wait":  # waiting for a frozen process resumes it
+            status, out = proc(client, sandbox, p["pid"], "?wait=1&timeout_s=0.2")
+            assert status == 200 and out["state"] == "running", out
+        elif call == "background":
+            assert bg(client, sandbox, "sleep 9652")["pid"] > 1
+        else:
+            status, out = client.call("POST", f"/v1/sandboxes/{q(sandbox)}/processes/{p['pid']}/kill",
+                                      {"signal": "SIGKILL"})
+            assert status == 200, out
+        assert client.get(sandbox)[1]["state"] == "running", call
+
+
 def test_kill_process_makes_it_go(client, sandbox):
     client.sh(sandbox, "sleep 9701 &")
     status, out = client.call("GET", f"/v1/sandboxes/{q(sandbox)}/processes")
