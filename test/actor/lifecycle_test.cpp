@@ -222,20 +222,6 @@ struct fixture {
     }
   }
 
-  template <class T, class... Ts>
-  expected<T> ask(Ts... xs) {
-    auto out = std::make_shared<std::optional<expected<T>>>();
-    auto dest = lc;
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-        .then([=](T& x) { out->emplace(std::move(x)); },
-              [=](caf::error& e) { out->emplace(from_caf(e)); });
-    });
-    drive();
-    REQUIRE(out->has_value());
-    return std::move(**out);
-  }
-
   /// Sends `xs` to the lifecycle actor without driving; the answer lands in
   /// the returned slot once the test drives.
   template <class T, class... Ts>
@@ -248,6 +234,14 @@ struct fixture {
               [=](caf::error& e) { out->emplace(from_caf(e)); });
     });
     return out;
+  }
+
+  template <class T, class... Ts>
+  expected<T> ask(Ts... xs) {
+    auto out = send_only<T>(xs...);
+    drive();
+    REQUIRE(out->has_value());
+    return std::move(**out);
   }
 
   sandbox_spec spec(std::vector<std::string> layers = {"base/busybox@1"}) {

@@ -3,32 +3,21 @@
 # pid, output, wait and kill, the process table and kill by pid. One sandbox,
 # few calls: every microVM create burns CPU under TCG.
 
-import os
-import shutil
-import subprocess
 import time
 import urllib.parse
 
 import pytest
 
-from conftest import BUSYBOX, REPO, _finish_node, assert_error, start_node, wait_for
-
-QEMU = shutil.which("qemu-system-x86_64")
-GUEST_DIR = os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest")
-BOOT_TIMEOUT_S = os.environ.get("DSEC_VM_BOOT_TIMEOUT_S", "90")
+from conftest import BUSYBOX, _finish_node, assert_error, start_node, wait_for
+from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
 
 pytestmark = pytest.mark.skipif(QEMU is None,
                                 reason="qemu-system-x86_64 is not installed on this machine")
 
 
 @pytest.fixture(scope="module")
-def vm_node(dsec_bin, store):
-    p = subprocess.run([str(REPO / "scripts" / "guest_kernel.sh"), GUEST_DIR],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
-    if p.returncode != 0:
-        pytest.fail("scripts/guest_kernel.sh failed:\n" + p.stdout.decode(errors="replace"),
-                    pytrace=False)
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=GUEST_DIR,
+def vm_node(dsec_bin, store, guest_kernel):  # noqa: F811
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
                    DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S)
     yield n
     _finish_node(n)

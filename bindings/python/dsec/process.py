@@ -63,6 +63,28 @@ class _ProcessBase:
     def __repr__(self):
         return f"<dsec.{type(self).__name__} pid {self.pid} in {self._sandbox.id}: {self.cmd!r}>"
 
+    # wait() in slices of at most _WAIT_SLICE_S on the node, shared by both forms.
+
+    @staticmethod
+    def _deadline(timeout: Optional[float]) -> Optional[float]:
+        return None if timeout is None else time.monotonic() + timeout
+
+    @staticmethod
+    def _slice_ms(deadline: Optional[float]) -> int:
+        left = _WAIT_SLICE_S if deadline is None else max(0.0, deadline - time.monotonic())
+        return int(min(left, _WAIT_SLICE_S) * 1000)
+
+    def _after_slice(self, native, timeout, deadline) -> Optional[ExecResult]:
+        """The result once it ended, None to wait on; Timeout past the deadline."""
+        st = ProcessStatus._from_native(native)
+        self._last = st
+        if not st.running:
+            return st._result()
+        if deadline is not None and time.monotonic() >= deadline:
+            raise Timeout(f"wait for pid {self.pid} in {self._sandbox.id}: still running "
+                          f"after {timeout} s", "timeout")
+        return None
+
 
 class Process(_ProcessBase):
     """A command started by ``Sandbox.exec(..., background=True)``.
@@ -101,18 +123,13 @@ class Process(_ProcessBase):
         """Waits for its end and returns its ExecResult; raises Timeout if it
         still runs after ``timeout`` seconds (None = as long as it takes)."""
         timeout = _timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = self._deadline(timeout)
         while True:
-            left = _WAIT_SLICE_S if deadline is None else max(0.0, deadline - time.monotonic())
-            ms = int(min(left, _WAIT_SLICE_S) * 1000)
-            st = ProcessStatus._from_native(
-                self._sandbox._client._call("process", (self._sandbox.id, self.pid, ms)))
-            self._last = st
-            if not st.running:
-                return st._result()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Timeout(f"wait for pid {self.pid} in {self._sandbox.id}: still running "
-                              f"after {timeout} s", "timeout")
+            native = self._sandbox._client._call(
+                "process", (self._sandbox.id, self.pid, self._slice_ms(deadline)))
+            result = self._after_slice(native, timeout, deadline)
+            if result is not None:
+                return result
 
     def kill(self, signal: int = _signal.SIGKILL) -> None:
         """Sends ``signal`` (default SIGKILL) to its process group."""
@@ -137,18 +154,13 @@ class AsyncProcess(_ProcessBase):
         """Waits for its end and returns its ExecResult; raises Timeout if it
         still runs after ``timeout`` seconds (None = as long as it takes)."""
         timeout = _timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = self._deadline(timeout)
         while True:
-            left = _WAIT_SLICE_S if deadline is None else max(0.0, deadline - time.monotonic())
-            ms = int(min(left, _WAIT_SLICE_S) * 1000)
-            st = ProcessStatus._from_native(
-                await self._sandbox._client._call("process", (self._sandbox.id, self.pid, ms)))
-            self._last = st
-            if not st.running:
-                return st._result()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise Timeout(f"wait for pid {self.pid} in {self._sandbox.id}: still running "
-                              f"after {timeout} s", "timeout")
+            native = await self._sandbox._client._call(
+                "process", (self._sandbox.id, self.pid, self._slice_ms(deadline)))
+            result = self._after_slice(native, timeout, deadline)
+            if result is not None:
+                return result
 
     async def kill(self, signal: int = _signal.SIGKILL) -> None:
         """Sends ``signal`` (default SIGKILL) to its process group."""
