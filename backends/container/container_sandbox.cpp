@@ -130,6 +130,7 @@ void container_sandbox::on_oom() {
     return;
   // SAFETY: the pidfd pins init; killing it kills the pid namespace. The
   // pidfd turning readable then reports the death, with reason "oom".
+  oom_killed_ = true;
   ::syscall(SYS_pidfd_send_signal, parts_.pidfd.get(), SIGKILL, nullptr, 0);
 }
 
@@ -352,7 +353,7 @@ std::string container_sandbox::exit_reason() {
     }
   }
   auto mem = parts_.cgroup ? parts_.cgroup->memory() : sys::memory_events{};
-  if (mem.oom_kills > 0)
+  if (mem.oom_kills > 0 || oom_killed_)
     return "oom";
   return "init exited" + (how.empty() ? std::string() : ": " + how);
 }

@@ -120,6 +120,10 @@ class container_sandbox final : public sandbox,
   sys::unique_fd oom_fd_;
   bool channel_open_ = true;
   bool dead_ = false;      ///< init exited on its own
+  /// The memory controller signalled an OOM and on_oom killed init for it:
+  /// the death is "oom" even if the kernel had not counted a kill yet (it
+  /// signals before it picks a victim, and a dying namespace may need none).
+  bool oom_killed_ = false;
   bool destroyed_ = false; ///< destroy() ran (or runs)
   std::string death_;      ///< why exec fails now
   std::string died_of_;    ///< the reason on_exit reported (or would have)
