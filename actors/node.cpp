@@ -206,6 +206,12 @@ expected<node_context_ptr> make_context(node_config cfg) {
   for (auto& d : {cfg.state_dir, cfg.state_dir + "/sandboxes", cfg.state_dir + "/mounts"})
     if (auto st = sys::make_dirs(d, 0700); !st)
       return st.err();
+  // Checked before anything is mounted: a node that cannot start leaves
+  // nothing behind (the quota volume below is a loop mount).
+  auto init_path = find_init();
+  if (!sys::exists(init_path))
+    return unavailable("node: the sandbox init binary " + init_path
+                       + " is missing (set DSEC_INIT)");
   ctx->quota = open_quota_volume(cfg);
   auto id = settle_node_id(cfg);
   if (!id)
@@ -231,10 +237,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.quota = ctx->quota;
-  cc.init_path = find_init();
-  if (!sys::exists(cc.init_path))
-    return unavailable("node: the sandbox init binary " + cc.init_path
-                       + " is missing (set DSEC_INIT)");
+  cc.init_path = init_path;
   ctx->container = backends::make_container_backend(cc);
   {
     backends::vm_config vc; // microvm and vm: QEMU guests, when this node can run them
