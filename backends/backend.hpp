@@ -105,6 +105,21 @@ class sandbox {
   /// Replaces the network policy; new connections see it at once. Blocking.
   virtual status set_network(const network_policy&) { return unsupported("set network"); }
 
+  /// What the sandbox uses now (see usage_sample). Blocking but cheap (a few
+  /// small file reads): call it from the worker pool.
+  virtual expected<usage_sample> usage() { return unsupported("measure usage"); }
+
+  /// Pushes the sandbox's cold memory into the node's compressed swap, best
+  /// effort, without stopping it. Returns the bytes that left RAM. Blocking.
+  virtual expected<int64_t> reclaim() { return unsupported("reclaim memory"); }
+
+  /// Moves every process of the sandbox, present and forked later, to CPU
+  /// class `cls` ("latency" | "batch", already validated). Blocking.
+  virtual status set_cpu_class(const std::string& cls) {
+    (void)cls;
+    return unsupported("set cpu class");
+  }
+
   /// What the sandbox tried and was refused, so far.
   virtual denial_counts denials() { return {}; }
 

@@ -194,6 +194,19 @@ struct denial_counts {
   std::vector<std::string> recent;
 };
 
+/// What the node measured of one sandbox at one moment (its cgroup
+/// counters; for a VM, its QEMU process). Reclaim, admission and /metrics
+/// read it.
+struct usage_sample {
+  /// Memory the sandbox holds in RAM now (anonymous + page cache charged to
+  /// it), bytes.
+  int64_t resident_bytes = 0;
+  /// Of its memory, what sits in the node's compressed swap, bytes.
+  int64_t swap_bytes = 0;
+  /// CPU time used since it started, all of its processes, nanoseconds.
+  int64_t cpu_ns = 0;
+};
+
 /// What GET /v1/sandboxes/{id} returns.
 struct sandbox_info {
   std::string id;
