@@ -116,7 +116,7 @@ void on_squeezed(reclaim_actor_ptr self, pool_result& res, promises waiters) {
       continue;
     auto& e = it->second;
     if (o.err) {
-      if (!e.reclaim_failed)
+      if (!e.reclaim_failed && o.err.code != errc::unavailable)
         log(self, "sandbox " + o.id + ": " + o.err.message);
       e.reclaim_failed = true;
       // Not asked again in this idle stretch: mark it as done with nothing freed.
@@ -140,7 +140,8 @@ void on_sampled(reclaim_actor_ptr self, pool_result& res, promises waiters) {
       continue;
     auto& e = it->second;
     if (o.err) {
-      if (!e.usage_failed)
+      // A sandbox being destroyed answers unavailable ("gone"): not news.
+      if (!e.usage_failed && o.err.code != errc::unavailable)
         log(self, "sandbox " + o.id + ": " + o.err.message
                     + (unsupported(o.err) ? "; not measured or reclaimed" : ""));
       e.usage_failed = true;
