@@ -57,7 +57,7 @@ struct node_config {
   int64_t memory_headroom_mb = 512;
   /// Sum of memory limits may reach this x (RAM + swap) (--overcommit; 0 =
   /// no cap; reasons in reclaim::admission_limits).
-  double overcommit = 8;
+  double overcommit = 16;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its

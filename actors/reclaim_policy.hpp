@@ -158,11 +158,13 @@ struct admission_limits {
   /// into the OOM killer, too large refuses creates early.
   int64_t headroom_mb = 512;
   /// --overcommit: the sum of limits may reach this x (RAM + swap); 0 = no
-  /// cap. 8: a python agent's limit of 512 MiB against ~20-60 MiB measured
-  /// use leaves the average sandbox 1/8 of its limit when all grow at once;
-  /// too high lets a correlated growth exhaust RAM + zram, too low refuses
-  /// sandboxes the node could hold (200 of 512 MiB fit 24 GiB at 8x).
-  double overcommit = 8;
+  /// cap. 16: at the cap, RAM + zram hold every sandbox growing to 1/16 of
+  /// its limit at once (32 MiB of 512: an idle python agent measures ~20
+  /// MiB); growth past that is what the measured check refuses new creates
+  /// for. Too high lets a correlated growth (a batch's pip install) exhaust
+  /// RAM + zram; too low refuses sandboxes the node could hold (8 stopped a
+  /// 3200 x 96 MiB density run on 24 GiB + 6 GiB zram; 16 holds 960 of 512).
+  double overcommit = 16;
 };
 
 /// One create to decide.
