@@ -53,6 +53,13 @@ def test_idle_sandbox_is_reclaimed_and_keeps_running(dsec_bin, node_factory):
     sid = c.create_ok([PYTHON], memory_mb=512)
     pid = c.sh(sid, HOLD)["stdout"].strip()
     assert pid.isdigit(), pid
+    # A paused one is left alone: its pause already freed what it could.
+    paused = c.create_ok([PYTHON], memory_mb=512)
+    c.sh(paused, HOLD)
+    wait_for(lambda: c.sh(paused, "cat /tmp/hold.out")["stdout"].strip() == str(100 * MiB), 60,
+             what="the paused sandbox's python to hold its memory")
+    status, out = c.call("POST", f"/v1/sandboxes/{paused}/pause")
+    assert status == 200 and out["state"] == "paused", out
     wait_for(lambda: c.sh(sid, "cat /tmp/hold.out")["stdout"].strip() == str(100 * MiB), 60,
              what="the python process to hold its memory")
 
@@ -87,6 +94,11 @@ def test_idle_sandbox_is_reclaimed_and_keeps_running(dsec_bin, node_factory):
     assert metric(text, "dsec_node_reclaimed_bytes_total") > 0, text
     assert metric(text, "dsec_node_idle_sandboxes") >= 1, text
 
+    status, p = c.get(paused)
+    assert status == 200 and p["state"] == "paused" and p["reclaimed_bytes"] == 0, p
+    assert p["idle_since"] is None, p
+    assert metric(text, "dsec_sandbox_reclaimed_bytes_total", paused) == 0, text
+
     # Still the same sandbox: its process and its memory are there.
     r = c.sh(sid, f"kill -0 {pid} && cat /tmp/hold.out")
     assert r["exit_code"] == 0 and r["stdout"].strip() == str(100 * MiB), r
@@ -95,4 +107,5 @@ def test_idle_sandbox_is_reclaimed_and_keeps_running(dsec_bin, node_factory):
     wait_for(lambda: info()["idle_since"] is None or info()["idle_since"] > got["idle_since"],
              10, what="the sandbox to leave idle after work")
     c.delete(sid)
+    c.delete(paused)
     n.check_clean()
