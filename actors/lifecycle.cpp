@@ -118,14 +118,33 @@ reclaim::admission_input admission_input_for(const lifecycle_state& st, const sa
 void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
                    caf::response_promise rp);
 
+/// The creates that waited for `request_id`'s admission run again: they find
+/// its sandbox (or are admitted on their own if it was refused).
+void release_followers(lifecycle_actor_ptr self, const std::string& request_id) {
+  auto it = self->state.admitting.find(request_id);
+  if (it == self->state.admitting.end())
+    return;
+  auto followers = std::move(it->second);
+  self->state.admitting.erase(it);
+  for (auto& f : followers) {
+    auto rp = f.second;
+    self->request(caf::actor_cast<caf::actor>(self), caf::infinite, create_atom::value,
+                  std::move(f.first))
+      .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  }
+}
+
 /// Admits `spec` by measured memory (the count and capability checks passed):
 /// starts it, or reclaims first and decides again, or refuses with 429.
 void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp,
            bool reclaim_tried) {
   auto& st = self->state;
+  auto key = spec.request_id;
   if (reclaim_tried) // the table may have changed while reclaim ran
     if (auto err = admission_error(st, spec)) {
       rp.deliver(to_caf(err));
+      release_followers(self, key);
       return;
     }
   auto in = admission_input_for(st, spec, reclaim_tried);
@@ -135,8 +154,12 @@ void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp
     a.v = in.host.known ? reclaim::verdict::refuse_memory : reclaim::verdict::admit;
   switch (a.v) {
     case reclaim::verdict::admit:
-      return start_sandbox(self, std::move(spec), in.need_mb, std::move(rp));
+      start_sandbox(self, std::move(spec), in.need_mb, std::move(rp));
+      release_followers(self, key);
+      return;
     case reclaim::verdict::reclaim_first:
+      if (!key.empty())
+        st.admitting[key]; // same-key creates wait for this one
       // Bounded: a reclaim pass is a few cgroup reads and squeezes; past it
       // the create decides on the sample it has.
       self->request(st.reclaim, std::chrono::seconds(10), reclaim_atom::value)
@@ -152,6 +175,7 @@ void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp
     default:
       rp.deliver(to_caf(resource_exhausted(
         reclaim::refusal_message(st.ctx->config.node_id, in, lim, a))));
+      release_followers(self, key);
   }
 }
 
@@ -177,6 +201,11 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
   if (auto err = admission_error(st, spec))
     return to_caf(err);
   auto rp = self->make_response_promise();
+  if (auto it = st.admitting.find(spec.request_id);
+      !spec.request_id.empty() && it != st.admitting.end()) {
+    it->second.emplace_back(std::move(spec), rp);
+    return rp;
+  }
   admit(self, std::move(spec), rp, false);
   return rp;
 }

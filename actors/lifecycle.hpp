@@ -70,6 +70,11 @@ struct lifecycle_state {
   /// by count alone until a report arrives).
   caf::actor reclaim;
   measured_memory memory;
+  /// request_id -> creates with that key that came while the first waited
+  /// for a reclaim (admission); they run again once it is decided, so they
+  /// find its sandbox instead of making a second one.
+  std::unordered_map<std::string, std::vector<std::pair<sandbox_spec, caf::response_promise>>>
+    admitting;
 };
 
 using lifecycle_actor_ptr = caf::stateful_actor<lifecycle_state>*;

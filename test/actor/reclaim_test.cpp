@@ -193,14 +193,21 @@ struct fixture {
     drive();
   }
 
+  /// Sends without driving; the answer lands in the slot once the test drives.
   template <class T, class... Ts>
-  expected<T> ask_of(caf::actor dest, Ts... xs) {
+  std::shared_ptr<std::optional<expected<T>>> send_only(caf::actor dest, Ts... xs) {
     auto out = std::make_shared<std::optional<expected<T>>>();
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(dest, caf::infinite, xs...)
         .then([=](T& x) { out->emplace(std::move(x)); },
               [=](caf::error& e) { out->emplace(from_caf(e)); });
     });
+    return out;
+  }
+
+  template <class T, class... Ts>
+  expected<T> ask_of(caf::actor dest, Ts... xs) {
+    auto out = send_only<T>(dest, xs...);
     drive();
     REQUIRE(out->has_value());
     return std::move(**out);
@@ -346,4 +353,28 @@ TEST_CASE_METHOD(fixture, "admission: the overcommit cap refuses past the sum of
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.err().code == errc::resource_exhausted);
   CHECK_THAT(refused.err().message, Catch::Contains("overcommit cap of 1200 MiB"));
+}
+
+TEST_CASE_METHOD(fixture, "admission: a retry with the same request_id while the first waits "
+                          "for reclaim gets the same sandbox", "[actor][reclaim]") {
+  create("idle-a");
+  *avail_mb = 520;
+  tick();
+  *now += 3500; // idle-a idle: the first create's reclaim frees enough
+  sandbox_spec spec;
+  spec.layers = {"base/busybox@1"};
+  spec.ttl_s = 0;
+  spec.labels = {{"name", "keyed"}};
+  spec.request_id = "req-1";
+  auto first = send_only<sandbox_info>(lc, create_atom::value, spec);
+  auto retry = send_only<sandbox_info>(lc, create_atom::value, spec);
+  drive();
+  REQUIRE(first->has_value());
+  REQUIRE(retry->has_value());
+  REQUIRE((*first)->ok());
+  REQUIRE((*retry)->ok());
+  CHECK((**first)->id == (**retry)->id);
+  CHECK(ask<std::vector<sandbox_info>>(list_atom::value, std::map<std::string, std::string>{})
+          ->size() == 2);
+  CHECK(of("idle-a").reclaims == 1);
 }
