@@ -64,6 +64,8 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   add("dsec_http_errors_total", "counter", "REST requests answered with an error.",
       g.errors_total);
   add("dsec_uptime_seconds", "gauge", "Seconds since the node started.", s.uptime_ms / 1000);
+  if (g.ctx && g.ctx->zram) // a few sysfs reads
+    out += g.ctx->zram->metrics_text(s.node_id);
   return out;
 }
 

@@ -31,10 +31,10 @@ std::vector<std::string> split_list(const std::string& s) {
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
-                     "[--max-sandboxes N] [--layer-cache-mb N]";
+                     "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
-                       "max-sandboxes", "layer-cache-mb"},
+                       "max-sandboxes", "layer-cache-mb", "zram-mb"},
                       {});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
@@ -62,6 +62,18 @@ int run_node_command(const std::vector<std::string>& words) {
       return 2;
     }
     cfg.layer_cache_mb = static_cast<uint64_t>(*n);
+  }
+  // --zram-mb: the compressed swap a node makes when the host has none, so
+  // pause and reclaim can move anonymous and tmpfs memory out of RAM. Default
+  // a quarter of RAM, at most 8 GiB (sys::default_zram_mb says why); 0 = none.
+  if (a->has("zram-mb")) {
+    auto n = to_int("zram-mb", a->get("zram-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --zram-mb must be a whole number of MiB (0 = no zram swap; "
+                   "default a quarter of RAM, at most 8192)\n";
+      return 2;
+    }
+    cfg.zram_mb = *n;
   }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {

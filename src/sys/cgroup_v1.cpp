@@ -23,7 +23,8 @@ namespace {
 
 // Controllers a sandbox lives in. cpuset is left out on purpose: a v1
 // cpuset child starts with empty cpus/mems and would reject tasks.
-constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer"};
+// cpuacct is mounted on its own here and counts the CPU time usage() reports.
+constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer", "cpuacct"};
 
 // CFS period; 100 ms is the kernel default, so quotas read naturally.
 constexpr int64_t cfs_period_us = 100000;
@@ -87,12 +88,75 @@ class cgroup_v1 final : public cgroup {
     int64_t quota = l.cpu > 0 ? std::max<int64_t>(1000, std::llround(l.cpu * cfs_period_us)) : -1;
     if (auto st = write_knob(cpu + "/cpu.cfs_quota_us", std::to_string(quota)); !st)
       return st;
-    if (l.memory_bytes > 0) {
-      auto st = write_knob(dir("memory") + "/memory.limit_in_bytes", std::to_string(l.memory_bytes));
-      if (!st)
+    if (l.memory_bytes > 0)
+      if (auto st = write_memory_limit(l.memory_bytes); !st)
         return st;
-    }
     return write_knob(dir("pids") + "/pids.max", l.pids > 0 ? std::to_string(l.pids) : "max");
+  }
+
+  // memory.limit_in_bytes and, where swap is accounted, memory.memsw.
+  // limit_in_bytes (RAM + swap) to the same value. The kernel keeps
+  // limit <= memsw at every write: raising, memsw goes first; lowering, the
+  // limit goes first.
+  status write_memory_limit(int64_t bytes) {
+    auto m = dir("memory");
+    auto limit = m + "/memory.limit_in_bytes", memsw = m + "/memory.memsw.limit_in_bytes";
+    auto value = std::to_string(bytes);
+    if (!exists(memsw))
+      return write_knob(limit, value);
+    bool raising = bytes >= read_counter(memsw, "");
+    if (auto st = write_knob(raising ? memsw : limit, value); !st)
+      return st;
+    return write_knob(raising ? limit : memsw, value);
+  }
+
+  cgroup_usage usage() const override {
+    cgroup_usage u;
+    auto m = dir("memory");
+    if (auto text = read_file(m + "/memory.stat")) {
+      auto field = [&](const char* name) -> int64_t {
+        std::string key = std::string{"\n"} + name + " ";
+        auto pos = ("\n" + *text).find(key);
+        return pos == std::string::npos ? -1 : std::atoll(text->c_str() + pos + key.size() - 1);
+      };
+      u.rss_bytes = field("total_rss");
+      u.cache_bytes = field("total_cache");
+      u.shmem_bytes = field("total_shmem");
+      u.swap_bytes = field("total_swap");
+    }
+    if (auto t = read_file(m + "/memory.usage_in_bytes"))
+      u.memory_bytes = std::atoll(t->c_str());
+    if (auto t = read_file(dir("cpuacct") + "/cpuacct.usage"))
+      u.cpu_ns = std::atoll(t->c_str());
+    return u;
+  }
+
+  expected<int64_t> squeeze_memory(int64_t floor_bytes) override {
+    auto m = dir("memory");
+    auto limit_knob = m + "/memory.limit_in_bytes", usage_knob = m + "/memory.usage_in_bytes";
+    auto old_limit = read_file(limit_knob);
+    if (!old_limit)
+      return old_limit.err();
+    int64_t before = read_counter(usage_knob, "");
+    // Halving the distance to the floor each step lets the kernel reclaim
+    // the coldest pages first; four steps reach within 1/16 of it, the last
+    // goes to the floor itself.
+    int64_t target = before;
+    status why;
+    for (int step = 0; step < 5 && target > floor_bytes; ++step) {
+      target = step == 4 ? floor_bytes : floor_bytes + (target - floor_bytes) / 2;
+      if (auto st = write_knob(limit_knob, std::to_string(std::max<int64_t>(target, 4096))); !st) {
+        why = st; // EBUSY: the kernel could not reclaim below this
+        break;
+      }
+    }
+    int64_t after = read_counter(usage_knob, "");
+    std::string restore = old_limit->substr(0, old_limit->find('\n'));
+    if (auto st = write_knob(limit_knob, restore); !st)
+      return error{st.err().code, "squeeze memory of " + m + ": restore the limit: "
+                                    + st.err().message};
+    (void)why;
+    return std::max<int64_t>(0, before - after);
   }
 
   status add_process(pid_t pid) override {
