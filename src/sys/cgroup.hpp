@@ -92,6 +92,17 @@ class cgroup {
     return unavailable("squeeze memory: not supported by this cgroup");
   }
 
+  /// Reclaims all the kernel can of the group's memory now (v1
+  /// memory.force_empty: anonymous and tmpfs pages into swap, page cache
+  /// dropped), the limits untouched; it refreshes the memcg statistics
+  /// reclaim decides by first (stale ones left 64 of 200 MiB of /dev/shm
+  /// pages in RAM after a page-out). Returns the bytes that left the group's
+  /// RAM. For a frozen or idle group: it reclaims the working set too.
+  /// Blocking.
+  virtual expected<int64_t> reclaim_all_memory() {
+    return unavailable("reclaim memory: not supported by this cgroup");
+  }
+
   /// Freezes (true) or thaws (false) every process of the group.
   virtual status freeze(bool frozen) = 0;
 
