@@ -328,6 +328,23 @@ zram_stats zram_swap::stats() const {
   return s ? *s : zram_stats{};
 }
 
+std::string zram_swap::health_json() const {
+  auto s = stats();
+  std::string note;
+  for (char ch : what_) {
+    if (ch == '"' || ch == '\\')
+      note += '\\';
+    if (static_cast<unsigned char>(ch) >= 0x20)
+      note += ch;
+  }
+  return "\"zram\":{\"active\":" + std::string(active() ? "true" : "false") + ",\"device\":\""
+         + device_ + "\",\"disksize_bytes\":" + std::to_string(disksize())
+         + ",\"stored_bytes\":" + std::to_string(s.orig_data_size)
+         + ",\"compressed_bytes\":" + std::to_string(s.compr_data_size)
+         + ",\"memory_bytes\":" + std::to_string(s.mem_used_total) + ",\"note\":\"" + note
+         + "\"}";
+}
+
 std::string zram_swap::metrics_text(const std::string& node) const {
   if (device_.empty())
     return {};

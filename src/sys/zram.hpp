@@ -137,6 +137,10 @@ class zram_swap {
   /// the device holds back into RAM).
   status detach();
 
+  /// `"zram":{...}` for /healthz: active, device, disksize_bytes,
+  /// stored_bytes, compressed_bytes, memory_bytes and the describe() line.
+  std::string health_json() const;
+
   /// Prometheus lines for /metrics (empty when inactive).
   std::string metrics_text(const std::string& node) const;
 

@@ -79,6 +79,13 @@ def test_node_makes_lz4_zram_when_the_host_has_no_swap_and_removes_it_on_stop(
             assert int(f.read()) == 256 << 20
         with open(f"/sys/block/{dev}/comp_algorithm") as f:
             assert "[lz4]" in f.read()
+        status, health = n.client.healthz()
+        assert status == 200
+        z = health["zram"]
+        assert z["active"] is True and z["device"] == dev, z
+        assert z["disksize_bytes"] == 256 << 20, z
+        for k in ("stored_bytes", "compressed_bytes", "memory_bytes"):
+            assert isinstance(z[k], int) and z[k] >= 0, z
         status, text = n.client.call("GET", "/metrics")
         assert status == 200
         text = text.decode() if isinstance(text, bytes) else text
@@ -136,6 +143,8 @@ def test_zram_mb_0_runs_without_swap(dsec_bin, store, no_swap):
     n = Node(dsec_bin, store, extra_args=["--zram-mb", "0"]).start()
     try:
         assert "zram: off (--zram-mb 0)" in n.log_tail()
+        z = n.client.healthz()[1]["zram"]
+        assert z["active"] is False and z["note"] == "zram: off (--zram-mb 0)", z
         assert active_swaps() == []
         assert zram_devices() == no_swap
     finally:
