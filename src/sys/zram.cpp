@@ -162,8 +162,14 @@ void remove_device(const std::string& dev) {
   (void)write_text(control + "/hot_remove", dev.substr(4));
 }
 
+status store(const std::string& path, const zram_record& r);
+
 /// A new device of `bytes`, swapped on; its record (without users) or why not.
-expected<zram_record> make_device(const zram_options& o, int64_t bytes, std::string& algo) {
+/// The record is written at `rec_path` before the swapon, so a node killed
+/// in between leaves a device the next one finds and remakes, never an
+/// unrecorded swap it would take for the host's.
+expected<zram_record> make_device(const zram_options& o, int64_t bytes, std::string& algo,
+                                  const std::string& rec_path) {
   auto idx = read_file(control + "/hot_add");
   if (!idx)
     return idx.err();
@@ -195,10 +201,15 @@ expected<zram_record> make_device(const zram_options& o, int64_t bytes, std::str
         || ::fsync(fd.get()) != 0)
       return fail(sys_error("write the swap header to", path, errno));
   }
+  if (auto st = store(rec_path, r); !st)
+    return fail(st.err());
   int flags = SWAP_FLAG_PREFER | ((o.priority << SWAP_FLAG_PRIO_SHIFT) & SWAP_FLAG_PRIO_MASK)
               | SWAP_FLAG_DISCARD;
-  if (::swapon(path.c_str(), flags) != 0)
-    return fail(sys_error("swapon", path, errno));
+  if (::swapon(path.c_str(), flags) != 0) {
+    auto err = errno;
+    ::unlink(rec_path.c_str());
+    return fail(sys_error("swapon", path, err));
+  }
   return r;
 }
 
@@ -274,7 +285,7 @@ std::shared_ptr<zram_swap> zram_swap::attach(const zram_options& o) {
                             [&](const zram_user& u) { return u.node == o.node; });
     verb = mine ? "took back" : "joined";
   } else {
-    auto made = make_device(o, o.size_mb << 20, algo);
+    auto made = make_device(o, o.size_mb << 20, algo, rec_path);
     if (!made)
       return off("cannot make a zram swap: " + made.err().message);
     rec = std::move(*made);

@@ -86,3 +86,26 @@ TEST_CASE("container: reclaim() moves an idle sandbox's heap to swap and it runs
   REQUIRE(sb->destroy());
   CHECK_FALSE(sb->reclaim());
 }
+
+TEST_CASE("cgroup: the RAM+swap limit follows the memory limit up and down",
+          "[cgroup][reclaim]") {
+  if (!is_root())
+    return;
+  if (!sys::exists("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")) {
+    WARN("skipped: this kernel does not account swap (no memory.memsw.*)");
+    return;
+  }
+  auto rel = "dsec/" + node_id + "/memsw";
+  auto cg = sys::create_cgroup_v1("/sys/fs/cgroup", rel);
+  REQUIRE(cg);
+  auto dir = "/sys/fs/cgroup/memory/" + rel;
+  auto read = [&](const char* knob) { return std::stoll(*sys::read_file(dir + "/" + knob)); };
+  // Lowering from unlimited (limit first), raising (memsw first), lowering.
+  for (int64_t mb : {256, 512, 128}) {
+    INFO(mb << " MiB");
+    REQUIRE((*cg)->apply({0, mb * mib, 0}));
+    CHECK(read("memory.limit_in_bytes") == mb * mib);
+    CHECK(read("memory.memsw.limit_in_bytes") == mb * mib);
+  }
+  REQUIRE((*cg)->remove());
+}
