@@ -30,6 +30,10 @@ one means writing /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds, which
 tears down and re-creates every kdamond directory, the machine's own
 running one included (the kernel refuses it while one runs: EBUSY). The
 machine's kdamond is not ours to stop or retune.
+--after-read reads each sandbox's /dev/shm file back just before: its pages
+are then active and the memcg statistics stale, the case where a squeeze or
+a lone force_empty leaves the tmpfs pages in RAM and pause, which refreshes
+the statistics first, does not.
 Prints one JSON report; --out FILE writes it too (default
 bench/results/reclaim-<date>.json).
 """
@@ -226,8 +230,11 @@ def apply(node, mech, sid):
         node.ok("POST", f"/v1/sandboxes/{q(sid)}/pause")
 
 
-def run(node, mech, n, hold_mb):
+def run(node, mech, n, hold_mb, after_read=False):
     sids = make_holders(node, n, hold_mb)
+    if after_read:  # the tmpfs pages were just read: active, and the memcg stats stale
+        for sid in sids:
+            node.ok("POST", f"/v1/sandboxes/{q(sid)}/exec", {"cmd": READ_BACK})
     before = [read_int(node.cg(s) + "/memory.usage_in_bytes") for s in sids]
     z0, avail0 = zram_used(), mem_available()
     r0, ncpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), node.cpu_s(), time.monotonic()
@@ -286,6 +293,8 @@ def main():
     ap.add_argument("--hold-mb", type=int, default=64)
     ap.add_argument("--zram-mb", type=int, default=2048)
     ap.add_argument("--mechanisms", default="pageout,squeeze,force_empty,pause")
+    ap.add_argument("--after-read", action="store_true",
+                    help="read each sandbox's /dev/shm file back just before reclaiming it")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     node = Node(args)
@@ -294,12 +303,14 @@ def main():
                "loadavg_before": os.getloadavg(), "zram": node.zram(),
                "workload": f"{args.sandboxes} idle python sandboxes x {args.hold_mb} MiB: 1/4 "
                            "random heap, 3/8 text heap, 3/8 text in /dev/shm",
+               "after_read": args.after_read,
                "damon": "left out: a kdamond of our own needs a write to nr_kdamonds, which "
                         "re-creates every kdamond (the machine's running one included)",
                "mechanisms": {}}
     try:
         for mech in args.mechanisms.split(","):
-            results["mechanisms"][mech] = run(node, mech, args.sandboxes, args.hold_mb)
+            results["mechanisms"][mech] = run(node, mech, args.sandboxes, args.hold_mb,
+                                              args.after_read)
             print(mech, json.dumps(results["mechanisms"][mech]), file=sys.stderr)
     finally:
         results["loadavg_after"] = os.getloadavg()
@@ -307,7 +318,8 @@ def main():
     text = json.dumps(results, indent=2)
     print(text)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"reclaim-{datetime.date.today().isoformat()}.json")
+                                   f"reclaim-{datetime.date.today().isoformat()}"
+                                   + ("-after-read" if args.after_read else "") + ".json")
     with open(out, "w") as f:
         f.write(text + "\n")
 
