@@ -181,3 +181,25 @@ def test_zram_mb_must_be_a_whole_number(dsec_bin, tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     assert p.returncode == 2
     assert b"--zram-mb" in p.stderr
+
+
+def test_nodes_starting_at_once_share_one_device(dsec_bin, store, no_swap):
+    import threading
+    nodes = [Node(dsec_bin, store, extra_args=["--zram-mb", "128"]) for _ in range(3)]
+    threads = [threading.Thread(target=n.start) for n in nodes]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        lines = [zram_line(n) for n in nodes]
+        assert sorted(v for v, _ in lines) == ["joined", "joined", "made"], lines
+        assert len({d for _, d in lines}) == 1, lines
+        assert len(zram_devices()) == len(no_swap) + 1
+        dev = lines[0][1]
+    finally:
+        for n in nodes:
+            if n.alive():
+                stop_and_clean(n)
+    assert f"/dev/{dev}" not in active_swaps()
+    assert dev not in zram_devices()
