@@ -24,6 +24,12 @@ void start_holder(backends::sandbox& sb) {
   REQUIRE(run_sh(sb, "cat /tmp/held").stdout_data == "held\n");
 }
 
+// Destroys the sandbox however the test ends (a failed REQUIRE throws).
+struct destroy_at_exit {
+  std::shared_ptr<backends::sandbox> sb;
+  ~destroy_at_exit() { (void)sb->destroy(); }
+};
+
 } // namespace
 
 TEST_CASE("container: usage() counts RAM, tmpfs and CPU time of the sandbox", "[container][reclaim]") {
@@ -32,6 +38,7 @@ TEST_CASE("container: usage() counts RAM, tmpfs and CPU time of the sandbox", "[
   sandbox_spec spec;
   spec.memory_mb = 256;
   auto sb = make(spec);
+  destroy_at_exit guard{sb};
   auto u0 = sb->usage();
   REQUIRE(u0);
   run_sh(*sb, "dd if=/dev/urandom of=/dev/shm/f bs=1M count=32 2>/dev/null; "
@@ -67,6 +74,7 @@ TEST_CASE("container: reclaim() moves an idle sandbox's heap to swap and it runs
   sandbox_spec spec;
   spec.memory_mb = 256;
   auto sb = make(spec);
+  destroy_at_exit sb_guard{sb};
   start_holder(*sb);
   auto before = sb->usage();
   REQUIRE(before);
