@@ -79,6 +79,8 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
     add("dsec_node_memory_free_bytes", "gauge",
         "Memory admission still gives new sandboxes (after headroom).", s.memory_free_mb << 20);
   }
+  if (g.ctx && g.ctx->zram) // a few sysfs reads
+    out += g.ctx->zram->metrics_text(s.node_id);
   return out;
 }
 
@@ -133,8 +135,13 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
     .then(
       [self, c, metrics](node_status& st) {
         st.pid = ::getpid();
-        if (!metrics)
-          return reply(c, 200, codec::encode(st));
+        if (!metrics) {
+          auto body = codec::encode(st);
+          auto& ctx = self->state.ctx; // the node's zram swap, appended (a few sysfs reads)
+          if (ctx && ctx->zram && body.size() > 2 && body.back() == '}')
+            body.insert(body.size() - 1, "," + ctx->zram->health_json());
+          return reply(c, 200, std::move(body));
+        }
         auto text = std::make_shared<std::string>(metrics_text(st, self->state));
         self->request(self->state.front, 10s, metrics_atom::value)
           .then(

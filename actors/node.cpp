@@ -407,6 +407,17 @@ int run_node(node_config cfg) {
   }
   auto& node = **ctx;
   node.gossip_net = std::move(gossip_net);
+  {
+    // Compressed swap for pause and reclaim (sys/zram.hpp): made, joined or
+    // taken back; a host with its own swap or without zram runs without it.
+    sys::zram_options zo;
+    zo.node = node.config.node_id;
+    zo.size_mb = node.config.zram_mb >= 0
+                   ? node.config.zram_mb
+                   : sys::default_zram_mb(int64_t(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE));
+    node.zram = sys::zram_swap::attach(zo);
+    std::cout << "dsec node " << node.config.node_id << ": " << node.zram->describe() << std::endl;
+  }
   caf::actor_system_config acfg;
   configure_native_protocol(acfg);
   int rc = 0;
@@ -427,6 +438,8 @@ int run_node(node_config cfg) {
   if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
   sys::prune_cgroup_v1("/sys/fs/cgroup", "dsec");
+  if (auto st = node.zram->detach(); !st) // the last dsec node out removes the zram
+    std::cerr << "dsec node: zram: " << st.err().message << "\n";
   return rc;
 }
 

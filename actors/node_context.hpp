@@ -17,6 +17,7 @@
 #include "gossip/udp_transport.hpp"
 #include "sys/quota_volume.hpp"
 #include "sys/worker_pool.hpp"
+#include "sys/zram.hpp"
 
 namespace dsec {
 
@@ -58,6 +59,9 @@ struct node_config {
   /// Sum of memory limits may reach this x (RAM + swap) (--overcommit; 0 =
   /// no cap; reasons in reclaim::admission_limits).
   double overcommit = 16;
+  /// Size in MiB of the zram swap the node makes when the host has no swap
+  /// (--zram-mb); 0 = none, -1 = sys::default_zram_mb (a quarter of RAM).
+  int64_t zram_mb = -1;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its
@@ -116,6 +120,8 @@ struct node_context {
   std::shared_ptr<const sys::quota_volume> quota;
   /// The gossip socket (bound at start); null in tests: no gossip actor.
   std::shared_ptr<gossip::udp_transport> gossip_net;
+  /// The node's use of dsec's zram swap (sys/zram.hpp); null in tests.
+  std::shared_ptr<sys::zram_swap> zram;
   int64_t started_at_ms = 0;
   std::atomic<int64_t> execs_total{0};
   /// Sandboxes recovered at start; the lifecycle actor takes them when it

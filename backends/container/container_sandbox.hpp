@@ -65,6 +65,10 @@ class container_sandbox final : public sandbox,
   status resume() override;
   expected<std::string> changes_dir() override;
 
+  // Usage and reclaim of cold memory: container_reclaim.cpp.
+  expected<usage_sample> usage() override;
+  expected<int64_t> reclaim() override;
+
   // Network policy and denial counters: container_net.cpp.
   status set_network(const network_policy& policy) override;
   denial_counts denials() override;

@@ -11,12 +11,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <iostream>
 #include <thread>
 
 #include "backends/init/guest_proto.hpp"
 #include "backends/vm/vm_template.hpp"
+#include "sys/fs.hpp"
 
 namespace dsec::backends {
 
@@ -259,6 +263,41 @@ expected<std::string> vm_sandbox::read_file(const std::string& path, size_t max_
   if (h.type != gp::file_data || !r.done())
     return internal_error("read " + path + ": unexpected answer from the guest");
   return data;
+}
+
+// -- usage -------------------------------------------------------------------------
+
+expected<usage_sample> vm_sandbox::usage() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_)
+      return unavailable("measure usage of " + parts_.id + ": sandbox destroyed");
+    if (paused_)
+      return usage_sample{};
+  }
+  int pid = pid_.load();
+  auto status = sys::read_file("/proc/" + std::to_string(pid) + "/status");
+  auto stat = sys::read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (pid <= 0 || !status || !stat)
+    return unavailable("measure usage of " + parts_.id + ": its QEMU is gone");
+  auto kb = [&](const char* key) -> int64_t {
+    auto pos = status->find(key);
+    return pos == std::string::npos ? 0 : std::atoll(status->c_str() + pos + std::strlen(key)) * 1024;
+  };
+  usage_sample u;
+  u.resident_bytes = kb("VmRSS:");
+  u.swap_bytes = kb("VmSwap:");
+  // Fields 14 and 15 (utime, stime) in clock ticks, after the ")" that ends
+  // the command name.
+  auto rest = stat->substr(stat->rfind(')') + 2);
+  long long ticks[2] = {0, 0};
+  size_t field = 3, at = 0;
+  while (field < 14 && (at = rest.find(' ', at)) != std::string::npos)
+    ++at, ++field;
+  if (field == 14)
+    std::sscanf(rest.c_str() + at, "%lld %lld", &ticks[0], &ticks[1]);
+  u.cpu_ns = (ticks[0] + ticks[1]) * (1000000000LL / ::sysconf(_SC_CLK_TCK));
+  return u;
 }
 
 // -- pause, resume, destroy ----------------------------------------------------------

@@ -54,6 +54,10 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   int init_pid() const override { return pid_.load(); }
   status pause() override;
   status resume() override;
+  /// QEMU's RSS and swap (/proc/<pid>/status VmRSS, VmSwap) and CPU time
+  /// (of the QEMU running now: a resume starts a new one); zeros while
+  /// paused (QEMU has ended; the guest is a state file on disk).
+  expected<usage_sample> usage() override;
   // The guest's init answers ps and signal like a container's.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,

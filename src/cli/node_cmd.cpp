@@ -70,12 +70,12 @@ int parse_reclaim_flags(const args& a, node_config& cfg) {
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
-                     "[--max-sandboxes N] [--layer-cache-mb N] [--reclaim-idle-s S] "
+                     "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N] [--reclaim-idle-s S] "
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
                      "[--overcommit X]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
-                       "max-sandboxes", "layer-cache-mb",
+                       "max-sandboxes", "layer-cache-mb", "zram-mb",
                        // reclaim and memory admission
                        "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit"},
                       {"no-reclaim"});
@@ -105,6 +105,18 @@ int run_node_command(const std::vector<std::string>& words) {
       return 2;
     }
     cfg.layer_cache_mb = static_cast<uint64_t>(*n);
+  }
+  // --zram-mb: the compressed swap a node makes when the host has none, so
+  // pause and reclaim can move anonymous and tmpfs memory out of RAM. Default
+  // a quarter of RAM, at most 8 GiB (sys::default_zram_mb says why); 0 = none.
+  if (a->has("zram-mb")) {
+    auto n = to_int("zram-mb", a->get("zram-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --zram-mb must be a whole number of MiB (0 = no zram swap; "
+                   "default a quarter of RAM, at most 8192)\n";
+      return 2;
+    }
+    cfg.zram_mb = *n;
   }
   if (auto rc = parse_reclaim_flags(*a, cfg); rc != 0)
     return rc;

@@ -36,12 +36,31 @@ struct memory_events {
   int64_t limit_hits = 0;
 };
 
+/// What the memory and cpuacct controllers count for a group now (bytes,
+/// nanoseconds); -1 where a counter could not be read.
+struct cgroup_usage {
+  /// memory.usage_in_bytes: RAM charged to the group (page cache included).
+  int64_t memory_bytes = -1;
+  /// memory.stat total_rss: anonymous memory in RAM.
+  int64_t rss_bytes = -1;
+  /// memory.stat total_cache: page cache in RAM, tmpfs/shmem included.
+  int64_t cache_bytes = -1;
+  /// memory.stat total_shmem: of the cache, tmpfs and shared memory.
+  int64_t shmem_bytes = -1;
+  /// memory.stat total_swap: the group's pages in swap.
+  int64_t swap_bytes = -1;
+  /// cpuacct.usage: CPU time of every task since the group was made.
+  int64_t cpu_ns = -1;
+};
+
 /// The cgroup directories of one sandbox. Not thread-safe; one owner.
 class cgroup {
  public:
   virtual ~cgroup() = default;
 
-  /// Writes the limits (cpu quota, memory limit, pids max).
+  /// Writes the limits (cpu quota, memory limit, pids max). The memory limit
+  /// caps RAM and, where the kernel accounts swap (v1 memory.memsw.*), RAM
+  /// plus swap alike, so a sandbox cannot fill the node's swap either.
   virtual status apply(const cgroup_limits& limits) = 0;
 
   /// Moves `pid` (a whole process) into every directory of the group.
@@ -57,6 +76,32 @@ class cgroup {
   /// an out-of-memory condition in the group (v1 cgroup.event_control on
   /// memory.oom_control). The caller owns it.
   virtual expected<int> oom_eventfd() const = 0;
+
+  /// Memory and CPU counters now. A few small file reads.
+  virtual cgroup_usage usage() const { return {}; }
+
+  /// Lowers the memory limit in steps toward `floor_bytes` so the kernel
+  /// reclaims the group's memory (anonymous and tmpfs pages into swap, page
+  /// cache dropped), then puts the limit back; the RAM+swap limit stays as
+  /// it was throughout. Returns the bytes that left the group's RAM. A step
+  /// the kernel cannot reach (EBUSY) ends the squeeze. Only for a group that
+  /// does not allocate meanwhile (frozen): a task charging memory under the
+  /// lowered limit may be OOM-killed. Blocking (reclaim compresses pages).
+  virtual expected<int64_t> squeeze_memory(int64_t floor_bytes) {
+    (void)floor_bytes;
+    return unavailable("squeeze memory: not supported by this cgroup");
+  }
+
+  /// Reclaims all the kernel can of the group's memory now (v1
+  /// memory.force_empty: anonymous and tmpfs pages into swap, page cache
+  /// dropped), the limits untouched; it refreshes the memcg statistics
+  /// reclaim decides by first (stale ones left 64 of 200 MiB of /dev/shm
+  /// pages in RAM after a page-out). Returns the bytes that left the group's
+  /// RAM. For a frozen or idle group: it reclaims the working set too.
+  /// Blocking.
+  virtual expected<int64_t> reclaim_all_memory() {
+    return unavailable("reclaim memory: not supported by this cgroup");
+  }
 
   /// Freezes (true) or thaws (false) every process of the group.
   virtual status freeze(bool frozen) = 0;

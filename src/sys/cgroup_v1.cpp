@@ -23,7 +23,8 @@ namespace {
 
 // Controllers a sandbox lives in. cpuset is left out on purpose: a v1
 // cpuset child starts with empty cpus/mems and would reject tasks.
-constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer"};
+// cpuacct is mounted on its own here and counts the CPU time usage() reports.
+constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer", "cpuacct"};
 
 // CFS period; 100 ms is the kernel default, so quotas read naturally.
 constexpr int64_t cfs_period_us = 100000;
@@ -87,12 +88,112 @@ class cgroup_v1 final : public cgroup {
     int64_t quota = l.cpu > 0 ? std::max<int64_t>(1000, std::llround(l.cpu * cfs_period_us)) : -1;
     if (auto st = write_knob(cpu + "/cpu.cfs_quota_us", std::to_string(quota)); !st)
       return st;
-    if (l.memory_bytes > 0) {
-      auto st = write_knob(dir("memory") + "/memory.limit_in_bytes", std::to_string(l.memory_bytes));
-      if (!st)
+    if (l.memory_bytes > 0)
+      if (auto st = write_memory_limit(l.memory_bytes); !st)
         return st;
-    }
     return write_knob(dir("pids") + "/pids.max", l.pids > 0 ? std::to_string(l.pids) : "max");
+  }
+
+  // memory.limit_in_bytes and, where swap is accounted, memory.memsw.
+  // limit_in_bytes (RAM + swap) to the same value. The kernel keeps
+  // limit <= memsw at every write: raising, memsw goes first; lowering, the
+  // limit goes first.
+  status write_memory_limit(int64_t bytes) {
+    auto m = dir("memory");
+    auto limit = m + "/memory.limit_in_bytes", memsw = m + "/memory.memsw.limit_in_bytes";
+    auto value = std::to_string(bytes);
+    if (!exists(memsw))
+      return write_knob(limit, value);
+    bool raising = bytes >= read_counter(memsw, "");
+    if (auto st = write_knob(raising ? memsw : limit, value); !st)
+      return st;
+    return write_knob(raising ? limit : memsw, value);
+  }
+
+  cgroup_usage usage() const override {
+    cgroup_usage u;
+    auto m = dir("memory");
+    if (auto text = read_file(m + "/memory.stat")) {
+      auto field = [&](const char* name) -> int64_t {
+        std::string key = std::string{"\n"} + name + " ";
+        auto pos = ("\n" + *text).find(key);
+        return pos == std::string::npos ? -1 : std::atoll(text->c_str() + pos + key.size() - 1);
+      };
+      u.rss_bytes = field("total_rss");
+      u.cache_bytes = field("total_cache");
+      u.shmem_bytes = field("total_shmem");
+      u.swap_bytes = field("total_swap");
+    }
+    if (auto t = read_file(m + "/memory.usage_in_bytes"))
+      u.memory_bytes = std::atoll(t->c_str());
+    if (auto t = read_file(dir("cpuacct") + "/cpuacct.usage"))
+      u.cpu_ns = std::atoll(t->c_str());
+    return u;
+  }
+
+  expected<int64_t> squeeze_memory(int64_t floor_bytes) override {
+    auto m = dir("memory");
+    auto limit_knob = m + "/memory.limit_in_bytes", usage_knob = m + "/memory.usage_in_bytes";
+    auto old_limit = read_file(limit_knob);
+    if (!old_limit)
+      return old_limit.err();
+    int64_t before = read_counter(usage_knob, "");
+    // Halving the distance to the floor each step lets the kernel reclaim
+    // the coldest pages first; four steps reach within 1/16 of it, the last
+    // goes to the floor itself. A write fails (EBUSY) when one reclaim pass
+    // freed nothing, which also happens while pages move from the active to
+    // the inactive list, or while the memcg's statistics are stale (see
+    // reclaim_all_memory): retry while usage still falls, stop after four
+    // tries in a row that freed nothing.
+    int64_t target = before, last = before;
+    for (int step = 0, stalls = 0, tries = 0; step < 5 && target > floor_bytes && tries < 256;
+         ++tries) {
+      int64_t next = step == 4 ? floor_bytes : floor_bytes + (target - floor_bytes) / 2;
+      if (write_knob(limit_knob, std::to_string(std::max<int64_t>(next, 4096)))) {
+        target = next, ++step, stalls = 0;
+        continue;
+      }
+      int64_t now = read_counter(usage_knob, "");
+      (void)read_file(m + "/memory.stat"); // fresh statistics for the next pass (see below)
+      if (now < last)
+        last = now, stalls = 0;
+      else if (++stalls >= 4)
+        break; // the kernel cannot get below this
+    }
+    int64_t after = read_counter(usage_knob, "");
+    std::string restore = old_limit->substr(0, old_limit->find('\n'));
+    if (auto st = write_knob(limit_knob, restore); !st)
+      return error{st.err().code, "squeeze memory of " + m + ": restore the limit: "
+                                    + st.err().message};
+    return std::max<int64_t>(0, before - after);
+  }
+
+  expected<int64_t> reclaim_all_memory() override {
+    auto m = dir("memory");
+    int64_t before = read_counter(m + "/memory.usage_in_bytes", "");
+    auto knob = m + "/memory.force_empty";
+    unique_fd fd{::open(knob.c_str(), O_WRONLY | O_CLOEXEC)};
+    if (!fd)
+      return sys_error("open", knob, errno);
+    // Reclaim picks what to scan from the memcg's statistics, which the
+    // kernel refreshes lazily (rate-limited, ~2 s). Right after a page-out
+    // they still count the page cache the group just dropped, so reclaim
+    // scans page cache only, finds none and gives up with the tmpfs pages
+    // untouched (measured: 64 of 200 MiB left; with the read first, 0).
+    // Reading memory.stat refreshes them. Then repeat while a pass frees a
+    // MiB or more. EBUSY: it could not reclaim everything (no swap for
+    // anonymous pages, a task that allocates); what it reclaimed is gone.
+    for (int64_t last = before, pass = 0; pass < 4; ++pass) {
+      (void)read_file(m + "/memory.stat");
+      if (::write(fd.get(), "0", 1) < 0 && errno != EBUSY)
+        return sys_error("write 0 to", knob, errno);
+      int64_t now = read_counter(m + "/memory.usage_in_bytes", "");
+      if (last - now < (int64_t{1} << 20))
+        break;
+      last = now;
+    }
+    int64_t after = read_counter(m + "/memory.usage_in_bytes", "");
+    return std::max<int64_t>(0, before - after);
   }
 
   status add_process(pid_t pid) override {
