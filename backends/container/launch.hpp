@@ -24,9 +24,24 @@ struct launch_image {
 /// Copies `path` into a sealed memfd once per backend.
 expected<launch_image> seal_init_binary(const std::string& path);
 
-/// Mounts overlayfs at <dir>/rootfs (host mount namespace) with upper and
-/// work dirs in <dir>; `lower_dirs` bottom first.
-status mount_overlay(const std::string& dir, const std::vector<std::string>& lower_dirs);
+/// A sandbox root as two detached mounts of one overlay superblock: neither
+/// is in any mount namespace when create() holds them, so the host's mount
+/// table never grows with the sandboxes.
+struct overlay_root {
+  /// Handed to init, which attaches it at <dir>/rootfs inside its own mount
+  /// namespace (then pivots into it).
+  sys::unique_fd mount;
+  /// A clone of the same mount, attached nowhere: the node's O_PATH root for
+  /// file calls. It has no submounts (no /proc, /dev or protect mounts of the
+  /// sandbox), so file calls see the plain merged tree. Init keeps a copy as
+  /// init_proto::root_view_fd, where a restarted node takes it back.
+  sys::unique_fd node_view;
+};
+
+/// Makes the upper, work and (empty mount point) rootfs dirs in <dir> and an
+/// overlay over `lower_dirs` (bottom first) as an overlay_root.
+expected<overlay_root> mount_overlay(const std::string& dir,
+                                     const std::vector<std::string>& lower_dirs);
 
 /// The listening socket at <dir>/ctl.sock (given to init) and the node's
 /// connected end (already queued in the backlog, answered once init runs).
@@ -46,12 +61,14 @@ struct launched {
 };
 
 /// Clones init into new pid, mount, uts, ipc and net namespaces with
-/// `listener` as its fd 3 and nothing else of ours open. Before it execs,
-/// the child writes itself into every `cgroup.procs` of `join` (open for
+/// `listener` as its fd 3, `root` (if given) as init_proto::root_mount_fd
+/// and root_view_fd, and nothing else of ours open. Before it execs, the
+/// child writes itself into every `cgroup.procs` of `join` (open for
 /// writing), so init runs, and its memory is charged, inside the sandbox's
 /// cgroups from its first instruction.
 expected<launched> launch_init(const launch_image& img, int listener,
-                               const std::vector<int>& join);
+                               const std::vector<int>& join,
+                               const overlay_root* root = nullptr);
 
 /// SIGKILL through the pidfd and wait for the exit (reaps if it is a child).
 void kill_and_reap(int pidfd);
@@ -62,6 +79,10 @@ struct sandbox_meta {
   uint64_t start_time = 0; ///< field 22 of /proc/<pid>/stat: guards pid reuse
   std::string node_id;
   std::map<std::string, std::string> env; ///< spec env, needed by every exec
+  /// Where a restarted node finds the root: true = init holds the node view
+  /// (init_proto::root_view_fd); false = a sandbox made by a node before
+  /// roots left the host namespace, mounted at <dir>/rootfs on the host.
+  bool root_held_by_init = true;
 };
 
 /// Writes <dir>/meta for `m` (start_time is filled in from /proc).
@@ -71,5 +92,11 @@ expected<sandbox_meta> read_meta(const std::string& dir);
 /// A pidfd of the init recorded in `m`, after checking it is still that
 /// process (same start time).
 expected<sys::unique_fd> open_init(const sandbox_meta& m, const std::string& id);
+
+/// The node view of the root of a running sandbox, for recover(): taken
+/// from init (pidfd_getfd of root_view_fd) or, for a sandbox of the old
+/// layout, opened at <dir>/rootfs. Checked to be an overlayfs directory.
+expected<sys::unique_fd> reopen_root(const sandbox_meta& m, int pidfd, const std::string& dir,
+                                     const std::string& id);
 
 } // namespace dsec::backends

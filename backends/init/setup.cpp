@@ -1,5 +1,6 @@
 // What dsec-init does to itself before it runs anything for the agent: the
-// filesystem view (private mounts, minimal /dev, new /proc with masked paths,
+// filesystem view (private mounts, the root attached from the node's
+// detached mount, minimal /dev, new /proc with masked paths,
 // read-only /sys, pivot_root), hostname, loopback, then the privilege drop
 // (securebits, capabilities, no_new_privs, the seccomp program the node
 // compiled). Runs single-threaded in a static binary, so no
@@ -237,6 +238,18 @@ std::string setup_protect(const std::string& rootfs, const std::vector<std::stri
   return e;
 }
 
+// SAFETY: the node handed us a detached overlay mount (fsmount, attached in
+// no namespace) as root_mount_fd; attaching it here puts the sandbox's root
+// in this namespace only, never in the host's (launch.cpp says why). The
+// descriptor is closed after: the mount lives on in this namespace.
+std::string attach_root(const std::string& rootfs) {
+  int fd = init_proto::root_mount_fd;
+  int rc = ::move_mount(fd, "", AT_FDCWD, rootfs.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
+  int err = errno;
+  ::close(fd);
+  return rc == 0 ? std::string{} : errno_message("move_mount root", rootfs, err);
+}
+
 // SAFETY: pivot_root(".", ".") stacks the old root under the new one; the
 // detach then drops every host mount from this namespace.
 std::string enter_root(const std::string& root) {
@@ -275,7 +288,10 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
   // After the node moved us into the sandbox cgroups: their dirs become "/".
   if (::unshare(CLONE_NEWCGROUP) != 0)
     return errno_message("unshare", "cgroup namespace", errno);
+  // Private before anything is mounted: nothing below reaches the host.
   TRY(do_mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
+  if (cfg.attach_root)
+    TRY(attach_root(cfg.rootfs));
   TRY(setup_dev(cfg.rootfs));
   TRY(setup_proc(cfg.rootfs));
   TRY(setup_sys(cfg.rootfs));
