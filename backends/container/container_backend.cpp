@@ -107,6 +107,8 @@ class container_backend final : public backend {
       seccomp_bpf_ = std::move(*prog);
     else if (!init_error_)
       init_error_ = prog.err();
+    // Before any sandbox exists: the thread's table starts from the node's.
+    launcher_ = init_launcher::start();
     // Once per node: load + verify of the eBPF programs takes ~50-90 ms.
     net_ = net::node_net::start(cfg.node_id, cfg.cgroup_root + "/unified", "dsec/" + cfg.node_id);
   }
@@ -134,6 +136,7 @@ class container_backend final : public backend {
   container_config cfg_;
   std::shared_ptr<io_loop> loop_;
   launch_image init_;
+  std::unique_ptr<init_launcher> launcher_; ///< null: launch from the calling thread
   std::string seccomp_bpf_; ///< raw sock_filter program sent in every config
   std::shared_ptr<net::node_net> net_; ///< eBPF allow-lists, denial counters, bridge
   error init_error_;
@@ -191,7 +194,8 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   std::vector<int> join_fds;
   for (auto& fd : *join)
     join_fds.push_back(fd.get());
-  auto child = launch_init(init_, sock->listener.get(), join_fds, &root);
+  auto child = launcher_ ? launcher_->launch(init_, sock->listener.get(), join_fds, &root)
+                         : launch_init(init_, sock->listener.get(), join_fds, &root);
   if (!child)
     return child.err();
   // Init has its own copies now; ours of the mount it attaches must not pin

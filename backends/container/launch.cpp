@@ -284,6 +284,157 @@ expected<launched> launch_init(const launch_image& img, int listener,
   return l;
 }
 
+// -- init_launcher ------------------------------------------------------------
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL // linux/pidfd.h, 6.9
+#endif
+
+/// Descriptor numbers in the node's table, and the answer (init's pid and
+/// its pidfd's number in the launcher's table).
+struct init_launcher::job {
+  int memfd, devnull, listener, root_mount, root_view;
+  const std::vector<int>* join;
+  status error;
+  pid_t pid = -1;
+  int their_pidfd = -1;
+};
+
+std::unique_ptr<init_launcher> init_launcher::start() {
+  std::unique_ptr<init_launcher> l(new init_launcher);
+  auto* self = l.get();
+  pid_t tid = -1;
+  l->thread_ = std::thread([self, &tid] {
+    {
+      std::lock_guard<std::mutex> g(self->m_);
+      tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    }
+    self->run();
+  });
+  std::unique_lock<std::mutex> g(l->m_);
+  l->cv_.wait(g, [&] { return l->ready_; });
+  // In the node's table (this thread's): the launcher's own table is
+  // reached through it.
+  if (l->thread_ok_)
+    l->thread_pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, tid, PIDFD_THREAD)));
+  bool ok = bool(l->thread_pidfd_);
+  g.unlock();
+  if (!ok)
+    l.reset(); // stops and joins the thread
+  return l;
+}
+
+init_launcher::~init_launcher() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+void init_launcher::run() {
+  // SAFETY: from here on this thread has a descriptor table of its own. It
+  // closes its copies of the node's descriptors (the node's stay open) and
+  // reaches the node's table through a pidfd of the process.
+  int node = -1;
+  if (::unshare(CLONE_FILES) == 0) {
+    ::syscall(SYS_close_range, 3, ~0U, 0);
+    node = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  }
+  {
+    std::lock_guard<std::mutex> g(m_);
+    thread_ok_ = node >= 0;
+    ready_ = true;
+  }
+  cv_.notify_all();
+  int last_pidfd = -1; // ours, kept until the caller took its copy
+  std::unique_lock<std::mutex> g(m_);
+  for (;;) {
+    cv_.wait(g, [&] { return stop_ || job_; });
+    if (stop_)
+      break;
+    if (last_pidfd >= 0)
+      ::close(last_pidfd);
+    last_pidfd = -1;
+    auto* j = job_;
+    int err = 0;
+    auto take = [&](int fd) {
+      if (fd < 0)
+        return -1;
+      int mine = static_cast<int>(::syscall(SYS_pidfd_getfd, node, fd, 0));
+      if (mine < 0 && !err)
+        err = errno;
+      return mine;
+    };
+    launch_image img;
+    img.memfd.reset(take(j->memfd));
+    img.devnull.reset(take(j->devnull));
+    sys::unique_fd listener{take(j->listener)};
+    overlay_root root;
+    root.mount.reset(take(j->root_mount));
+    root.node_view.reset(take(j->root_view));
+    std::vector<sys::unique_fd> held;
+    std::vector<int> join;
+    for (int fd : *j->join) {
+      held.emplace_back(take(fd));
+      join.push_back(held.back().get());
+    }
+    if (err) {
+      j->error = sys_error("pidfd_getfd", "descriptors for dsec-init", err);
+    } else {
+      auto r = launch_init(img, listener.get(), join, j->root_mount < 0 ? nullptr : &root);
+      if (r) {
+        j->pid = r->pid;
+        last_pidfd = j->their_pidfd = r->pidfd.release();
+      } else {
+        j->error = r.err();
+      }
+    }
+    job_ = nullptr;
+    done_ = true;
+    cv_.notify_all();
+  }
+  if (last_pidfd >= 0)
+    ::close(last_pidfd);
+  if (node >= 0)
+    ::close(node);
+}
+
+expected<launched> init_launcher::launch(const launch_image& img, int listener,
+                                         const std::vector<int>& join,
+                                         const overlay_root* root) {
+  std::lock_guard<std::mutex> once(call_m_);
+  job j{img.memfd.get(), img.devnull.get(), listener,
+        root ? root->mount.get() : -1, root ? root->node_view.get() : -1, &join, {}};
+  {
+    std::unique_lock<std::mutex> g(m_);
+    job_ = &j;
+    done_ = false;
+    cv_.notify_all();
+    cv_.wait(g, [&] { return done_; });
+  }
+  if (!j.error)
+    return j.error.err();
+  // A copy of init's pidfd into the node's table (the launcher closes its
+  // own at the next launch, while call_m_ keeps this one ours).
+  launched out;
+  out.pid = j.pid;
+  out.pidfd.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, thread_pidfd_.get(),
+                                             j.their_pidfd, 0)));
+  if (!out.pidfd) {
+    int err = errno;
+    // Without its pidfd the node cannot own this init. It is our child and
+    // unreaped, so its pid still names it: kill and reap by pid.
+    ::kill(out.pid, SIGKILL);
+    siginfo_t si{};
+    ::waitid(P_PID, static_cast<id_t>(out.pid), &si, WEXITED);
+    return sys_error("pidfd_getfd", "pidfd of dsec-init", err);
+  }
+  return out;
+}
+
 void kill_and_reap(int pidfd) {
   ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
   siginfo_t si{};
