@@ -185,7 +185,7 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   parts.ctl = std::move(sock->client);
   auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_,
                                                p.spec.protect.readonly, p.spec.protect.hidden,
-                                               true, launcher_ && launcher_->shares_sysfs()});
+                                               true});
   if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
     return sys_error("send config to init of", p.id, errno);
   auto join = open_cgroup_procs(*parts.cgroup);

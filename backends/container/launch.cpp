@@ -184,7 +184,6 @@ namespace {
 struct child_args {
   int memfd, listener, devnull;
   int root_mount, root_view; ///< -1 when there is no overlay_root
-  int sysfs;                 ///< -1 when init mounts its own
   const int* join;
   size_t n_join;
 };
@@ -219,16 +218,9 @@ int child_main(void* p) {
         ::dup2(v, init_proto::root_view_fd) < 0)
       ::_exit(exit_fds_failed);
   }
-  if (a->sysfs >= 0) {
-    int f = ::fcntl(a->sysfs, F_DUPFD_CLOEXEC, 10);
-    if (f < 0 || ::dup2(f, init_proto::sys_mount_fd) < 0)
-      ::_exit(exit_fds_failed);
-  }
   // Everything else of the node closes at exec; the memfd too (the kernel
   // keeps the image mapped).
-  unsigned first = a->sysfs >= 0        ? init_proto::sys_mount_fd + 1
-                   : a->root_mount >= 0 ? init_proto::root_view_fd + 1
-                                        : init_proto::root_mount_fd;
+  unsigned first = a->root_mount >= 0 ? init_proto::root_view_fd + 1 : init_proto::root_mount_fd;
   ::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC);
   static const char* const argv[] = {"dsec-init", nullptr};
   static const char* const envp[] = {nullptr};
@@ -258,7 +250,6 @@ expected<launched> launch_init(const launch_image& img, int listener,
                   img.devnull.get(),
                   root ? root->mount.get() : -1,
                   root ? root->node_view.get() : -1,
-                  root && root->sysfs ? root->sysfs.get() : -1,
                   join.data(),
                   join.size()};
   int pidfd = -1;
@@ -352,22 +343,9 @@ void init_launcher::run() {
     ::syscall(SYS_close_range, 3, ~0U, 0);
     node = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   }
-  // The shared sysfs, tagged with an empty network namespace (only its lo
-  // shows in /sys/class/net). Without it every init mounts its own.
-  int sysfs = -1;
-  if (node >= 0 && ::unshare(CLONE_NEWNET) == 0) {
-    int fs = ::fsopen("sysfs", FSOPEN_CLOEXEC);
-    if (fs >= 0 && ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) == 0)
-      sysfs = ::fsmount(fs, FSMOUNT_CLOEXEC,
-                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-                          MOUNT_ATTR_NOEXEC);
-    if (fs >= 0)
-      ::close(fs);
-  }
   {
     std::lock_guard<std::mutex> g(m_);
     thread_ok_ = node >= 0;
-    shares_sysfs_ = sysfs >= 0;
     ready_ = true;
   }
   cv_.notify_all();
@@ -397,11 +375,6 @@ void init_launcher::run() {
     overlay_root root;
     root.mount.reset(take(j->root_mount));
     root.node_view.reset(take(j->root_view));
-    if (sysfs >= 0 && j->root_mount >= 0) {
-      root.sysfs.reset(::open_tree(sysfs, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
-      if (!root.sysfs && !err)
-        err = errno;
-    }
     std::vector<sys::unique_fd> held;
     std::vector<int> join;
     for (int fd : *j->join) {
@@ -427,8 +400,6 @@ void init_launcher::run() {
     ::close(last_pidfd);
   if (node >= 0)
     ::close(node);
-  if (sysfs >= 0)
-    ::close(sysfs);
 }
 
 expected<launched> init_launcher::launch(const launch_image& img, int listener,

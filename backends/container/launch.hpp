@@ -40,9 +40,6 @@ struct overlay_root {
   /// sandbox), so file calls see the plain merged tree. Init keeps a copy as
   /// init_proto::root_view_fd, where a restarted node takes it back.
   sys::unique_fd node_view;
-  /// Set by init_launcher only: a clone of the node's shared sysfs, which
-  /// init attaches at /sys (init_proto::sys_mount_fd).
-  sys::unique_fd sysfs;
 };
 
 /// Makes the upper, work and (empty mount point) rootfs dirs in <dir> and an
@@ -84,9 +81,6 @@ expected<launched> launch_init(const launch_image& img, int listener,
 /// O(sandboxes) (the biggest growing cost of a create at 1,600 sandboxes).
 /// The thread takes the few descriptors a launch needs from the node's table
 /// with pidfd_getfd, and the caller takes init's pidfd back the same way.
-/// The thread also lives in an empty network namespace of its own, where it
-/// mounts the one sysfs that all sandboxes share (a clone each): a sysfs per
-/// sandbox costs a superblock each, and mounting one walks them all.
 /// Launches are serialized (one clone+exec is well under a millisecond).
 class init_launcher {
  public:
@@ -94,9 +88,6 @@ class init_launcher {
   /// callers then use launch_init directly.
   static std::unique_ptr<init_launcher> start();
   ~init_launcher();
-
-  /// True if every launch hands init the shared sysfs (config_msg::attach_sys).
-  bool shares_sysfs() const { return shares_sysfs_; }
 
   /// launch_init, run on the launcher thread.
   expected<launched> launch(const launch_image& img, int listener, const std::vector<int>& join,
@@ -113,7 +104,6 @@ class init_launcher {
   std::condition_variable cv_;
   job* job_ = nullptr;
   bool done_ = false, stop_ = false, ready_ = false, thread_ok_ = false;
-  bool shares_sysfs_ = false;
   sys::unique_fd thread_pidfd_; ///< of the launcher thread: reaches its table
   std::thread thread_;
 };

@@ -575,7 +575,6 @@ int main() {
   // root_view_fd stays open for good (a restarted node takes it back).
   ::fcntl(proto::root_mount_fd, F_SETFD, FD_CLOEXEC);
   ::fcntl(proto::root_view_fd, F_SETFD, FD_CLOEXEC);
-  ::fcntl(proto::sys_mount_fd, F_SETFD, FD_CLOEXEC);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

@@ -40,11 +40,7 @@ namespace dsec::init_proto {
 /// restarted node can take it back with pidfd_getfd.
 constexpr int root_mount_fd = 4;
 constexpr int root_view_fd = 5;
-/// With config_msg::attach_sys: a detached clone of the node's one sysfs
-/// mount (made in an empty network namespace), attached read-only at /sys.
-constexpr int sys_mount_fd = 6;
-static_assert(root_view_fd == root_mount_fd + 1 && sys_mount_fd == root_view_fd + 1,
-              "launch_init closes from the last of them + 1");
+static_assert(root_view_fd == root_mount_fd + 1, "launch_init closes from root_view_fd + 1");
 
 /// Frame types. Append only.
 enum class msg : uint8_t {
@@ -210,10 +206,6 @@ struct config_msg {
   /// making every mount there private. False (VM guests): `rootfs` is
   /// already a mount.
   bool attach_root = false;
-  /// True: /sys is the sysfs mount at sys_mount_fd (shared by the node's
-  /// sandboxes: a fresh sysfs per sandbox costs a superblock each, and
-  /// mounting one walks every sysfs superblock on the host), not a new one.
-  bool attach_sys = false;
 };
 
 /// Body of `exec`.
@@ -233,7 +225,6 @@ inline std::string encode(const config_msg& m) {
     .strs(m.readonly)
     .strs(m.hidden)
     .u8(m.attach_root ? 1 : 0)
-    .u8(m.attach_sys ? 1 : 0)
     .finish();
 }
 
@@ -245,7 +236,6 @@ inline bool decode(std::string_view body, config_msg& m) {
   m.readonly = r.strs(256);
   m.hidden = r.strs(256);
   m.attach_root = r.u8() != 0;
-  m.attach_sys = r.u8() != 0;
   return r.done();
 }
 

@@ -78,9 +78,8 @@ constexpr unsigned long nosuid_nodev_noexec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 // sizes each memory cgroup's shrinker table by the highest shrinker count
 // the host ever had (1 KiB per 64), so each superblock per sandbox costs
 // every sandbox's memcg memory, and growing the table walks every memcg.
-// Separate tmpfs mounts made 10 superblocks per sandbox; now 5 (overlay,
-// this tmpfs, devpts, proc, and the ipc namespace's mqueue; sysfs is the
-// node's shared one, config_msg::attach_sys).
+// Separate tmpfs mounts made 10 superblocks per sandbox; now 6 (overlay,
+// this tmpfs, devpts, proc, sysfs, and the ipc namespace's mqueue).
 // Subdirs: dev/ (the /dev tree), shm/ (/dev/shm), empty/ (masks), hidden/
 // (mode 000, hidden protect dirs). Only dev/ and shm/ are reachable from
 // inside, so nothing the agent writes shows up in a mask. Open during setup
@@ -213,25 +212,10 @@ std::string setup_proc(const std::string& root) {
 // Read-only sysfs with runc's masked directories: firmware tables (ACPI,
 // DMI, EFI variables) and powercap (RAPL energy counters, a power side
 // channel readable by uid 0).
-std::string setup_sys(const std::string& root, bool shared) {
+std::string setup_sys(const std::string& root) {
   auto sys = root + "/sys";
   TRY(make_dir(sys, 0555));
-  if (shared) {
-    // SAFETY: a clone made for this sandbox alone; read-only before it is
-    // attached, and attached in this namespace only.
-    int fd = init_proto::sys_mount_fd;
-    mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
-    int rc = ::mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof attr);
-    if (rc == 0)
-      rc = ::move_mount(fd, "", AT_FDCWD, sys.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
-    int err = errno;
-    ::close(fd);
-    if (rc != 0)
-      return errno_message("move_mount sysfs", sys, err);
-  } else {
-    TRY(do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr));
-  }
+  TRY(do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr));
   static const char* masked_dirs[] = {"firmware", "devices/virtual/powercap"};
   for (auto d : masked_dirs) {
     auto p = sys + "/" + d;
@@ -385,7 +369,7 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
   if (e.empty())
     e = setup_proc(cfg.rootfs);
   if (e.empty())
-    e = setup_sys(cfg.rootfs, cfg.attach_sys);
+    e = setup_sys(cfg.rootfs);
   if (e.empty())
     e = setup_protect(cfg.rootfs, cfg.readonly, cfg.hidden);
   close_scratch();
