@@ -27,6 +27,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -309,6 +310,7 @@ std::unique_ptr<init_launcher> init_launcher::start() {
       std::lock_guard<std::mutex> g(self->m_);
       tid = static_cast<pid_t>(::syscall(SYS_gettid));
     }
+    ::pthread_setname_np(::pthread_self(), "dsec-launch");
     self->run();
   });
   std::unique_lock<std::mutex> g(l->m_);
