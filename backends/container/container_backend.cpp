@@ -1,8 +1,10 @@
-// create() as a checklist: sandbox dir, overlay root, cgroups, control
-// socket with the config queued, clone of init into new namespaces and the
-// cgroups, meta file, the ready answer. Every step registers its undo on a
-// cleanup stack at once, so a failure at any step leaves nothing behind. recover() re-attaches to a
-// sandbox whose node restarted, from the meta file in its dir.
+// create() as a checklist: sandbox dir, overlay root (detached: init
+// attaches it in its own mount namespace, the host's never sees it; see
+// launch.cpp), cgroups, control socket with the config queued, clone of init
+// into new namespaces and the cgroups, meta file, the ready answer. Every
+// step registers its undo on a cleanup stack at once, so a failure at any
+// step leaves nothing behind. recover() re-attaches to a sandbox whose node
+// restarted, from the meta file in its dir and the root view init holds.
 //
 // The node is multithreaded, so between clone and exec the child only makes
 // raw system calls (fd shuffling and execveat); all sandbox setup happens in
@@ -85,14 +87,6 @@ expected<std::vector<sys::unique_fd>> open_cgroup_procs(const sys::cgroup& cg) {
   return fds;
 }
 
-status open_root(sandbox_parts& parts) {
-  auto rootfs = parts.dir + "/rootfs";
-  parts.rootfs.reset(::open(rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!parts.rootfs)
-    return sys_error("open", rootfs, errno);
-  return {};
-}
-
 class container_backend final : public backend {
  public:
   ~container_backend() override {
@@ -113,6 +107,8 @@ class container_backend final : public backend {
       seccomp_bpf_ = std::move(*prog);
     else if (!init_error_)
       init_error_ = prog.err();
+    // Before any sandbox exists: the thread's table starts from the node's.
+    launcher_ = init_launcher::start();
     // Once per node: load + verify of the eBPF programs takes ~50-90 ms.
     net_ = net::node_net::start(cfg.node_id, cfg.cgroup_root + "/unified", "dsec/" + cfg.node_id);
   }
@@ -129,9 +125,10 @@ class container_backend final : public backend {
   }
 
   // create() steps, each registering its undo on `undo` at once.
-  status make_root(const create_params& p, sys::cleanup_stack& undo);
+  expected<overlay_root> make_root(const create_params& p, sys::cleanup_stack& undo);
   status make_cgroup(const create_params& p, sandbox_parts& parts, sys::cleanup_stack& undo);
-  status start_init(const create_params& p, sandbox_parts& parts, sys::cleanup_stack& undo);
+  status start_init(const create_params& p, overlay_root root, sandbox_parts& parts,
+                    sys::cleanup_stack& undo);
 
   expected<std::shared_ptr<sandbox>> adopt(sandbox_parts parts);
   void remove_leftovers(const std::string& id, const std::string& dir);
@@ -139,34 +136,31 @@ class container_backend final : public backend {
   container_config cfg_;
   std::shared_ptr<io_loop> loop_;
   launch_image init_;
+  std::unique_ptr<init_launcher> launcher_; ///< null: launch from the calling thread
   std::string seccomp_bpf_; ///< raw sock_filter program sent in every config
   std::shared_ptr<net::node_net> net_; ///< eBPF allow-lists, denial counters, bridge
   error init_error_;
 };
 
-status container_backend::make_root(const create_params& p, sys::cleanup_stack& undo) {
+expected<overlay_root> container_backend::make_root(const create_params& p,
+                                                   sys::cleanup_stack& undo) {
   auto slash = p.dir.find_last_of('/');
   if (slash > 0)
     if (auto st = sys::make_dirs(p.dir.substr(0, slash)); !st)
-      return st;
+      return st.err();
   // disk_mb: on the quota volume the sandbox dir is a subvolume limited to
   // it, so the upper and work dirs below are charged to the sandbox.
   if (cfg_.quota) {
     if (auto st = cfg_.quota->make_limited_dir(p.dir, static_cast<uint64_t>(p.spec.disk_mb) << 20);
         !st)
-      return st;
+      return st.err();
   } else if (::mkdir(p.dir.c_str(), 0700) != 0) {
     return sys_error("mkdir", p.dir, errno, errno == EEXIST ? errc::conflict : errc::internal);
   }
   undo.push([dir = p.dir] { (void)sys::remove_tree(dir); });
-  if (auto st = mount_overlay(p.dir, p.lower_dirs); !st)
-    return st;
-  undo.push([dir = p.dir] {
-    auto r = dir + "/rootfs";
-    if (::umount2(r.c_str(), 0) != 0)
-      ::umount2(r.c_str(), MNT_DETACH);
-  });
-  return {};
+  // Nothing to unmount on failure: both mounts are detached and go with
+  // their last descriptor (the node's, and init's once it is killed).
+  return mount_overlay(p.dir, p.lower_dirs);
 }
 
 status container_backend::make_cgroup(const create_params& p, sandbox_parts& parts,
@@ -183,14 +177,15 @@ status container_backend::make_cgroup(const create_params& p, sandbox_parts& par
 // clone joins the cgroups itself before it execs: init never waits for the
 // node, and it is inside the cgroups before its cgroup namespace and first
 // child exist. The meta file is written while init sets itself up.
-status container_backend::start_init(const create_params& p, sandbox_parts& parts,
-                                     sys::cleanup_stack& undo) {
+status container_backend::start_init(const create_params& p, overlay_root root,
+                                     sandbox_parts& parts, sys::cleanup_stack& undo) {
   auto sock = make_control_socket(p.dir);
   if (!sock)
     return sock.err();
   parts.ctl = std::move(sock->client);
   auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_,
-                                               p.spec.protect.readonly, p.spec.protect.hidden});
+                                               p.spec.protect.readonly, p.spec.protect.hidden,
+                                               true});
   if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
     return sys_error("send config to init of", p.id, errno);
   auto join = open_cgroup_procs(*parts.cgroup);
@@ -199,9 +194,16 @@ status container_backend::start_init(const create_params& p, sandbox_parts& part
   std::vector<int> join_fds;
   for (auto& fd : *join)
     join_fds.push_back(fd.get());
-  auto child = launch_init(init_, sock->listener.get(), join_fds);
+  auto child = launcher_ ? launcher_->launch(init_, sock->listener.get(), join_fds, &root)
+                         : launch_init(init_, sock->listener.get(), join_fds, &root);
   if (!child)
     return child.err();
+  // Init has its own copies now; ours of the mount it attaches must not pin
+  // the sandbox root past init's life. The node view is the sandbox's, and
+  // closes before the directory goes on failure.
+  root.mount.reset();
+  parts.rootfs = std::move(root.node_view);
+  undo.push([&parts] { parts.rootfs.reset(); });
   parts.pid = child->pid;
   parts.pidfd = std::move(child->pidfd);
   undo.push([fd = parts.pidfd.get()] { kill_and_reap(fd); });
@@ -224,13 +226,12 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
   parts.id = p.id;
   parts.dir = p.dir;
   parts.env = p.spec.env;
-  if (auto st = make_root(p, undo); !st)
-    return st.err();
+  auto root = make_root(p, undo);
+  if (!root)
+    return root.err();
   if (auto st = make_cgroup(p, parts, undo); !st)
     return st.err();
-  if (auto st = start_init(p, parts, undo); !st)
-    return st.err();
-  if (auto st = open_root(parts); !st)
+  if (auto st = start_init(p, std::move(*root), parts, undo); !st)
     return st.err();
   if (auto st = join_network(*net_, p.id, p.spec.network, parts, &undo); !st)
     return st.err();
@@ -270,8 +271,12 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
   parts.pidfd = std::move(*pidfd);
   parts.ctl = std::move(*ctl);
   parts.cgroup = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
-  if (auto st = open_root(parts); !st)
-    return st.err();
+  auto root = reopen_root(*meta, parts.pidfd.get(), dir, id);
+  if (!root) {
+    remove_leftovers(id, dir);
+    return not_found(root.err().message + "; leftovers removed");
+  }
+  parts.rootfs = std::move(*root);
   // The policy died with the previous node process (and its bridge with
   // it): the sandbox comes back loopback-only, with fresh counters.
   if (auto st = join_network(*net_, id, {}, parts, nullptr); !st)
@@ -287,6 +292,7 @@ void container_backend::remove_leftovers(const std::string& id, const std::strin
       kill_and_reap(fd.get());
   }
   (void)cg->remove();
+  // Only a sandbox of the old layout has its root mounted on the host.
   auto rootfs = dir + "/rootfs";
   if (::umount2(rootfs.c_str(), 0) != 0)
     ::umount2(rootfs.c_str(), MNT_DETACH);

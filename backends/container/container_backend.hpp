@@ -6,9 +6,10 @@
 // lives outside the sandbox root (<dir>/ctl.sock).
 //
 // Files in a sandbox's <dir>: upper/ and work/ (the overlay's writable
-// half), rootfs/ (the merged root, mounted in the host's mount namespace so
-// the node reaches files through it), ctl.sock, meta (init pid and start
-// time, for recover()).
+// half), rootfs/ (an empty dir on the host: init mounts the merged root on
+// it inside the sandbox's own mount namespace; the node reaches files
+// through a detached clone of that mount, see launch.hpp), ctl.sock, meta
+// (init pid and start time, for recover()).
 #pragma once
 
 #include <memory>

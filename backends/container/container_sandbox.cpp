@@ -461,6 +461,9 @@ status container_sandbox::destroy() {
     parts_.net->release(); // policy and counter entries, veth
   if (parts_.cgroup)
     keep(parts_.cgroup->remove());
+  // The root went with init's mount namespace and the view above; only a
+  // sandbox a node made before roots left the host namespace (recovered)
+  // still has it mounted on the host.
   auto rootfs = parts_.dir + "/rootfs";
   if (::umount2(rootfs.c_str(), 0) != 0 && errno != EINVAL && errno != ENOENT) {
     if (::umount2(rootfs.c_str(), MNT_DETACH) != 0 && errno != EINVAL)

@@ -30,7 +30,7 @@ struct sandbox_parts {
   bool reap = true;
   sys::unique_fd pidfd;
   sys::unique_fd ctl;
-  sys::unique_fd rootfs; ///< O_PATH of <dir>/rootfs
+  sys::unique_fd rootfs; ///< the node's view of the root (a detached clone of its mount)
   std::unique_ptr<sys::cgroup> cgroup;
   std::map<std::string, std::string> env; ///< spec env, under each exec's env
   /// Network policy and denial counters (container_net.cpp); null only in

@@ -6,8 +6,12 @@
 
 #include <sys/types.h>
 
+#include <condition_variable>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -24,9 +28,24 @@ struct launch_image {
 /// Copies `path` into a sealed memfd once per backend.
 expected<launch_image> seal_init_binary(const std::string& path);
 
-/// Mounts overlayfs at <dir>/rootfs (host mount namespace) with upper and
-/// work dirs in <dir>; `lower_dirs` bottom first.
-status mount_overlay(const std::string& dir, const std::vector<std::string>& lower_dirs);
+/// A sandbox root as two detached mounts of one overlay superblock: neither
+/// is in any mount namespace when create() holds them, so the host's mount
+/// table never grows with the sandboxes.
+struct overlay_root {
+  /// Handed to init, which attaches it at <dir>/rootfs inside its own mount
+  /// namespace (then pivots into it).
+  sys::unique_fd mount;
+  /// A clone of the same mount, attached nowhere: the node's O_PATH root for
+  /// file calls. It has no submounts (no /proc, /dev or protect mounts of the
+  /// sandbox), so file calls see the plain merged tree. Init keeps a copy as
+  /// init_proto::root_view_fd, where a restarted node takes it back.
+  sys::unique_fd node_view;
+};
+
+/// Makes the upper, work and (empty mount point) rootfs dirs in <dir> and an
+/// overlay over `lower_dirs` (bottom first) as an overlay_root.
+expected<overlay_root> mount_overlay(const std::string& dir,
+                                     const std::vector<std::string>& lower_dirs);
 
 /// The listening socket at <dir>/ctl.sock (given to init) and the node's
 /// connected end (already queued in the backlog, answered once init runs).
@@ -46,12 +65,48 @@ struct launched {
 };
 
 /// Clones init into new pid, mount, uts, ipc and net namespaces with
-/// `listener` as its fd 3 and nothing else of ours open. Before it execs,
-/// the child writes itself into every `cgroup.procs` of `join` (open for
+/// `listener` as its fd 3, `root` (if given) as init_proto::root_mount_fd
+/// and root_view_fd, and nothing else of ours open. Before it execs, the
+/// child writes itself into every `cgroup.procs` of `join` (open for
 /// writing), so init runs, and its memory is charged, inside the sandbox's
 /// cgroups from its first instruction.
 expected<launched> launch_init(const launch_image& img, int listener,
-                               const std::vector<int>& join);
+                               const std::vector<int>& join,
+                               const overlay_root* root = nullptr);
+
+/// Clones every init from one thread of the node whose descriptor table is
+/// private and nearly empty. Why: a clone copies the caller's table and the
+/// exec of init then closes every descriptor in it, one by one; the node
+/// holds several per sandbox, so launching from a worker thread cost
+/// O(sandboxes) (the biggest growing cost of a create at 1,600 sandboxes).
+/// The thread takes the few descriptors a launch needs from the node's table
+/// with pidfd_getfd, and the caller takes init's pidfd back the same way.
+/// Launches are serialized (one clone+exec is well under a millisecond).
+class init_launcher {
+ public:
+  /// Null if this kernel lacks what it needs (pidfd_getfd, thread pidfds):
+  /// callers then use launch_init directly.
+  static std::unique_ptr<init_launcher> start();
+  ~init_launcher();
+
+  /// launch_init, run on the launcher thread.
+  expected<launched> launch(const launch_image& img, int listener, const std::vector<int>& join,
+                            const overlay_root* root);
+
+  struct job; // INTERNAL
+
+ private:
+  init_launcher() = default;
+  void run();
+
+  std::mutex call_m_; ///< one launch at a time
+  std::mutex m_;
+  std::condition_variable cv_;
+  job* job_ = nullptr;
+  bool done_ = false, stop_ = false, ready_ = false, thread_ok_ = false;
+  sys::unique_fd thread_pidfd_; ///< of the launcher thread: reaches its table
+  std::thread thread_;
+};
 
 /// SIGKILL through the pidfd and wait for the exit (reaps if it is a child).
 void kill_and_reap(int pidfd);
@@ -62,6 +117,10 @@ struct sandbox_meta {
   uint64_t start_time = 0; ///< field 22 of /proc/<pid>/stat: guards pid reuse
   std::string node_id;
   std::map<std::string, std::string> env; ///< spec env, needed by every exec
+  /// Where a restarted node finds the root: true = init holds the node view
+  /// (init_proto::root_view_fd); false = a sandbox made by a node before
+  /// roots left the host namespace, mounted at <dir>/rootfs on the host.
+  bool root_held_by_init = true;
 };
 
 /// Writes <dir>/meta for `m` (start_time is filled in from /proc).
@@ -71,5 +130,11 @@ expected<sandbox_meta> read_meta(const std::string& dir);
 /// A pidfd of the init recorded in `m`, after checking it is still that
 /// process (same start time).
 expected<sys::unique_fd> open_init(const sandbox_meta& m, const std::string& id);
+
+/// The node view of the root of a running sandbox, for recover(): taken
+/// from init (pidfd_getfd of root_view_fd) or, for a sandbox of the old
+/// layout, opened at <dir>/rootfs. Checked to be an overlayfs directory.
+expected<sys::unique_fd> reopen_root(const sandbox_meta& m, int pidfd, const std::string& dir,
+                                     const std::string& id);
 
 } // namespace dsec::backends

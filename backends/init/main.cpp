@@ -571,6 +571,10 @@ int main() {
   dsec::init::guest_boot(); // VM guests only: builds the root, returns in a child
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   ::fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+  // The root's mounts from the node (if any): never inherited by a child.
+  // root_view_fd stays open for good (a restarted node takes it back).
+  ::fcntl(proto::root_mount_fd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(proto::root_view_fd, F_SETFD, FD_CLOEXEC);
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

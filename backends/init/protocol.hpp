@@ -32,6 +32,16 @@
 
 namespace dsec::init_proto {
 
+/// Descriptors a container init starts with besides stdio and the listener
+/// (fd 3), when the node hands it the sandbox root (config_msg::attach_root):
+/// the detached overlay mount init attaches at `rootfs` in its own mount
+/// namespace, and the node's view of the root (a detached clone of the same
+/// mount), which init holds untouched for the whole sandbox life so that a
+/// restarted node can take it back with pidfd_getfd.
+constexpr int root_mount_fd = 4;
+constexpr int root_view_fd = 5;
+static_assert(root_view_fd == root_mount_fd + 1, "launch_init closes from root_view_fd + 1");
+
 /// Frame types. Append only.
 enum class msg : uint8_t {
   // node -> init
@@ -191,6 +201,11 @@ struct config_msg {
   /// sandbox, and paths covered by an empty read-only mount.
   std::vector<std::string> readonly;
   std::vector<std::string> hidden;
+  /// True: the root is not mounted yet; init attaches the detached mount at
+  /// root_mount_fd on `rootfs` itself, inside its new mount namespace, after
+  /// making every mount there private. False (VM guests): `rootfs` is
+  /// already a mount.
+  bool attach_root = false;
 };
 
 /// Body of `exec`.
@@ -209,6 +224,7 @@ inline std::string encode(const config_msg& m) {
     .str(m.seccomp_bpf)
     .strs(m.readonly)
     .strs(m.hidden)
+    .u8(m.attach_root ? 1 : 0)
     .finish();
 }
 
@@ -219,6 +235,7 @@ inline bool decode(std::string_view body, config_msg& m) {
   m.seccomp_bpf = r.str();
   m.readonly = r.strs(256);
   m.hidden = r.strs(256);
+  m.attach_root = r.u8() != 0;
   return r.done();
 }
 

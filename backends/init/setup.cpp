@@ -1,5 +1,6 @@
 // What dsec-init does to itself before it runs anything for the agent: the
-// filesystem view (private mounts, minimal /dev, new /proc with masked paths,
+// filesystem view (private mounts, the root attached from the node's
+// detached mount, minimal /dev, new /proc with masked paths,
 // read-only /sys, pivot_root), hostname, loopback, then the privilege drop
 // (securebits, capabilities, no_new_privs, the seccomp program the node
 // compiled). Runs single-threaded in a static binary, so no
@@ -70,30 +71,106 @@ std::string make_dir(const std::string& path, mode_t mode) {
 
 constexpr unsigned long nosuid_nodev_noexec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
+// One tmpfs per sandbox behind /dev, /dev/shm and every masking mount (the
+// /proc and /sys masks, hidden protect dirs), as clones of subdirs of one
+// detached tmpfs mount that is attached nowhere itself. Why one: every
+// superblock on the host registers a memcg-aware shrinker, and the kernel
+// sizes each memory cgroup's shrinker table by the highest shrinker count
+// the host ever had (1 KiB per 64), so each superblock per sandbox costs
+// every sandbox's memcg memory, and growing the table walks every memcg.
+// Separate tmpfs mounts made 10 superblocks per sandbox; now 6 (overlay,
+// this tmpfs, devpts, proc, sysfs, and the ipc namespace's mqueue).
+// Subdirs: dev/ (the /dev tree), shm/ (/dev/shm), empty/ (masks), hidden/
+// (mode 000, hidden protect dirs). Only dev/ and shm/ are reachable from
+// inside, so nothing the agent writes shows up in a mask. Open during setup
+// only: closed (the detached parent dissolves) once setup_protect is done.
+int scratch_fd = -1;
+
+std::string make_scratch() {
+  int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return errno_message("fsopen", "tmpfs", errno);
+  int rc = ::fsconfig(fs, FSCONFIG_SET_STRING, "mode", "755", 0);
+  if (rc == 0)
+    rc = ::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0);
+  // nosuid, noexec on every clone; nodev on all but dev/ (below).
+  if (rc == 0)
+    scratch_fd = ::fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+  int err = errno;
+  ::close(fs);
+  if (rc != 0 || scratch_fd < 0)
+    return errno_message("mount tmpfs", "/dev", err);
+  struct sub { const char* name; mode_t mode; };
+  static const sub subs[] = {{"dev", 0755}, {"shm", 01777}, {"empty", 0555}, {"hidden", 0}};
+  for (auto& d : subs)
+    if (::mkdirat(scratch_fd, d.name, 0700) != 0 || ::fchmodat(scratch_fd, d.name, d.mode, 0) != 0)
+      return errno_message("mkdir", std::string("tmpfs ") + d.name, errno);
+  return {};
+}
+
+void close_scratch() {
+  if (scratch_fd >= 0)
+    ::close(scratch_fd);
+  scratch_fd = -1;
+}
+
+/// Clones subdir `sub` of the scratch tmpfs, adds `attrs`, and moves the
+/// clone onto `target` (an fd, or a path if target_path is set). 0 or errno.
+int attach_scratch(const char* sub, uint64_t attrs, int target, const char* target_path) {
+  int tree = ::open_tree(scratch_fd, sub, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0)
+    return errno;
+  mount_attr attr{};
+  attr.attr_set = attrs;
+  int err = 0;
+  unsigned to = target_path ? 0 : MOVE_MOUNT_T_EMPTY_PATH;
+  if ((attrs && ::mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) ||
+      ::move_mount(tree, "", target, target_path ? target_path : "",
+                   MOVE_MOUNT_F_EMPTY_PATH | to) != 0)
+    err = errno;
+  ::close(tree);
+  return err;
+}
+
+constexpr uint64_t mask_attrs = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV;
+
+/// Covers directory `path` with the empty, read-only mask.
+std::string mask_dir(const std::string& path) {
+  if (int err = attach_scratch("empty", mask_attrs, AT_FDCWD, path.c_str()); err != 0)
+    return errno_message("mount mask", path, err);
+  return {};
+}
+
 std::string setup_dev(const std::string& root) {
   auto dev = root + "/dev";
   TRY(make_dir(dev, 0755));
-  TRY(do_mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536"));
+  TRY(make_scratch());
   struct node { const char* name; unsigned maj, min; };
   static const node nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
                                {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
   for (auto& n : nodes) {
-    auto p = dev + "/" + n.name;
-    if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0)
-      return errno_message("mknod", p, errno);
-    ::chmod(p.c_str(), 0666); // mknod honours the umask
+    auto p = std::string("dev/") + n.name;
+    if (::mknodat(scratch_fd, p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0)
+      return errno_message("mknod", dev + "/" + n.name, errno);
+    ::fchmodat(scratch_fd, p.c_str(), 0666, 0); // mknod honours the umask
   }
   static const char* links[][2] = {{"/proc/self/fd", "fd"},        {"/proc/self/fd/0", "stdin"},
                                    {"/proc/self/fd/1", "stdout"},  {"/proc/self/fd/2", "stderr"},
                                    {"pts/ptmx", "ptmx"}};
   for (auto& l : links)
-    if (::symlink(l[0], (dev + "/" + l[1]).c_str()) != 0)
+    if (::symlinkat(l[0], scratch_fd, (std::string("dev/") + l[1]).c_str()) != 0)
       return errno_message("symlink", dev + "/" + l[1], errno);
-  TRY(make_dir(dev + "/pts", 0755));
+  for (const char* d : {"dev/pts", "dev/shm"})
+    if (::mkdirat(scratch_fd, d, 0755) != 0)
+      return errno_message("mkdir", root + "/" + d, errno);
+  if (int err = attach_scratch("dev", 0, AT_FDCWD, dev.c_str()); err != 0)
+    return errno_message("mount tmpfs", dev, err);
   TRY(do_mount("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC,
                "newinstance,ptmxmode=0666,mode=0620"));
-  TRY(make_dir(dev + "/shm", 01777));
-  return do_mount("shm", dev + "/shm", "tmpfs", nosuid_nodev_noexec, "mode=1777");
+  if (int err = attach_scratch("shm", MOUNT_ATTR_NODEV, AT_FDCWD, (dev + "/shm").c_str());
+      err != 0)
+    return errno_message("mount tmpfs", dev + "/shm", err);
+  return {};
 }
 
 // Paths of /proc an agent must not read (kernel memory, timers that leak
@@ -118,7 +195,7 @@ std::string setup_proc(const std::string& root) {
   for (auto d : masked_dirs) {
     auto p = proc + "/" + d;
     if (::access(p.c_str(), F_OK) == 0)
-      TRY(do_mount("tmpfs", p, "tmpfs", MS_RDONLY | nosuid_nodev_noexec, "size=0"));
+      TRY(mask_dir(p));
   }
   static const char* readonly[] = {"sys", "sysrq-trigger", "bus", "fs", "irq"};
   for (auto r : readonly) {
@@ -143,7 +220,7 @@ std::string setup_sys(const std::string& root) {
   for (auto d : masked_dirs) {
     auto p = sys + "/" + d;
     if (::access(p.c_str(), F_OK) == 0)
-      TRY(do_mount("tmpfs", p, "tmpfs", MS_RDONLY | nosuid_nodev_noexec, "size=0"));
+      TRY(mask_dir(p));
   }
   return {};
 }
@@ -160,8 +237,6 @@ int open_in_root(int root, const std::string& path, std::string& err) {
     err = errno_message("protect", path, errno);
   return fd;
 }
-
-std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 /// Clones the mount tree at `src` (recursively), makes the clone read-only,
 /// nosuid, nodev and moves it onto the O_PATH fd `target`. 0 or errno.
@@ -192,9 +267,8 @@ std::string hide(int root, const std::string& path) {
   if (::fstat(fd, &st) != 0)
     e = errno_message("mount protection (stat)", path, errno);
   else if (S_ISDIR(st.st_mode)) {
-    if (::mount("tmpfs", fd_path(fd).c_str(), "tmpfs", MS_RDONLY | nosuid_nodev_noexec,
-                "size=0,mode=000") != 0)
-      e = errno_message("mount protection (hidden)", path, errno);
+    if (int err = attach_scratch("hidden", mask_attrs, fd, nullptr); err != 0)
+      e = errno_message("mount protection (hidden)", path, err);
   } else if (int err = attach_readonly(AT_FDCWD, "/dev/null", 0, fd); err != 0) {
     e = errno_message("mount protection (hidden)", path, err);
   }
@@ -237,6 +311,18 @@ std::string setup_protect(const std::string& rootfs, const std::vector<std::stri
   return e;
 }
 
+// SAFETY: the node handed us a detached overlay mount (fsmount, attached in
+// no namespace) as root_mount_fd; attaching it here puts the sandbox's root
+// in this namespace only, never in the host's (launch.cpp says why). The
+// descriptor is closed after: the mount lives on in this namespace.
+std::string attach_root(const std::string& rootfs) {
+  int fd = init_proto::root_mount_fd;
+  int rc = ::move_mount(fd, "", AT_FDCWD, rootfs.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
+  int err = errno;
+  ::close(fd);
+  return rc == 0 ? std::string{} : errno_message("move_mount root", rootfs, err);
+}
+
 // SAFETY: pivot_root(".", ".") stacks the old root under the new one; the
 // detach then drops every host mount from this namespace.
 std::string enter_root(const std::string& root) {
@@ -275,11 +361,20 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
   // After the node moved us into the sandbox cgroups: their dirs become "/".
   if (::unshare(CLONE_NEWCGROUP) != 0)
     return errno_message("unshare", "cgroup namespace", errno);
+  // Private before anything is mounted: nothing below reaches the host.
   TRY(do_mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
-  TRY(setup_dev(cfg.rootfs));
-  TRY(setup_proc(cfg.rootfs));
-  TRY(setup_sys(cfg.rootfs));
-  TRY(setup_protect(cfg.rootfs, cfg.readonly, cfg.hidden));
+  if (cfg.attach_root)
+    TRY(attach_root(cfg.rootfs));
+  auto e = setup_dev(cfg.rootfs);
+  if (e.empty())
+    e = setup_proc(cfg.rootfs);
+  if (e.empty())
+    e = setup_sys(cfg.rootfs);
+  if (e.empty())
+    e = setup_protect(cfg.rootfs, cfg.readonly, cfg.hidden);
+  close_scratch();
+  if (!e.empty())
+    return e;
   TRY(enter_root(cfg.rootfs));
   auto host = cfg.hostname.substr(0, 64);
   if (::sethostname(host.data(), host.size()) != 0)

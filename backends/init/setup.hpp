@@ -14,8 +14,9 @@ namespace dsec::init {
 /// "op obj: ENAME (text)" for the current errno.
 std::string errno_message(const char* op, const std::string& obj, int err);
 
-/// Cgroup namespace, private mounts, /dev, /proc, /sys, pivot_root into
-/// cfg.rootfs, hostname, loopback up.
+/// Cgroup namespace, private mounts, the root attached at cfg.rootfs (from
+/// init_proto::root_mount_fd, if cfg.attach_root), /dev, /proc, /sys,
+/// pivot_root into cfg.rootfs, hostname, loopback up.
 std::string setup_namespaces(const init_proto::config_msg& cfg);
 
 /// rlimits (open files at most 65536, no core dumps), no_new_privs,

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -131,6 +132,32 @@ def mounts_under(prefix):
             mp = line.split()[4].replace("\\040", " ")
             if mp == prefix or mp.startswith(prefix + "/"):
                 out.append(mp)
+    return out
+
+
+def detached_dirs_held(pid):
+    """Fds of process `pid` on directories of a mount that is in no mount
+    table of its namespace: a sandbox root (they are detached mounts, or
+    mounts in the sandbox's own namespace) still held after its sandbox is
+    gone. Pipes, sockets, pidfds and memfds are on internal mounts too, but
+    never directories."""
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
+            known = {line.split()[0] for line in f}
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    out = []
+    for fd in fds:
+        try:
+            if not stat.S_ISDIR(os.stat(f"/proc/{pid}/fd/{fd}").st_mode):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                mnt = [l.split()[1] for l in f if l.startswith("mnt_id:")]
+        except OSError:
+            continue
+        if mnt and mnt[0] not in known:
+            out.append(f"fd {fd} of pid {pid} on detached mount {mnt[0]}")
     return out
 
 
@@ -428,6 +455,10 @@ class Node:
         if os.path.isdir(sb_dir):
             left += [f"sandbox dir {sb_dir}/{d}" for d in os.listdir(sb_dir)]
         left += [f"process {pid} in {cg}" for pid, cg in procs_in_node_cgroups(self.node_id)]
+        # Sandbox roots are detached mounts, never in the host's table: a
+        # leaked one is a descriptor the node still holds.
+        if self.alive():
+            left += detached_dirs_held(self.proc.pid)
         return left
 
 

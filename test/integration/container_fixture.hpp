@@ -153,8 +153,10 @@ double median(std::vector<double> v) {
 std::string init_answer(proto_config cfg) {
   auto dir = w().tmp + "/raw" + std::to_string(++w().counter);
   REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
-  REQUIRE(backends::mount_overlay(dir, {w().erofs_dir, w().top_dir}));
+  auto root = backends::mount_overlay(dir, {w().erofs_dir, w().top_dir});
+  REQUIRE(root);
   cfg.rootfs = dir + "/rootfs";
+  cfg.attach_root = true;
   auto img = backends::seal_init_binary(DSEC_INIT_PATH);
   REQUIRE(img);
   auto sock = backends::make_control_socket(dir);
@@ -162,7 +164,7 @@ std::string init_answer(proto_config cfg) {
   auto frame = init_proto::encode(cfg);
   REQUIRE(::send(sock->client.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
           ssize_t(frame.size()));
-  auto child = backends::launch_init(*img, sock->listener.get(), {});
+  auto child = backends::launch_init(*img, sock->listener.get(), {}, &*root);
   REQUIRE(child);
   std::string in, answer = "no answer";
   char buf[4096];
@@ -182,7 +184,7 @@ std::string init_answer(proto_config cfg) {
     in.append(buf, size_t(n));
   }
   backends::kill_and_reap(child->pidfd.get());
-  ::umount2((dir + "/rootfs").c_str(), MNT_DETACH);
+  root = backends::overlay_root{}; // the mounts were never on the host
   (void)sys::remove_tree(dir);
   return answer;
 }

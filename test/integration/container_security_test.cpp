@@ -213,6 +213,11 @@ TEST_CASE("protocol: malformed frames are errors, never crashes", "[protocol]") 
   CHECK(cback.seccomp_bpf == cfg.seccomp_bpf);
   CHECK(cback.readonly == cfg.readonly);
   CHECK(cback.hidden == cfg.hidden);
+  CHECK_FALSE(cback.attach_root);
+  cfg.attach_root = true;
+  auto aframe = proto::encode(cfg);
+  REQUIRE(proto::decode(std::string_view(aframe).substr(proto::header_size), cback));
+  CHECK(cback.attach_root);
   auto old_config = proto::writer(proto::msg::config, 0).str("h").str("/r").finish();
   CHECK_FALSE(proto::decode(std::string_view(old_config).substr(proto::header_size), cback));
   CHECK(proto::filter_shape_error("") != nullptr);

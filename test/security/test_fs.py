@@ -12,7 +12,7 @@ import time
 import urllib.parse
 import uuid
 
-from .redteam import PYTHON, attack, wait_for
+from .redteam import PYTHON, attack, e2e, wait_for
 
 EPERM, ENOENT, EACCES, ETXTBSY, EROFS = 1, 2, 13, 26, 30
 
@@ -231,9 +231,18 @@ res = {"mode": oct(os.stat("/tmp/rootshell").st_mode & 0o7777),
 out(res)
 """)
     assert got["mknod"] == EPERM, got
+    # The root is never mounted on the host; where it is mounted (the
+    # sandbox's own namespace, and the node's detached view for file calls)
+    # it is nosuid and nodev.
     rootfs = os.path.realpath(os.path.join(node.state_dir, "sandboxes", py, "rootfs"))
     with open("/proc/self/mountinfo") as f:
-        opts = [l.split()[5].split(",") for l in f if l.split()[4] == rootfs]
-    assert opts, f"no host mount at {rootfs}"
-    assert "nosuid" in opts[-1] and "nodev" in opts[-1], f"{rootfs} mounted {opts[-1]}"
+        assert not [l for l in f if l.split()[4] == rootfs], f"{rootfs} mounted on the host"
+    inside = client.sh(py, "cat /proc/self/mountinfo")["stdout"].splitlines()
+    opts = [l.split()[5].split(",") for l in inside if l.split()[4] == "/"]
+    assert opts and "nosuid" in opts[-1] and "nodev" in opts[-1], inside
+    views = [f"/proc/{node.proc.pid}/fd/{d.split()[1]}" for d in e2e.detached_dirs_held(node.proc.pid)]
+    assert views, "the node holds no view of the sandbox root"
+    for v in views:
+        flags = os.statvfs(v).f_flag
+        assert flags & os.ST_NOSUID and flags & os.ST_NODEV, f"node view {v}: flags {flags:#x}"
     unharmed()
