@@ -351,7 +351,7 @@ class Node:
         self.extra_args = list(extra_args)
         # No zram swap unless a test asks (test_zram, test_pause_memory): the
         # suite starts many nodes and must not change the host's swap.
-        if "--zram-mb" not in self.extra_args:
+        if not any(a == "--zram-mb" or a.startswith("--zram-mb=") for a in self.extra_args):
             self.extra_args += ["--zram-mb", "0"]
         self.env = dict(env or {})  # added to the node's environment
         self.bin = bin_path
