@@ -428,6 +428,77 @@ void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_polic
                });
 }
 
+/// What an update job did: the parts applied before the first failure.
+struct update_outcome {
+  bool class_applied = false;
+  bool network_applied = false;
+  error err;
+};
+
+/// Blocking: cpu class, then network, then the record (so a restarted node
+/// keeps what was applied); stops at the first failure.
+update_outcome apply_update(const node_context& ctx, backends::sandbox& sb,
+                            const sandbox_info& info, sandbox_spec spec,
+                            const std::vector<std::string>& digests, const std::string& cls,
+                            bool set_net, const network_policy& policy) {
+  update_outcome out;
+  auto fail = [&](const error& e) {
+    std::string done = out.class_applied ? " (cpu_class " + cls + " was applied)" : "";
+    out.err = error{e.code, "update " + info.id + ": " + e.message + done};
+  };
+  if (!cls.empty()) {
+    if (auto st = sb.set_cpu_class(cls); !st)
+      fail(st.err());
+    else
+      out.class_applied = true;
+  }
+  if (set_net && !out.err) {
+    if (auto st = sb.set_network(policy); !st)
+      fail(st.err());
+    else
+      out.network_applied = true;
+  }
+  if (out.class_applied)
+    spec.cpu_class = cls;
+  if (out.network_applied)
+    spec.network = policy;
+  if ((out.class_applied || out.network_applied) && !out.err)
+    if (auto st = keep_record(ctx, info.id, spec, info.created_at_ms, digests); !st)
+      fail(st.err());
+  return out;
+}
+
+/// PATCH: cpu class and/or network (the sandbox resumed first if paused, as
+/// for every other call); answers the sandbox info.
+void update_sandbox(sandbox_actor_ptr self, caf::response_promise rp, std::string cls,
+                    bool set_net, network_policy policy) {
+  if (!ready_for(self, rp, [self, cls, set_net, policy](caf::response_promise rp) {
+        update_sandbox(self, std::move(rp), cls, set_net, policy);
+      }))
+    return;
+  auto& st = self->state;
+  ++st.inflight;
+  run_blocking(self, *st.ctx->pool,
+               [ctx = st.ctx, sb = st.sb, info = st.info, spec = st.spec, digests = st.digests,
+                cls, set_net, policy] {
+                 return apply_update(*ctx, *sb, info, spec, digests, cls, set_net, policy);
+               },
+               [self, rp, cls, policy](update_outcome& res) mutable {
+                 auto& st = self->state;
+                 if (res.class_applied) {
+                   st.spec.cpu_class = cls;
+                   st.info.cpu_class = cls;
+                   notify_lifecycle(self);
+                 }
+                 if (res.network_applied)
+                   st.spec.network = policy;
+                 expected<sandbox_info> out = st.info;
+                 if (res.err)
+                   out = res.err;
+                 finish_op(self, rp, out);
+               });
+}
+
 /// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
 /// it is past); nothing without a TTL.
 void arm_ttl(sandbox_actor_ptr self) {
@@ -472,6 +543,7 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   info.cpu = spec.cpu;
   info.memory_mb = spec.memory_mb;
   info.disk_mb = spec.disk_mb;
+  info.cpu_class = spec.cpu_class;
   info.created_at_ms = now_ms();
   return info;
 }
@@ -584,6 +656,10 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     },
     [self](network_atom, network_policy& policy) {
       set_network(self, self->make_response_promise(), std::move(policy));
+    },
+    [self](update_atom, std::string& cls, bool set_net, network_policy& policy) {
+      update_sandbox(self, self->make_response_promise(), std::move(cls), set_net,
+                     std::move(policy));
     },
     [self](destroy_atom) {
       auto rp = self->make_response_promise();

@@ -65,7 +65,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
            x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
-           x.disk_mb, x.denials);
+           x.disk_mb, x.denials, x.cpu_class);
 }
 
 template <class Inspector>

@@ -188,7 +188,8 @@ json to_json(const sandbox_info& s) {
             {"expires_at", s.expires_at_ms ? json(s.expires_at_ms / 1000.0) : json(nullptr)},
             {"cpu", s.cpu},
             {"memory_mb", s.memory_mb},
-            {"disk_mb", s.disk_mb}};
+            {"disk_mb", s.disk_mb},
+            {"cpu_class", s.cpu_class}};
   if (!s.reason.empty())
     j["reason"] = s.reason;
   j["denials"] = {{"network", s.denials.network},
@@ -477,6 +478,7 @@ sandbox_info sandbox_from(const json& j) {
   s.cpu = value_or<double>(j, "cpu", 0);
   s.memory_mb = value_or<int64_t>(j, "memory_mb", 0);
   s.disk_mb = value_or<int64_t>(j, "disk_mb", 0);
+  s.cpu_class = value_or<std::string>(j, "cpu_class", "latency");
   if (auto d = j.find("denials"); d != j.end() && d->is_object()) {
     s.denials.network = value_or<int64_t>(*d, "network", 0);
     s.denials.syscall = value_or<int64_t>(*d, "syscall", 0);

@@ -226,6 +226,9 @@ struct sandbox_info {
   int64_t disk_mb = 0;
   /// Filled by info (GET one sandbox); empty in lists.
   denial_counts denials;
+  /// "latency" | "batch": the CPU class it runs in now (set at create,
+  /// changed by PATCH /v1/sandboxes/{id}).
+  std::string cpu_class = "latency";
 };
 
 /// A layer in the store catalog.
