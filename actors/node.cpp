@@ -159,6 +159,7 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
       recovered_sandbox r;
       r.id = id;
       r.spec = std::move(rec->spec);
+      r.cpu_class = std::move(rec->cpu_class);
       r.created_at_ms = rec->created_at_ms;
       r.expires_at_ms = rec->expires_at_ms;
       r.sb = std::move(*sb);

@@ -38,11 +38,14 @@ int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
 }
 
 /// Blocking: writes the record a restarted node adopts the sandbox from.
+/// `cpu_class`: the class a PATCH moved it to (empty = the spec's).
 status keep_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                   int64_t created_at_ms, const std::vector<std::string>& digests) {
+                   int64_t created_at_ms, const std::vector<std::string>& digests,
+                   const std::string& cpu_class = {}) {
   json_codec::sandbox_record rec;
   rec.id = id;
   rec.spec = spec;
+  rec.cpu_class = cpu_class == spec.cpu_class ? std::string{} : cpu_class;
   rec.created_at_ms = created_at_ms;
   rec.expires_at_ms = expiry(created_at_ms, spec.ttl_s);
   rec.digests = digests;
@@ -436,9 +439,11 @@ struct update_outcome {
 };
 
 /// Blocking: cpu class, then network, then the record (so a restarted node
-/// keeps what was applied); stops at the first failure.
+/// keeps the class; the spec in it stays as created, for request_id
+/// matching, and a restarted node starts loopback-only as ever); stops at
+/// the first failure.
 update_outcome apply_update(const node_context& ctx, backends::sandbox& sb,
-                            const sandbox_info& info, sandbox_spec spec,
+                            const sandbox_info& info, const sandbox_spec& spec,
                             const std::vector<std::string>& digests, const std::string& cls,
                             bool set_net, const network_policy& policy) {
   update_outcome out;
@@ -459,11 +464,7 @@ update_outcome apply_update(const node_context& ctx, backends::sandbox& sb,
       out.network_applied = true;
   }
   if (out.class_applied)
-    spec.cpu_class = cls;
-  if (out.network_applied)
-    spec.network = policy;
-  if ((out.class_applied || out.network_applied) && !out.err)
-    if (auto st = keep_record(ctx, info.id, spec, info.created_at_ms, digests); !st)
+    if (auto st = keep_record(ctx, info.id, spec, info.created_at_ms, digests, cls); !st)
       fail(st.err());
   return out;
 }
@@ -486,7 +487,6 @@ void update_sandbox(sandbox_actor_ptr self, caf::response_promise rp, std::strin
                [self, rp, cls, policy](update_outcome& res) mutable {
                  auto& st = self->state;
                  if (res.class_applied) {
-                   st.spec.cpu_class = cls;
                    st.info.cpu_class = cls;
                    notify_lifecycle(self);
                  }
@@ -553,6 +553,8 @@ sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& nod
   info.state = sandbox_state::running;
   info.created_at_ms = rec.created_at_ms;
   info.expires_at_ms = rec.expires_at_ms;
+  if (!rec.cpu_class.empty())
+    info.cpu_class = rec.cpu_class;
   return info;
 }
 

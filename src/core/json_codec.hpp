@@ -122,13 +122,17 @@ struct sandbox_record {
   int64_t expires_at_ms = 0;
   /// Layer digests (`sha256:<hex>`) whose mounts the sandbox holds, spec order.
   std::vector<std::string> digests;
+  /// The CPU class it runs in now, when a PATCH changed it from
+  /// spec.cpu_class (the spec stays as created, for request_id matching);
+  /// empty = the spec's.
+  std::string cpu_class;
 };
 
 /// A spec as JSON that parse_spec() reads back to the same spec.
 std::string encode(const sandbox_spec& spec);
 
 /// `{"version":1,"id":...,"spec":{...},"created_at_ms":...,"expires_at_ms":...,
-/// "digests":[...]}`.
+/// "digests":[...]}`, plus "cpu_class" when set.
 std::string encode(const sandbox_record& rec);
 
 /// Reads a record written by encode(sandbox_record). Tolerant of unknown fields

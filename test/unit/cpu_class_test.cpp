@@ -130,4 +130,19 @@ TEST_CASE("the record keeps the class, so a restarted node keeps it", "[cpu_clas
   auto back = codec::decode_record(codec::encode(rec));
   REQUIRE(back);
   CHECK(back->spec.cpu_class == "batch");
+  CHECK(back->cpu_class.empty());
+  // A PATCH changed it: the spec stays as created (request_id matching),
+  // the class it runs in now is kept beside it.
+  rec.spec.cpu_class = "latency";
+  rec.cpu_class = "batch";
+  auto j = nlohmann::json::parse(codec::encode(rec));
+  CHECK(j["cpu_class"] == "batch");
+  CHECK(j["spec"]["cpu_class"] == "latency");
+  back = codec::decode_record(codec::encode(rec));
+  REQUIRE(back);
+  CHECK(back->spec.cpu_class == "latency");
+  CHECK(back->cpu_class == "batch");
+  // A record with a class this node does not know is not a record.
+  j["cpu_class"] = "turbo";
+  CHECK(!codec::decode_record(j.dump()));
 }
