@@ -117,8 +117,12 @@ void maybe_quit(sandbox_actor_ptr self) {
 std::function<status()> take_teardown(sandbox_actor_state& st) {
   auto digests = std::move(st.digests);
   st.digests.clear();
-  return [ctx = st.ctx, sb = st.sb, digests] {
+  return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency"] {
     status res;
+    // Killed tasks of a batch sandbox would exit at SCHED_IDLE's pace on a
+    // busy node (seconds): promote them first, so destroy is as quick as ever.
+    if (sb && batch)
+      (void)sb->set_cpu_class("latency");
     if (sb)
       res = sb->destroy();
     ctx->layers->release(digests);
