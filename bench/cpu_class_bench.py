@@ -10,7 +10,9 @@
 #   c. the same hogs created as batch;
 #   d. the hogs created as latency, then demoted to batch by
 #      PATCH /v1/sandboxes/{id} {"cpu_class": "batch"}.
-# The slowdown of each is its p50 (and p99) over a's. Starts its own node (own
+# The slowdown of each is its p50 (and p99) over that of the task alone,
+# measured right before it in the same round (the machine's other load moves
+# by the second), pooled over --rounds rounds. Starts its own node (own
 # state dir and ports) and prints + writes JSON to
 # bench/results/cpu-class-<date>.json.
 #
@@ -49,6 +51,7 @@ def summary(lat_ms, inner_ms):
 
 
 def measure(rest, sid, cmd, n, warmup=5):
+    """(round-trip ms, in-sandbox ms) of n execs of cmd."""
     for _ in range(warmup):
         rest.call("POST", f"/v1/sandboxes/{sid}/exec", {"cmd": cmd})
     lat, inner = [], []
@@ -59,7 +62,7 @@ def measure(rest, sid, cmd, n, warmup=5):
         if r["exit_code"] != 0:
             raise RuntimeError(f"latency task failed: {r}")
         inner.append(r["duration_ms"])
-    return summary(lat, inner)
+    return lat, inner
 
 
 def start_hogs(rest, count, spinners, cpu, cpu_class):
@@ -95,6 +98,7 @@ def hog_cpu_s(ids):
 
 
 def with_hogs(rest, sid, cmd, args, cpu_class, demote=False):
+    """Latencies next to spinning hogs, plus the cores the hogs got meanwhile."""
     ids = start_hogs(rest, args.hogs, args.spinners, args.hog_cpu, cpu_class)
     try:
         if demote:
@@ -104,12 +108,67 @@ def with_hogs(rest, sid, cmd, args, cpu_class, demote=False):
         time.sleep(args.settle_s)
         t0 = time.monotonic()
         cpu0 = hog_cpu_s(ids)
-        res = measure(rest, sid, cmd, args.n)
+        lat, inner = measure(rest, sid, cmd, args.n)
         took = time.monotonic() - t0
-        res["hog_cpu_cores_used"] = round((hog_cpu_s(ids) - cpu0) / took, 2) if took else 0
-        return res
+        return lat, inner, (hog_cpu_s(ids) - cpu0) / took if took else 0
     finally:
         stop_hogs(rest, ids)
+
+
+SCENARIOS = [("b_hogs_latency", "latency", False), ("c_hogs_batch", "batch", False),
+             ("d_hogs_demoted_by_patch", "latency", True)]
+
+
+def run_rounds(rest, sid, cmd, args):
+    """Each round: for each scenario, the task alone, then next to the hogs.
+    Other load on the machine (builds, other nodes) changes by the second, so
+    every scenario is compared with the alone runs measured right before it,
+    pooled over the rounds; the order of scenarios rotates per round."""
+    pooled = {name: {"lat": [], "inner": [], "alone_lat": [], "alone_inner": [], "cores": []}
+              for name, _, _ in SCENARIOS}
+    for r in range(args.rounds):
+        order = SCENARIOS[r % len(SCENARIOS):] + SCENARIOS[:r % len(SCENARIOS)]
+        for name, cls, demote in order:
+            p = pooled[name]
+            lat, inner = measure(rest, sid, cmd, args.n)
+            p["alone_lat"] += lat
+            p["alone_inner"] += inner
+            lat, inner, cores = with_hogs(rest, sid, cmd, args, cls, demote)
+            p["lat"] += lat
+            p["inner"] += inner
+            p["cores"].append(round(cores, 2))
+    out, ratios = {}, {}
+    for name, _, _ in SCENARIOS:
+        p = pooled[name]
+        s = summary(p["lat"], p["inner"])
+        s["hog_cpu_cores_used_per_round"] = p["cores"]
+        a = summary(p["alone_lat"], p["alone_inner"])
+        out[name] = s
+        out[name + "_adjacent_alone"] = a
+        ratios[name] = {"p50": round(s["p50_ms"] / a["p50_ms"] - 1, 3),
+                        "p99": round(s["p99_ms"] / a["p99_ms"] - 1, 3),
+                        "in_sandbox_p50": round(s["in_sandbox_p50_ms"]
+                                                / a["in_sandbox_p50_ms"] - 1, 3)}
+    return out, ratios
+
+
+CPU_NODE_DIR = f"/sys/fs/cgroup/cpu/dsec/{NODE_ID}/_node"
+
+
+def enter_node_cgroup():
+    """--client-beside: moves this client into the node's own cpu group
+    (dsec/<node>/_node, beside its sandboxes, made by the node): a client on
+    the same machine in the root group competes with the whole dsec group
+    there, where batch groups are not idle (an idle group is idle only among
+    its siblings). A trainer on another machine does not."""
+    with open(CPU_NODE_DIR + "/cgroup.procs", "w") as f:
+        f.write(str(os.getpid()))
+    return CPU_NODE_DIR
+
+
+def leave_node_cgroup():
+    with open("/sys/fs/cgroup/cpu/cgroup.procs", "w") as f:
+        f.write(str(os.getpid()))
 
 
 def main():
@@ -120,7 +179,10 @@ def main():
     ap.add_argument("--spinners", type=int, default=2, help="busy loops per hog sandbox")
     ap.add_argument("--hog-cpu", type=float, default=1.0, help="cpu (cores) of each hog")
     ap.add_argument("--settle-s", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds over the scenarios")
     ap.add_argument("--store", default=os.environ.get("DSEC_TEST_STORE", "/var/lib/dsec-test/store"))
+    ap.add_argument("--client-beside", action="store_true",
+                    help="run this client in the node's cpu group dsec/<node>/_node")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     dsec = os.environ.get("DSEC_BIN", str(REPO / "build" / "src" / "dsec"))
@@ -132,11 +194,12 @@ def main():
                              "--rest", f"127.0.0.1:{rest_port}", "--listen", "127.0.0.1:0",
                              "--node-id", NODE_ID],
                             stdout=log, stderr=subprocess.STDOUT)
+    node_cg = None
     cmd = f"i=0; while [ $i -lt {args.loop} ]; do i=$((i+1)); done"
     results = {"bench": "cpu_class", "date": datetime.datetime.utcnow().isoformat() + "Z",
                "host": {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
                "task": cmd, "hogs": args.hogs, "spinners_per_hog": args.spinners,
-               "hog_cpu": args.hog_cpu}
+               "hog_cpu": args.hog_cpu, "n_per_run": args.n, "rounds": args.rounds}
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -150,28 +213,25 @@ def main():
             if time.monotonic() > deadline or node.poll() is not None:
                 raise SystemExit("node did not start; see " + state + ".log")
             time.sleep(0.1)
+        if args.client_beside:
+            node_cg = enter_node_cgroup()
         rest = Rest(rest_port)
         sb = rest.call("POST", "/v1/sandboxes", {"layers": ["base/busybox@1"], "memory_mb": 64})
         sid = sb["id"]
         try:
-            results["a_alone"] = measure(rest, sid, cmd, args.n)
-            results["b_hogs_latency"] = with_hogs(rest, sid, cmd, args, "latency")
-            results["c_hogs_batch"] = with_hogs(rest, sid, cmd, args, "batch")
-            results["d_hogs_demoted_by_patch"] = with_hogs(rest, sid, cmd, args, "latency",
-                                                          demote=True)
-            results["a_alone_again"] = measure(rest, sid, cmd, args.n)
+            lat, inner = measure(rest, sid, cmd, args.n)
+            results["a_alone"] = summary(lat, inner)
+            scen, ratios = run_rounds(rest, sid, cmd, args)
+            results.update(scen)
         finally:
             rest.call("DELETE", f"/v1/sandboxes/{sid}")
-        base = results["a_alone"]
-        results["slowdown_vs_alone"] = {
-            k: {"p50": round(results[k]["p50_ms"] / base["p50_ms"] - 1, 3),
-                "p99": round(results[k]["p99_ms"] / base["p99_ms"] - 1, 3),
-                "in_sandbox_p50": round(results[k]["in_sandbox_p50_ms"]
-                                        / base["in_sandbox_p50_ms"] - 1, 3)}
-            for k in ("b_hogs_latency", "c_hogs_batch", "d_hogs_demoted_by_patch",
-                      "a_alone_again")}
+        # Slowdown = p50 (p99) next to the hogs over p50 (p99) of the alone
+        # runs measured right before them (0.173 = 17.3% slower).
+        results["slowdown_vs_alone"] = ratios
         results["host"]["loadavg_at_end"] = os.getloadavg()
     finally:
+        if node_cg:
+            leave_node_cgroup()
         node.send_signal(signal.SIGTERM)
         try:
             results["node_exit"] = node.wait(timeout=60)
@@ -179,6 +239,7 @@ def main():
             node.kill()
             results["node_exit"] = None
         log.close()
+    results["client_in_cpu_cgroup"] = node_cg
     print(json.dumps(results, indent=1))
     out = args.out or str(REPO / "bench" / "results"
                           / f"cpu-class-{datetime.date.today().isoformat()}.json")

@@ -173,6 +173,64 @@ status apply_cpu_class(const std::string& cpu_dir, const std::string& cls) {
   return {};
 }
 
+// -- the node's own place -------------------------------------------------------
+
+namespace {
+
+/// The cpu controller's directory of this process (from /proc/self/cgroup).
+std::string own_cpu_group(const std::string& cpu_root) {
+  auto text = sys::read_file("/proc/self/cgroup");
+  if (!text)
+    return cpu_root;
+  size_t pos = 0;
+  while (pos < text->size()) {
+    auto nl = text->find('\n', pos);
+    auto line = text->substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text->size() : nl + 1;
+    auto a = line.find(':');
+    auto b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos)
+      continue;
+    auto ctrls = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (ctrls.find(",cpu,") != std::string::npos)
+      return cpu_root + (line.substr(b + 1) == "/" ? "" : line.substr(b + 1));
+  }
+  return cpu_root;
+}
+
+} // namespace
+
+node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
+                                       const std::string& node_id) {
+  auto cpu_root = cgroup_root + "/cpu";
+  root_ = cpu_root;
+  if (!sys::exists(cpu_root + "/cpu.shares"))
+    return; // no v1 cpu controller: nothing to be beside
+  auto dir = cpu_root + "/dsec/" + node_id + "/" + dir_name;
+  back_ = own_cpu_group(cpu_root);
+  if (auto st = sys::make_dirs(dir); !st) {
+    err_ = st.err();
+    return;
+  }
+  if (auto st = write_knob(dir + "/cgroup.procs", std::to_string(::getpid())); !st) {
+    err_ = st.err();
+    ::rmdir(dir.c_str());
+    return;
+  }
+  dir_ = dir;
+}
+
+void node_cpu_placement::leave() {
+  if (dir_.empty())
+    return;
+  // cgroup.procs moves every thread of the process at once (v1).
+  if (!write_knob(back_ + "/cgroup.procs", std::to_string(::getpid())))
+    (void)write_knob(root_ + "/cgroup.procs", std::to_string(::getpid()));
+  for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
+    ::usleep(10000);
+  dir_.clear();
+}
+
 // -- the container sandbox's side -------------------------------------------
 
 status container_sandbox::set_cpu_class(const std::string& cls) {

@@ -154,8 +154,11 @@ def test_batch_sandbox_runs_every_process_sched_idle(client, node):
     assert exec_policy(client, sid) == SCHED_IDLE
     background(client, sid, "exec sleep 201")
     start_late_forker(client, sid, 202)
+    # Answered once init started the shell; the exec of sleep comes after.
+    wait_for(lambda: host_pid_of(node, sid, ["sleep", "201"]) is not None, 10,
+             what=f"sleep 201 in {sid}")
     started = host_pid_of(node, sid, ["sleep", "201"])
-    assert started is not None and policy(started) == SCHED_IDLE
+    assert policy(started) == SCHED_IDLE
     late = release_late_forker(client, node, sid, 202)
     assert policy(late) == SCHED_IDLE
     assert_class(node, sid, SCHED_IDLE)
