@@ -12,6 +12,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_update.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -435,74 +436,6 @@ void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_polic
                });
 }
 
-/// What an update job did: the parts applied before the first failure.
-struct update_outcome {
-  bool class_applied = false;
-  bool network_applied = false;
-  error err;
-};
-
-/// Blocking: cpu class, then network, then the record (so a restarted node
-/// keeps the class; the spec in it stays as created, for request_id
-/// matching, and a restarted node starts loopback-only as ever); stops at
-/// the first failure.
-update_outcome apply_update(const node_context& ctx, backends::sandbox& sb,
-                            const sandbox_info& info, const sandbox_spec& spec,
-                            const std::vector<std::string>& digests, const std::string& cls,
-                            bool set_net, const network_policy& policy) {
-  update_outcome out;
-  auto fail = [&](const error& e) {
-    std::string done = out.class_applied ? " (cpu_class " + cls + " was applied)" : "";
-    out.err = error{e.code, "update " + info.id + ": " + e.message + done};
-  };
-  if (!cls.empty()) {
-    if (auto st = sb.set_cpu_class(cls); !st)
-      fail(st.err());
-    else
-      out.class_applied = true;
-  }
-  if (set_net && !out.err) {
-    if (auto st = sb.set_network(policy); !st)
-      fail(st.err());
-    else
-      out.network_applied = true;
-  }
-  if (out.class_applied)
-    if (auto st = keep_record(ctx, info.id, spec, info.created_at_ms, digests, cls); !st)
-      fail(st.err());
-  return out;
-}
-
-/// PATCH: cpu class and/or network (the sandbox resumed first if paused, as
-/// for every other call); answers the sandbox info.
-void update_sandbox(sandbox_actor_ptr self, caf::response_promise rp, std::string cls,
-                    bool set_net, network_policy policy) {
-  if (!ready_for(self, rp, [self, cls, set_net, policy](caf::response_promise rp) {
-        update_sandbox(self, std::move(rp), cls, set_net, policy);
-      }))
-    return;
-  auto& st = self->state;
-  ++st.inflight;
-  run_blocking(self, *st.ctx->pool,
-               [ctx = st.ctx, sb = st.sb, info = st.info, spec = st.spec, digests = st.digests,
-                cls, set_net, policy] {
-                 return apply_update(*ctx, *sb, info, spec, digests, cls, set_net, policy);
-               },
-               [self, rp, cls, policy](update_outcome& res) mutable {
-                 auto& st = self->state;
-                 if (res.class_applied) {
-                   st.info.cpu_class = cls;
-                   notify_lifecycle(self);
-                 }
-                 if (res.network_applied)
-                   st.spec.network = policy;
-                 expected<sandbox_info> out = st.info;
-                 if (res.err)
-                   out = res.err;
-                 finish_op(self, rp, out);
-               });
-}
-
 /// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
 /// it is past); nothing without a TTL.
 void arm_ttl(sandbox_actor_ptr self) {
@@ -533,6 +466,20 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self);
 bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
                  std::function<void(caf::response_promise)> retry) {
   return ready_for(self, rp, std::move(retry));
+}
+
+// What sandbox_update.cpp needs of this file.
+status write_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
+                    int64_t created_at_ms, const std::vector<std::string>& digests,
+                    const std::string& cpu_class) {
+  return keep_record(ctx, id, spec, created_at_ms, digests, cpu_class);
+}
+
+void report_state(sandbox_actor_ptr self) { notify_lifecycle(self); }
+
+void end_op(sandbox_actor_ptr self) {
+  --self->state.inflight;
+  maybe_quit(self);
 }
 
 sandbox_info initial_info(const std::string& id, const std::string& node,
