@@ -387,3 +387,34 @@ def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
         c.delete(sid)
     finally:
         _finish_node(n)
+
+
+# -- a cluster: PATCH through any peer ----------------------------------------------
+
+def test_patch_through_a_peer_reaches_the_owner(dsec_bin, store):
+    from conftest import Node, _finish_node
+    first = Node(dsec_bin, store).start()
+    nodes = [first]
+    try:
+        nodes.append(Node(dsec_bin, store,
+                          extra_args=["--join", f"127.0.0.1:{first.listen_port}"]).start())
+        ids = {n.node_id for n in nodes}
+
+        def alive(n):
+            status, out = n.client.call("GET", "/v1/nodes")
+            return status == 200 and {m["id"] for m in out["nodes"]
+                                      if m["state"] == "alive"} == ids
+        for n in nodes:
+            wait_for(lambda: alive(n), 20, what=f"{n.node_id} to see both members")
+        owner, peer = nodes
+        sid = owner.client.create_ok(cpu=1, memory_mb=128, node=owner.node_id)
+        status, out = patch(peer.client, sid, {"cpu_class": "batch"})
+        assert status == 200 and out["cpu_class"] == "batch" and out["node"] == owner.node_id, out
+        assert_class(owner, sid, SCHED_IDLE)
+        status, out = patch(peer.client, f"{owner.node_id}.nosuch", {"cpu_class": "batch"})
+        assert_error(status, out, 404, "not_found")
+        owner.client.delete(sid)
+        owner.client.created.clear()
+    finally:
+        for n in reversed(nodes):
+            _finish_node(n)
