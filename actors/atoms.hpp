@@ -41,6 +41,9 @@ using view_atom = caf::atom_constant<caf::atom("view")>;
 using packet_atom = caf::atom_constant<caf::atom("packet")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using leave_atom = caf::atom_constant<caf::atom("leave")>;
+// Reclaim and measured memory (actors/reclaim.hpp).
+using usage_atom = caf::atom_constant<caf::atom("usage")>;
+using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 // INTERNAL: self-sent or sent by helper threads.
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using cont_atom = caf::atom_constant<caf::atom("cont")>;

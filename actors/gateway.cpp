@@ -64,6 +64,42 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   add("dsec_http_errors_total", "counter", "REST requests answered with an error.",
       g.errors_total);
   add("dsec_uptime_seconds", "gauge", "Seconds since the node started.", s.uptime_ms / 1000);
+  // Measured memory (the reclaim actor's last pass, actors/reclaim.hpp).
+  add("dsec_node_resident_bytes", "gauge", "Bytes in RAM held by this node's sandboxes.",
+      s.resident_bytes);
+  add("dsec_node_swap_bytes", "gauge", "Bytes of this node's sandboxes in compressed swap.",
+      s.swap_bytes);
+  add("dsec_node_reclaimed_bytes_total", "counter",
+      "Bytes reclaim pushed out of RAM from idle sandboxes.", s.reclaimed_bytes_total);
+  add("dsec_node_idle_sandboxes", "gauge", "Sandboxes idle past the reclaim threshold.",
+      s.idle_sandboxes);
+  if (s.memory_available_mb >= 0) {
+    add("dsec_node_memory_available_bytes", "gauge", "The host's MemAvailable at the last sample.",
+        s.memory_available_mb << 20);
+    add("dsec_node_memory_free_bytes", "gauge",
+        "Memory admission still gives new sandboxes (after headroom).", s.memory_free_mb << 20);
+  }
+  return out;
+}
+
+/// Per-sandbox measured memory, one series per live sandbox.
+std::string memory_metrics(const std::string& node, const std::vector<sandbox_info>& infos) {
+  std::string out;
+  auto family = [&](const char* name, const char* type, const char* help, auto field) {
+    out += std::string{"# HELP "} + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (auto& i : infos)
+      out += std::string{name} + "{node=\"" + node + "\",id=\"" + i.id + "\"} "
+             + std::to_string(field(i)) + "\n";
+  };
+  family("dsec_sandbox_resident_bytes", "gauge", "Bytes the sandbox holds in RAM.",
+         [](const sandbox_info& i) { return i.resident_bytes; });
+  family("dsec_sandbox_swap_bytes", "gauge", "Bytes of the sandbox in compressed swap.",
+         [](const sandbox_info& i) { return i.swap_bytes; });
+  family("dsec_sandbox_reclaimed_bytes_total", "counter",
+         "Bytes reclaim pushed out of the sandbox's RAM.",
+         [](const sandbox_info& i) { return i.reclaimed_bytes; });
+  family("dsec_sandbox_idle", "gauge", "1 if the sandbox used no CPU at the last sample.",
+         [](const sandbox_info& i) { return int64_t{i.idle_since_ms != 0}; });
   return out;
 }
 
@@ -103,7 +139,8 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
         self->request(self->state.front, 10s, metrics_atom::value)
           .then(
             [c, text, node = st.node_id](std::vector<sandbox_info>& infos) {
-              reply(c, 200, *text + denial_metrics(node, infos), "text/plain; version=0.0.4");
+              reply(c, 200, *text + denial_metrics(node, infos) + memory_metrics(node, infos),
+                    "text/plain; version=0.0.4");
             },
             [c, text](caf::error&) { reply(c, 200, *text, "text/plain; version=0.0.4"); });
       },

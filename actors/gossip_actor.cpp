@@ -111,7 +111,11 @@ void publish_load(gossip_actor_ptr self) {
         auto& st = self->state;
         st.load_inflight = false;
         gossip::load_report r;
-        r.free_memory_mb = static_cast<uint64_t>(mem_available_mb());
+        // What admission still gives new sandboxes (the reclaim actor's last
+        // sample less headroom and creates since), so placement scores by the
+        // figure the node decides by; MemAvailable until the first sample.
+        r.free_memory_mb = static_cast<uint64_t>(ns.memory_free_mb >= 0 ? ns.memory_free_mb
+                                                                         : mem_available_mb());
         r.cpu_load = load_per_core();
         r.sandboxes = static_cast<uint32_t>(ns.sandboxes);
         r.creating = static_cast<uint32_t>(ns.creating);

@@ -4,7 +4,8 @@
 //   - a receiver thread blocks on the socket and hands each datagram to the
 //     actor (packet_atom); the actor alone touches the memberlist;
 //   - a 20 ms tick drives the protocol timers (probe 200 ms, timeouts 100 ms);
-//   - every second it measures this node's load (MemAvailable, loadavg, the
+//   - every second it measures this node's load (free memory as admission
+//     sees it, node_status::memory_free_mb; loadavg, the
 //     lifecycle's counts and layers) and publishes it through the gossip;
 //   - after any change it pushes the view (std::vector<member_info>) to the
 //     placement actor.

@@ -43,6 +43,25 @@
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
 //   INTERNAL from sandbox actors: (state_atom, sandbox_info), (gone_atom, id)
+//   INTERNAL, reclaim (in-process):
+//     (reclaim_atom, caf::actor reclaim)      -> nothing; from the supervisor: the
+//                                                actor a create under memory
+//                                                pressure asks to reclaim first
+//     (usage_atom)                            -> std::vector<reclaim_target>
+//                                                (every sandbox: id, state, actor)
+//     (usage_atom, reclaim::memory_report)    -> nothing; the last sample, which
+//                                                admission, info, list and
+//                                                /metrics read
+//
+// reclaim (one per node; spawned and owned by the supervisor, actors/reclaim.hpp):
+//   (reclaim_atom)                            -> reclaim::memory_report: reclaims
+//                                                the idle sandboxes now and samples
+//                                                again (a create under pressure)
+//   INTERNAL: (caf::tick_atom) every --reclaim-interval-ms
+//
+// sandbox, for reclaim (in-process):
+//   (usage_atom)                              -> backend_ref (its backend sandbox,
+//                                                weak; empty before it runs)
 //
 // sandbox (one per sandbox; spawned and supervised by lifecycle):
 //   (start_atom)                              -> sandbox_info | error (once, by lifecycle)
@@ -97,7 +116,14 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 
+#include <caf/actor.hpp>
+
+#include "actors/reclaim_policy.hpp"
 #include "core/types.hpp"
+
+namespace dsec::backends {
+class sandbox;
+} // namespace dsec::backends
 
 namespace dsec {
 
@@ -112,7 +138,25 @@ struct continuation {
   std::function<void()> fn;
 };
 
+/// A sandbox actor's backend sandbox, for the reclaim actor, which measures
+/// and squeezes it from the worker pool. Weak: reclaim never keeps a
+/// destroyed sandbox alive. In-process only.
+struct backend_ref {
+  std::weak_ptr<backends::sandbox> sb;
+};
+
+/// One sandbox as the lifecycle actor lists it for reclaim. In-process only.
+struct reclaim_target {
+  std::string id;
+  sandbox_state state = sandbox_state::creating;
+  caf::actor actor;
+};
+
 } // namespace dsec
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::backend_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::reclaim_target)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dsec::reclaim_target>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::reclaim::memory_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::chunk_sink)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::continuation)

@@ -67,6 +67,118 @@ auto with_sandbox(lifecycle_actor_ptr self, const std::string& id, F f)
 
 void on_gone(lifecycle_actor_ptr self, const std::string& id);
 
+// -- measured memory and admission (actors/reclaim_policy.hpp) ---------------
+
+reclaim::admission_limits limits_of(const node_config& cfg) {
+  reclaim::admission_limits lim;
+  lim.headroom_mb = cfg.memory_headroom_mb;
+  lim.overcommit = cfg.overcommit;
+  return lim;
+}
+
+/// Adds the last measured figures of `info`'s sandbox to it.
+void add_memory(const lifecycle_state& st, sandbox_info& info) {
+  auto it = st.memory.by_id.find(info.id);
+  if (it == st.memory.by_id.end())
+    return;
+  info.resident_bytes = it->second.resident_bytes;
+  info.swap_bytes = it->second.swap_bytes;
+  info.reclaimed_bytes = it->second.reclaimed_bytes;
+  info.idle_since_ms = it->second.idle_since_ms;
+}
+
+/// Takes a reclaim report: the sample admission decides by from now on.
+void apply_report(lifecycle_state& st, reclaim::memory_report& r) {
+  st.memory.by_id.clear();
+  for (auto& m : r.sandboxes)
+    st.memory.by_id.emplace(m.id, m);
+  // The sample saw every sandbox that runs; those still creating may not
+  // have their memory yet.
+  st.memory.reserved_mb = 0;
+  for (auto& [id, e] : st.sandboxes)
+    if (e.info.state == sandbox_state::creating)
+      st.memory.reserved_mb += e.need_mb;
+  st.memory.last = std::move(r);
+}
+
+reclaim::admission_input admission_input_for(const lifecycle_state& st, const sandbox_spec& spec,
+                                             bool reclaim_tried) {
+  reclaim::admission_input in;
+  auto& last = st.memory.last;
+  in.host = last.host;
+  in.reserved_mb = st.memory.reserved_mb;
+  for (auto& [id, e] : st.sandboxes)
+    in.committed_mb += e.spec.memory_mb;
+  in.memory_mb = spec.memory_mb;
+  in.need_mb = reclaim::expected_need_mb(spec.memory_mb, last.mean_resident_bytes >> 20);
+  in.reclaim_tried = reclaim_tried;
+  return in;
+}
+
+void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
+                   caf::response_promise rp);
+
+/// The creates that waited for `request_id`'s admission run again: they find
+/// its sandbox (or are admitted on their own if it was refused).
+void release_followers(lifecycle_actor_ptr self, const std::string& request_id) {
+  auto it = self->state.admitting.find(request_id);
+  if (it == self->state.admitting.end())
+    return;
+  auto followers = std::move(it->second);
+  self->state.admitting.erase(it);
+  for (auto& f : followers) {
+    auto rp = f.second;
+    self->request(caf::actor_cast<caf::actor>(self), caf::infinite, create_atom::value,
+                  std::move(f.first))
+      .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  }
+}
+
+/// Admits `spec` by measured memory (the count and capability checks passed):
+/// starts it, or reclaims first and decides again, or refuses with 429.
+void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp,
+           bool reclaim_tried) {
+  auto& st = self->state;
+  auto key = spec.request_id;
+  if (reclaim_tried) // the table may have changed while reclaim ran
+    if (auto err = admission_error(st, spec)) {
+      rp.deliver(to_caf(err));
+      release_followers(self, key);
+      return;
+    }
+  auto in = admission_input_for(st, spec, reclaim_tried);
+  auto lim = limits_of(st.ctx->config);
+  auto a = reclaim::decide(in, lim);
+  if (a.v == reclaim::verdict::reclaim_first && !st.reclaim)
+    a.v = in.host.known ? reclaim::verdict::refuse_memory : reclaim::verdict::admit;
+  switch (a.v) {
+    case reclaim::verdict::admit:
+      start_sandbox(self, std::move(spec), in.need_mb, std::move(rp));
+      release_followers(self, key);
+      return;
+    case reclaim::verdict::reclaim_first:
+      if (!key.empty())
+        st.admitting[key]; // same-key creates wait for this one
+      // Bounded: a reclaim pass is a few cgroup reads and squeezes; past it
+      // the create decides on the sample it has.
+      self->request(st.reclaim, std::chrono::seconds(10), reclaim_atom::value)
+        .then(
+          [self, spec, rp](reclaim::memory_report& r) mutable {
+            apply_report(self->state, r);
+            admit(self, std::move(spec), std::move(rp), true);
+          },
+          [self, spec, rp](caf::error&) mutable {
+            admit(self, std::move(spec), std::move(rp), true);
+          });
+      return;
+    default:
+      rp.deliver(to_caf(resource_exhausted(
+        reclaim::refusal_message(st.ctx->config.node_id, in, lim, a))));
+      release_followers(self, key);
+  }
+}
+
 caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& spec) {
   auto& st = self->state;
   if (!spec.request_id.empty()) {
@@ -88,25 +200,38 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
     return to_caf(valid.err());
   if (auto err = admission_error(st, spec))
     return to_caf(err);
+  auto rp = self->make_response_promise();
+  if (auto it = st.admitting.find(spec.request_id);
+      !spec.request_id.empty() && it != st.admitting.end()) {
+    it->second.emplace_back(std::move(spec), rp);
+    return rp;
+  }
+  admit(self, std::move(spec), rp, false);
+  return rp;
+}
+
+void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
+                   caf::response_promise rp) {
+  auto& st = self->state;
   auto id = make_sandbox_id(st.ctx->config.node_id);
   auto actor = self->spawn(sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self), id, spec);
   sandbox_entry entry;
   entry.actor = actor;
   entry.info = initial_info(id, st.ctx->config.node_id, spec);
+  entry.need_mb = need_mb;
+  st.memory.reserved_mb += need_mb;
   if (!spec.request_id.empty())
     st.by_request[spec.request_id] = id;
   entry.spec = std::move(spec);
   st.sandboxes.emplace(id, std::move(entry));
   // Answered through here, not delegated: a failed create leaves the table
   // before its caller hears of it, so the caller's next list never shows it.
-  auto rp = self->make_response_promise();
   self->request(actor, caf::infinite, start_atom::value)
     .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
           [self, rp, id](caf::error& err) mutable {
             on_gone(self, id);
             rp.deliver(std::move(err));
           });
-  return rp;
 }
 
 /// Takes the sandboxes the node recovered at start (node_context::recovered)
@@ -173,6 +298,19 @@ node_status make_status(lifecycle_actor_ptr self) {
   ns.destroys_total = st.destroys_total;
   ns.execs_total = st.ctx->execs_total.load();
   ns.backends = st.ctx->backend_report();
+  // Measured memory: the reclaim actor's last pass.
+  auto& last = st.memory.last;
+  for (auto& m : last.sandboxes) {
+    ns.resident_bytes += m.resident_bytes;
+    ns.swap_bytes += m.swap_bytes;
+  }
+  ns.reclaimed_bytes_total = last.reclaimed_bytes_total;
+  ns.idle_sandboxes = last.idle;
+  if (last.host.known) {
+    ns.memory_available_mb = last.host.available_mb;
+    ns.memory_free_mb = reclaim::free_for_sandboxes_mb(last.host, st.memory.reserved_mb,
+                                                       limits_of(st.ctx->config));
+  }
   return ns;
 }
 
@@ -198,7 +336,15 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         if (e.info.state == sandbox_state::creating)
           return caf::make_message(e.info);
-        return self->delegate(e.actor, info_atom::value);
+        auto rp = self->make_response_promise();
+        self->request(e.actor, caf::infinite, info_atom::value)
+          .then(
+            [self, rp](sandbox_info& info) mutable {
+              add_memory(self->state, info);
+              rp.deliver(std::move(info));
+            },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
       });
     },
     // /metrics: every running sandbox's info with its live denial counts.
@@ -224,7 +370,11 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       for (auto& [id, e] : self->state.sandboxes)
         if (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused)
           self->request(e.actor, std::chrono::seconds(5), info_atom::value)
-            .then([g, done](sandbox_info& info) { g->out.push_back(std::move(info)); done(); },
+            .then([self, g, done](sandbox_info& info) {
+                    add_memory(self->state, info);
+                    g->out.push_back(std::move(info));
+                    done();
+                  },
                   [done](caf::error&) { done(); });
     },
     [self](pause_atom, const std::string& id) -> caf::result<caf::message> {
@@ -274,8 +424,10 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
           auto it = e.info.labels.find(k);
           match = match && it != e.info.labels.end() && it->second == v;
         }
-        if (match)
+        if (match) {
           out.push_back(e.info);
+          add_memory(self->state, out.back());
+        }
       }
       std::sort(out.begin(), out.end(),
                 [](auto& a, auto& b) { return a.created_at_ms < b.created_at_ms || (a.created_at_ms == b.created_at_ms && a.id < b.id); });
@@ -398,6 +550,17 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       it->second.info = std::move(info);
     },
     [self](gone_atom, const std::string& id) { on_gone(self, id); },
+    // INTERNAL, reclaim: from the supervisor, the actor to reclaim with.
+    [self](reclaim_atom, const caf::actor& reclaim) { self->state.reclaim = reclaim; },
+    // INTERNAL, reclaim: every sandbox, for a reclaim pass.
+    [self](usage_atom) {
+      std::vector<reclaim_target> out;
+      for (auto& [id, e] : self->state.sandboxes)
+        out.push_back(reclaim_target{id, e.info.state, e.actor});
+      return out;
+    },
+    // INTERNAL, reclaim: the last pass's figures.
+    [self](usage_atom, reclaim::memory_report& r) { apply_report(self->state, r); },
     [self](shutdown_atom) {
       auto& st = self->state;
       st.shutting_down = true;

@@ -32,6 +32,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/node_context.hpp"
+#include "actors/reclaim_policy.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
@@ -41,6 +42,16 @@ struct sandbox_entry {
   caf::actor actor;
   sandbox_info info;
   sandbox_spec spec;
+  /// What admission expected it to use, MiB (reclaim::expected_need_mb).
+  int64_t need_mb = 0;
+};
+
+/// The reclaim actor's last sample, as admission and info read it.
+struct measured_memory {
+  reclaim::memory_report last;
+  std::unordered_map<std::string, reclaim::sandbox_memory> by_id;
+  /// Needs of creates admitted since `last` (and those still creating), MiB.
+  int64_t reserved_mb = 0;
 };
 
 /// State of the lifecycle actor.
@@ -55,6 +66,15 @@ struct lifecycle_state {
   int64_t destroys_total = 0;
   bool shutting_down = false;
   std::vector<caf::response_promise> shutdown_waiters;
+  /// The reclaim actor (null in tests without one: creates are then admitted
+  /// by count alone until a report arrives).
+  caf::actor reclaim;
+  measured_memory memory;
+  /// request_id -> creates with that key that came while the first waited
+  /// for a reclaim (admission); they run again once it is decided, so they
+  /// find its sandbox instead of making a second one.
+  std::unordered_map<std::string, std::vector<std::pair<sandbox_spec, caf::response_promise>>>
+    admitting;
 };
 
 using lifecycle_actor_ptr = caf::stateful_actor<lifecycle_state>*;

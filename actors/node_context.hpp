@@ -44,6 +44,20 @@ struct node_config {
   /// beyond it, unused fetched images are evicted least recently used first.
   /// 0 = unlimited: a node never deletes an image unless its operator asks.
   uint64_t layer_cache_mb = 0;
+  // -- reclaim and memory admission (actors/reclaim.hpp, reclaim_policy.hpp) --
+  /// How often the reclaim actor samples every sandbox (--reclaim-interval-ms).
+  /// 1 s: idle detection needs a few samples per idle period and admission a
+  /// fresh MemAvailable; each sample is a few small cgroup file reads.
+  int64_t reclaim_interval_ms = 1000;
+  /// A sandbox with no CPU for this long is reclaimed (--reclaim-idle-s, may
+  /// be fractional); 0 (or --no-reclaim) = measure only, never reclaim.
+  int64_t reclaim_idle_ms = 30000;
+  /// What admission keeps free for the kernel and the node, MiB
+  /// (--memory-headroom-mb; reasons in reclaim::admission_limits).
+  int64_t memory_headroom_mb = 512;
+  /// Sum of memory limits may reach this x (RAM + swap) (--overcommit; 0 =
+  /// no cap; reasons in reclaim::admission_limits).
+  double overcommit = 16;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its

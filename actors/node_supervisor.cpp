@@ -10,6 +10,7 @@
 #include "actors/gossip_actor.hpp"
 #include "actors/placement.hpp"
 #include "actors/lifecycle.hpp"
+#include "actors/reclaim.hpp"
 
 namespace dsec {
 
@@ -21,7 +22,7 @@ constexpr auto shutdown_timeout = std::chrono::seconds(120);
 
 void stop_children(supervisor_actor_ptr self, caf::error reason) {
   auto& st = self->state;
-  for (auto* child : {&st.gateway, &st.gossip, &st.placement, &st.lifecycle})
+  for (auto* child : {&st.gateway, &st.gossip, &st.placement, &st.reclaim, &st.lifecycle})
     if (*child)
       self->send_exit(*child, caf::exit_reason::user_shutdown);
   self->quit(std::move(reason));
@@ -61,6 +62,9 @@ caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
   auto& st = self->state;
   st.ctx = ctx;
   st.lifecycle = self->spawn<caf::monitored>(lifecycle_actor, ctx);
+  st.reclaim = self->spawn<caf::monitored>(reclaim_actor, ctx, st.lifecycle,
+                                          reclaim_options_from(ctx->config));
+  self->send(st.lifecycle, reclaim_atom::value, st.reclaim);
   st.placement = self->spawn<caf::monitored>(placement_actor, ctx, st.lifecycle);
   if (ctx->gossip_net)
     st.gossip = self->spawn<caf::monitored>(gossip_actor, ctx, st.lifecycle, st.placement,
@@ -71,6 +75,7 @@ caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
     if (st.stopping)
       return;
     auto who = dm.source == st.lifecycle.address()   ? "lifecycle"
+               : dm.source == st.reclaim.address()   ? "reclaim"
                : dm.source == st.placement.address() ? "placement"
                : dm.source == st.gossip.address()    ? "gossip"
                                                      : "gateway";

@@ -1,5 +1,5 @@
 // The node supervisor: the root of a node's actors. It spawns and monitors the
-// lifecycle, placement, gossip and gateway actors, runs the orderly shutdown
+// lifecycle, reclaim, placement, gossip and gateway actors, runs the orderly shutdown
 // (leave the cluster, destroy every sandbox, then stop the children) and takes
 // the node down when a child dies unexpectedly, so a broken node exits instead
 // of answering half its API.
@@ -22,6 +22,8 @@ struct supervisor_state {
   static inline const char* name = "node";
   node_context_ptr ctx;
   caf::actor lifecycle;
+  /// Measures sandboxes and host memory, reclaims idle ones (actors/reclaim.hpp).
+  caf::actor reclaim;
   caf::actor placement;
   /// Null when the node runs without a gossip socket (tests).
   caf::actor gossip;

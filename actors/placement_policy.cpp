@@ -5,6 +5,8 @@
 #include <functional>
 #include <set>
 
+#include "actors/reclaim_policy.hpp"
+
 namespace dsec::placement {
 
 namespace {
@@ -12,6 +14,10 @@ namespace {
 bool candidate(const member_info& m) { return m.state == "alive" && m.accepting; }
 
 double clamp01(double x) { return x < 0 ? 0 : (x > 1 ? 1 : x); }
+
+/// What the sandbox is expected to use on a node that has measured nothing
+/// of it yet (the peer's mean resident does not travel in the gossip).
+int64_t need_mb(const sandbox_spec& spec) { return reclaim::expected_need_mb(spec.memory_mb, 0); }
 
 } // namespace
 
@@ -25,7 +31,10 @@ double score(const member_info& m, const sandbox_spec& spec, int64_t placed, boo
       hit += held.count(l);
     locality = static_cast<double>(hit) / static_cast<double>(spec.layers.size());
   }
-  int64_t free_after = m.free_memory_mb - spec.memory_mb;
+  // free_memory_mb is what the node's admission still gives new sandboxes
+  // (reclaim::free_for_sandboxes_mb), and a sandbox needs what admission
+  // expects it to use, not its limit (nodes admit by measured memory).
+  int64_t free_after = m.free_memory_mb - need_mb(spec);
   double memory = best_free_mb > 0 ? clamp01(static_cast<double>(free_after) / best_free_mb) : 0;
   double cpu = 1 - clamp01(m.cpu_load);
   double spread = 1.0 / (1.0 + static_cast<double>(m.sandboxes + m.creating + placed) / 16.0);
@@ -65,7 +74,7 @@ std::vector<std::string> plan(const std::vector<member_info>& view, const std::s
     sample.push_back(self);
   int64_t best_free = 0;
   for (auto* m : all)
-    best_free = std::max(best_free, m->free_memory_mb - spec.memory_mb);
+    best_free = std::max(best_free, m->free_memory_mb - need_mb(spec));
   auto by_score = [&](std::vector<const member_info*>& v) {
     std::vector<std::pair<double, const member_info*>> scored;
     for (auto* m : v) {

@@ -9,7 +9,9 @@
 // `max_attempts` nodes are tried: the hop limit.
 //
 // Score (higher is better), each term in [0, 1] before its weight:
-//   1.0 · free memory      (after this sandbox, relative to the best candidate)
+//   1.0 · free memory      (after this sandbox's expected need, relative to the
+//                           best candidate; free memory is what the node's
+//                           measured admission still gives, see reclaim_policy.hpp)
 //   1.0 · idle CPU         (1 - load per core, clamped)
 //   1.0 · spread           (1 / (1 + (sandboxes + creating + placed) / 16)):
 //                           placed = creates sent there since its last report,

@@ -602,6 +602,9 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         st.info.denials = st.sb->denials();
       return st.info;
     },
+    // The reclaim actor measures and squeezes the backend sandbox itself,
+    // on the worker pool (actors/reclaim.hpp); weak, empty before it runs.
+    [self](usage_atom) { return backend_ref{self->state.sb}; },
     [self](pause_atom) { change_pause(self, true); },
     [self](resume_atom) { change_pause(self, false); },
     [self](snapshot_atom, std::string& name, std::string& version) {

@@ -26,16 +26,59 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+/// Reclaim and memory admission flags (actors/reclaim.hpp); 0 or 2 (usage).
+int parse_reclaim_flags(const args& a, node_config& cfg) {
+  if (a.has("reclaim-idle-s")) {
+    auto s = to_double("reclaim-idle-s", a.get("reclaim-idle-s"));
+    if (!s || *s < 0) {
+      std::cerr << "dsec node: --reclaim-idle-s must be a number of seconds (0 = no reclaim)\n";
+      return 2;
+    }
+    cfg.reclaim_idle_ms = static_cast<int64_t>(*s * 1000);
+  }
+  if (a.has("no-reclaim"))
+    cfg.reclaim_idle_ms = 0;
+  if (a.has("reclaim-interval-ms")) {
+    auto n = to_int("reclaim-interval-ms", a.get("reclaim-interval-ms"));
+    if (!n || *n < 10) {
+      std::cerr << "dsec node: --reclaim-interval-ms must be a whole number of ms, at least 10\n";
+      return 2;
+    }
+    cfg.reclaim_interval_ms = *n;
+  }
+  if (a.has("memory-headroom-mb")) {
+    auto n = to_int("memory-headroom-mb", a.get("memory-headroom-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --memory-headroom-mb must be a whole number of MiB\n";
+      return 2;
+    }
+    cfg.memory_headroom_mb = *n;
+  }
+  if (a.has("overcommit")) {
+    auto x = to_double("overcommit", a.get("overcommit"));
+    if (!x || *x < 0) {
+      std::cerr << "dsec node: --overcommit must be a factor >= 0 (0 = no cap)\n";
+      return 2;
+    }
+    cfg.overcommit = *x;
+  }
+  return 0;
+}
+
 } // namespace
 
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
-                     "[--max-sandboxes N] [--layer-cache-mb N]";
+                     "[--max-sandboxes N] [--layer-cache-mb N] [--reclaim-idle-s S] "
+                     "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
+                     "[--overcommit X]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
-                       "max-sandboxes", "layer-cache-mb"},
-                      {});
+                       "max-sandboxes", "layer-cache-mb",
+                       // reclaim and memory admission
+                       "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit"},
+                      {"no-reclaim"});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
               << "\nusage: " << text << "\n";
@@ -63,6 +106,8 @@ int run_node_command(const std::vector<std::string>& words) {
     }
     cfg.layer_cache_mb = static_cast<uint64_t>(*n);
   }
+  if (auto rc = parse_reclaim_flags(*a, cfg); rc != 0)
+    return rc;
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {
     if (auto hp = sys::parse_host_port(seed, false); !hp) {

@@ -65,7 +65,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
            x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
-           x.disk_mb, x.denials, x.cpu_class);
+           x.disk_mb, x.denials, x.resident_bytes, x.swap_bytes, x.reclaimed_bytes,
+           x.idle_since_ms, x.cpu_class);
 }
 
 template <class Inspector>
@@ -84,7 +85,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("dsec::node_status"), x.node_id, x.version, x.sandboxes,
            x.creating, x.uptime_ms, x.creates_total, x.create_failures_total,
-           x.destroys_total, x.execs_total, x.pid, x.layers, x.backends);
+           x.destroys_total, x.execs_total, x.pid, x.layers, x.backends, x.resident_bytes,
+           x.swap_bytes, x.reclaimed_bytes_total, x.idle_sandboxes, x.memory_available_mb,
+           x.memory_free_mb);
 }
 
 template <class Inspector>

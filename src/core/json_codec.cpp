@@ -196,6 +196,11 @@ json to_json(const sandbox_info& s) {
                   {"syscall", s.denials.syscall},
                   {"file", s.denials.file},
                   {"recent", s.denials.recent}};
+  // Measured memory (the reclaim actor's last sample).
+  j["resident_bytes"] = s.resident_bytes;
+  j["swap_bytes"] = s.swap_bytes;
+  j["reclaimed_bytes"] = s.reclaimed_bytes;
+  j["idle_since"] = s.idle_since_ms ? json(s.idle_since_ms) : json(nullptr);
   return j;
 }
 
@@ -401,7 +406,14 @@ std::string encode(const node_status& st) {
                    {"creating", st.creating},
                    {"uptime_s", st.uptime_ms / 1000.0},
                    {"pid", st.pid},
-                   {"backends", std::move(backends)}});
+                   {"backends", std::move(backends)},
+                   {"memory",
+                    {{"resident_bytes", st.resident_bytes},
+                     {"swap_bytes", st.swap_bytes},
+                     {"reclaimed_bytes_total", st.reclaimed_bytes_total},
+                     {"idle_sandboxes", st.idle_sandboxes},
+                     {"available_mb", st.memory_available_mb},
+                     {"free_mb", st.memory_free_mb}}}});
 }
 
 std::string encode(const error& err) { return dump(to_json(err)); }
@@ -485,6 +497,11 @@ sandbox_info sandbox_from(const json& j) {
     s.denials.file = value_or<int64_t>(*d, "file", 0);
     s.denials.recent = value_or<std::vector<std::string>>(*d, "recent", {});
   }
+  s.resident_bytes = value_or<int64_t>(j, "resident_bytes", 0);
+  s.swap_bytes = value_or<int64_t>(j, "swap_bytes", 0);
+  s.reclaimed_bytes = value_or<int64_t>(j, "reclaimed_bytes", 0);
+  if (auto i = j.find("idle_since"); i != j.end() && i->is_number())
+    s.idle_since_ms = i->get<int64_t>();
   return s;
 }
 

@@ -226,6 +226,15 @@ struct sandbox_info {
   int64_t disk_mb = 0;
   /// Filled by info (GET one sandbox); empty in lists.
   denial_counts denials;
+  // -- measured memory (the reclaim actor's last sample; 0 before it) -------
+  /// Bytes in RAM now (usage_sample::resident_bytes).
+  int64_t resident_bytes = 0;
+  /// Bytes in the node's compressed swap.
+  int64_t swap_bytes = 0;
+  /// Bytes the node's reclaim pushed out of RAM, in total.
+  int64_t reclaimed_bytes = 0;
+  /// Unix ms since which it used no CPU; 0 = busy (or not measured).
+  int64_t idle_since_ms = 0;
   /// "latency" | "batch": the CPU class it runs in now (set at create,
   /// changed by PATCH /v1/sandboxes/{id}).
   std::string cpu_class = "latency";
@@ -280,6 +289,20 @@ struct node_status {
   std::vector<std::string> layers;
   /// Every backend name this node knows, available or not (appended).
   std::vector<backend_status> backends;
+  // -- measured memory (the reclaim actor's last sample) ----------------------
+  /// Sum of the sandboxes' resident and swapped bytes.
+  int64_t resident_bytes = 0;
+  int64_t swap_bytes = 0;
+  /// Bytes reclaim pushed out of this node's sandboxes since it started.
+  int64_t reclaimed_bytes_total = 0;
+  /// Sandboxes idle past the reclaim threshold.
+  int64_t idle_sandboxes = 0;
+  /// The host's MemAvailable at the last sample, MiB (-1 = not measured).
+  int64_t memory_available_mb = -1;
+  /// What new sandboxes can still get here, MiB: MemAvailable minus creates
+  /// admitted since the sample minus the headroom (-1 = not measured). The
+  /// figure admission decides by and gossip reports as free_memory_mb.
+  int64_t memory_free_mb = -1;
 };
 
 /// One cluster member as a node's gossip view shows it (GET /v1/nodes,
@@ -291,7 +314,9 @@ struct member_info {
   /// "alive" | "suspect" | "dead" | "left".
   std::string state;
   uint64_t incarnation = 0;
-  /// Measured free memory (MemAvailable) in MiB.
+  /// Measured free memory in MiB: what the member's admission still gives
+  /// new sandboxes (MemAvailable less headroom and creates since the sample,
+  /// node_status::memory_free_mb).
   int64_t free_memory_mb = 0;
   /// 1-minute load average per core (1.0 = saturated).
   double cpu_load = 0;

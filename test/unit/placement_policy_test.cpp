@@ -43,7 +43,8 @@ TEST_CASE("score: locality, memory, cpu and in-flight creates each count", "[pla
   CHECK(placement::score(node("a", 8000, 0.5), s, 1, true, 8000) < base);
   CHECK(placement::score(node("a", 8000, 0.5), s, 0, true, 8000) > base);
   // Does not fit by its last report: below any node that does.
-  CHECK(placement::score(node("a", 100, 0.0, {"base/python@3.11"}), s, 0, true, 8000)
+  // (nodes admit by measured memory: the need is its expected use, at least 32 MiB)
+  CHECK(placement::score(node("a", 10, 0.0, {"base/python@3.11"}), s, 0, true, 8000)
         < placement::score(node("b", 600, 1.0), s, 100, false, 8000));
 }
 

@@ -1,0 +1,89 @@
+// The reclaim actor: one per node, spawned and owned by the node supervisor.
+// Every --reclaim-interval-ms it measures each running sandbox
+// (backends::sandbox::usage()) and the host (/proc/meminfo), finds the idle
+// ones (reclaim_policy.hpp) and pushes their cold memory into the node's
+// compressed swap (backends::sandbox::reclaim()), a few per pass, largest
+// first. It reports every pass to the lifecycle actor, whose admission,
+// GET /v1/sandboxes/{id} and /metrics read it; a create under memory pressure
+// asks it to reclaim at once (reclaim_atom) and decides on the fresh sample.
+//
+// It never blocks a scheduler thread: sampling and reclaim run on the node's
+// worker pool and come back as continuations; one pass at a time (`busy`),
+// so a slow pass skips ticks instead of piling them up. Paused sandboxes are
+// left alone (their pause already reclaimed). A backend that cannot measure
+// or reclaim ("not supported") is skipped, logged once per sandbox.
+//
+// Protocol (actors/interfaces.hpp):
+//   (reclaim_atom) -> reclaim::memory_report, after a pass that reclaims every
+//                     idle sandbox it may (up to 4 x max_per_pass)
+//   INTERNAL: (caf::tick_atom), every interval
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/node_context.hpp"
+#include "actors/reclaim_policy.hpp"
+
+namespace dsec {
+
+/// How the reclaim actor runs (from node_config; tests set the clock and the
+/// host reader).
+struct reclaim_options {
+  reclaim::tunables tun;
+  int64_t interval_ms = 1000;
+  /// False: measure only (metrics, admission), never call reclaim().
+  bool enabled = true;
+  /// Unix ms now.
+  std::function<int64_t()> clock;
+  /// Reads the host's memory; blocking (runs on the pool).
+  std::function<reclaim::host_memory()> read_host;
+};
+
+/// The options `dsec node` flags ask for, with the real clock and
+/// /proc/meminfo.
+reclaim_options reclaim_options_from(const node_config& cfg);
+
+/// What the reclaim actor keeps per sandbox.
+struct reclaim_entry {
+  reclaim::tracked t;
+  sandbox_state state = sandbox_state::creating;
+  caf::actor actor;
+  std::weak_ptr<backends::sandbox> sb;
+  /// Its backend cannot measure or reclaim (logged once).
+  bool usage_failed = false;
+  bool reclaim_failed = false;
+};
+
+/// State of the reclaim actor.
+struct reclaim_state {
+  static inline const char* name = "reclaim";
+  node_context_ptr ctx;
+  caf::actor lifecycle;
+  reclaim_options opt;
+  std::map<std::string, reclaim_entry> sandboxes;
+  reclaim::host_memory host;
+  int64_t reclaimed_total = 0;
+  /// A pass is running; ticks skip, reclaim_atom callers wait.
+  bool busy = false;
+  /// Callers of (reclaim_atom) for the next squeezing pass.
+  std::vector<caf::response_promise> waiters;
+  /// Passes finished (tests count them).
+  int64_t passes = 0;
+};
+
+using reclaim_actor_ptr = caf::stateful_actor<reclaim_state>*;
+
+/// Starts ticking at once (the first sample comes before the first create).
+caf::behavior reclaim_actor(reclaim_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
+                            reclaim_options opt);
+
+} // namespace dsec
