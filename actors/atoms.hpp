@@ -24,6 +24,8 @@ using pause_atom = caf::atom_constant<caf::atom("pause")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using network_atom = caf::atom_constant<caf::atom("network")>;
+// PATCH /v1/sandboxes/{id}: cpu class and network of a running sandbox.
+using update_atom = caf::atom_constant<caf::atom("update")>;
 using fncall_atom = caf::atom_constant<caf::atom("fncall")>;
 // Processes in a sandbox: background execs, the process table, signals.
 using bgexec_atom = caf::atom_constant<caf::atom("bgexec")>;

@@ -345,6 +345,20 @@ void handle_network(gateway_actor_ptr self, const http_call& c, const route& r) 
           on_error(c));
 }
 
+/// PATCH /v1/sandboxes/{id}: cpu class, then network, applied together;
+/// answers the sandbox info with what was applied.
+void handle_update(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto up = codec::parse_update(c->body);
+  if (!up)
+    return reply_error(c, up.err());
+  self->request(self->state.front, 60s, update_atom::value, r.id, up->cpu_class,
+                up->set_network, up->network)
+    .then([c, applied = *up](sandbox_info& info) {
+            reply(c, 200, codec::encode_update(info, applied));
+          },
+          on_error(c));
+}
+
 void handle_fncall(gateway_actor_ptr self, const http_call& c) {
   auto req = codec::parse_fncall(c->body);
   if (!req)
@@ -433,6 +447,7 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::resume: return handle_pause(self, c, *r, false);
     case route::snapshot: return handle_snapshot(self, c, *r);
     case route::set_network: return handle_network(self, c, *r);
+    case route::update_sandbox: return handle_update(self, c, *r);
     case route::fncall: return handle_fncall(self, c);
     case route::list_processes: return handle_list_processes(self, c, *r);
     case route::get_process: return handle_get_process(self, c, *r);

@@ -122,6 +122,7 @@ expected<route> parse_route(std::string_view method, std::string_view target,
       r.id = *id;
       if (seg.size() == 3)
         return want("GET", route::get_sandbox) || want("DELETE", route::delete_sandbox)
+                   || want("PATCH", route::update_sandbox)
                  ? expected<route>{r}
                  : not_allowed();
       if (seg.size() == 4 && seg[3] == "exec")

@@ -37,6 +37,7 @@ struct route {
     list_processes,
     get_process,
     kill_process,
+    update_sandbox,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

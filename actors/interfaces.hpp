@@ -35,6 +35,10 @@
 //                                             -> snapshot_info | error (empty name/version:
 //                                                snapshot/<id>@<unix ms>)
 //   (network_atom, id, network_policy)        -> bool | error (replaces the allow-list)
+//   (update_atom, id, std::string cpu_class, bool set_network, network_policy)
+//                                             -> sandbox_info | error (PATCH: the class
+//                                                if not empty, then the policy if
+//                                                set_network; a paused sandbox resumes first)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
@@ -73,6 +77,7 @@
 //   (pause_atom) / (resume_atom)              -> sandbox_info | error
 //   (snapshot_atom, name, version)            -> snapshot_info | error
 //   (network_atom, network_policy)            -> bool | error
+//   (update_atom, cpu_class, bool set_network, network_policy) -> sandbox_info | error
 //   (info_atom)                               -> sandbox_info (with live denial counts)
 //   (destroy_atom)                            -> bool | error; the actor quits after it
 //   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason),
@@ -84,7 +89,7 @@
 // placement (one per node; the front door published on --listen, used by the
 // gateway, the SDK and peers; routes by the sandbox id's owner):
 //   every lifecycle row above (create, info, list, destroy, exec, stream in
-//   both forms, cancel, bgexec, procs, proc, signal, wfile, rfile, layers, status), answered for the whole
+//   both forms, cancel, bgexec, procs, proc, signal, wfile, rfile, update, layers, status), answered for the whole
 //   cluster: local ones go to the lifecycle actor, others to the owner's
 //   placement actor; an owner that is dead or left answers `lost`
 //   (list_atom, labels, bool local_only)      -> std::vector<sandbox_info> (a

@@ -401,6 +401,21 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return self->delegate(e.actor, network_atom::value, std::move(policy));
       });
     },
+    [self](update_atom, const std::string& id, std::string& cpu_class, bool set_network,
+           network_policy& policy) -> caf::result<caf::message> {
+      if (cpu_class.empty() && !set_network)
+        return to_caf(invalid_argument("update " + id + ": nothing to change"));
+      if (!cpu_class.empty())
+        if (auto valid = validate_cpu_class(cpu_class); !valid)
+          return to_caf(valid.err());
+      if (set_network)
+        if (auto valid = validate(policy); !valid)
+          return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, update_atom::value, std::move(cpu_class), set_network,
+                              std::move(policy));
+      });
+    },
     [self](list_atom, const lbl_map& labels) {
       std::vector<sandbox_info> out;
       for (auto& [id, e] : self->state.sandboxes) {

@@ -27,6 +27,7 @@
 #include "actors/node_supervisor.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
+#include "backends/container/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
 #include "core/ids.hpp"
 #include "core/json_codec.hpp"
@@ -159,6 +160,7 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
       recovered_sandbox r;
       r.id = id;
       r.spec = std::move(rec->spec);
+      r.cpu_class = std::move(rec->cpu_class);
       r.created_at_ms = rec->created_at_ms;
       r.expires_at_ms = rec->expires_at_ms;
       r.sb = std::move(*sb);
@@ -418,6 +420,11 @@ int run_node(node_config cfg) {
     node.zram = sys::zram_swap::attach(zo);
     std::cout << "dsec node " << node.config.node_id << ": " << node.zram->describe() << std::endl;
   }
+  // Beside its sandboxes in the cpu hierarchy, so batch ones never delay it.
+  backends::node_cpu_placement cpu_place{"/sys/fs/cgroup", node.config.node_id};
+  if (cpu_place.err())
+    std::cerr << "dsec node " << node.config.node_id << ": cpu group beside the sandboxes: "
+              << cpu_place.err().message << " (the node stays where it is)\n";
   caf::actor_system_config acfg;
   configure_native_protocol(acfg);
   int rc = 0;
@@ -433,6 +440,7 @@ int run_node(node_config cfg) {
   if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
     if (auto st = node.quota->unmount(); !st)
       std::cerr << "dsec node: " << st.err().message << "\n";
+  cpu_place.leave();
   // The node's own cgroup parents (dsec/<node-id>); empty once every sandbox is
   // gone. The shared "dsec" parent goes too when no other node uses it.
   if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)

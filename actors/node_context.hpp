@@ -76,6 +76,8 @@ struct recovered_sandbox {
   std::shared_ptr<backends::sandbox> sb;
   /// Layer digests whose mounts it holds (released by its destroy).
   std::vector<std::string> digests;
+  /// The CPU class a PATCH moved it to, if not the spec's; empty = the spec's.
+  std::string cpu_class;
 };
 
 /// Shared, thread-safe services of one node.

@@ -483,6 +483,13 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
       return routed<bool>(self, id, caf::make_message(network_atom::value, id, std::move(policy)),
                           caf::duration{peer_timeout});
     },
+    [self](update_atom, std::string& id, std::string& cpu_class, bool set_network,
+           network_policy& policy) -> caf::result<caf::message> {
+      return routed<sandbox_info>(self, id,
+                                  caf::make_message(update_atom::value, id, std::move(cpu_class),
+                                                    set_network, std::move(policy)),
+                                  caf::duration{peer_timeout});
+    },
     [self](layers_atom) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, layers_atom::value);
     },

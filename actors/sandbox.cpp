@@ -12,6 +12,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_update.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -38,11 +39,14 @@ int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
 }
 
 /// Blocking: writes the record a restarted node adopts the sandbox from.
+/// `cpu_class`: the class a PATCH moved it to (empty = the spec's).
 status keep_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                   int64_t created_at_ms, const std::vector<std::string>& digests) {
+                   int64_t created_at_ms, const std::vector<std::string>& digests,
+                   const std::string& cpu_class = {}) {
   json_codec::sandbox_record rec;
   rec.id = id;
   rec.spec = spec;
+  rec.cpu_class = cpu_class == spec.cpu_class ? std::string{} : cpu_class;
   rec.created_at_ms = created_at_ms;
   rec.expires_at_ms = expiry(created_at_ms, spec.ttl_s);
   rec.digests = digests;
@@ -114,8 +118,12 @@ void maybe_quit(sandbox_actor_ptr self) {
 std::function<status()> take_teardown(sandbox_actor_state& st) {
   auto digests = std::move(st.digests);
   st.digests.clear();
-  return [ctx = st.ctx, sb = st.sb, digests] {
+  return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency"] {
     status res;
+    // Killed tasks of a batch sandbox would exit at SCHED_IDLE's pace on a
+    // busy node (seconds): promote them first, so destroy is as quick as ever.
+    if (sb && batch)
+      (void)sb->set_cpu_class("latency");
     if (sb)
       res = sb->destroy();
     ctx->layers->release(digests);
@@ -460,6 +468,20 @@ bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
   return ready_for(self, rp, std::move(retry));
 }
 
+// What sandbox_update.cpp needs of this file.
+status write_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
+                    int64_t created_at_ms, const std::vector<std::string>& digests,
+                    const std::string& cpu_class) {
+  return keep_record(ctx, id, spec, created_at_ms, digests, cpu_class);
+}
+
+void report_state(sandbox_actor_ptr self) { notify_lifecycle(self); }
+
+void end_op(sandbox_actor_ptr self) {
+  --self->state.inflight;
+  maybe_quit(self);
+}
+
 sandbox_info initial_info(const std::string& id, const std::string& node,
                           const sandbox_spec& spec) {
   sandbox_info info;
@@ -472,6 +494,7 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   info.cpu = spec.cpu;
   info.memory_mb = spec.memory_mb;
   info.disk_mb = spec.disk_mb;
+  info.cpu_class = spec.cpu_class;
   info.created_at_ms = now_ms();
   return info;
 }
@@ -481,6 +504,8 @@ sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& nod
   info.state = sandbox_state::running;
   info.created_at_ms = rec.created_at_ms;
   info.expires_at_ms = rec.expires_at_ms;
+  if (!rec.cpu_class.empty())
+    info.cpu_class = rec.cpu_class;
   return info;
 }
 
@@ -587,6 +612,10 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     },
     [self](network_atom, network_policy& policy) {
       set_network(self, self->make_response_promise(), std::move(policy));
+    },
+    [self](update_atom, std::string& cls, bool set_net, network_policy& policy) {
+      update_sandbox(self, self->make_response_promise(), std::move(cls), set_net,
+                     std::move(policy));
     },
     [self](destroy_atom) {
       auto rp = self->make_response_promise();

@@ -23,6 +23,7 @@
 
 #include "backends/container/container_net.hpp"
 #include "backends/container/container_sandbox.hpp"
+#include "backends/container/cpu_class.hpp"
 #include "backends/container/launch.hpp"
 #include "backends/container/seccomp_filter.hpp"
 #include "sys/cleanup.hpp"
@@ -233,6 +234,10 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
     return st.err();
   if (auto st = start_init(p, std::move(*root), parts, undo); !st)
     return st.err();
+  // A fresh group is latency already; batch applies before the first exec.
+  if (p.spec.cpu_class != "latency")
+    if (auto st = apply_cpu_class(cpu_dir_of(*parts.cgroup), p.spec.cpu_class); !st)
+      return error{st.err().code, "create " + p.id + ": " + st.err().message};
   if (auto st = join_network(*net_, p.id, p.spec.network, parts, &undo); !st)
     return st.err();
   undo.commit(); // from here on the sandbox owns it all; its destroy() undoes

@@ -73,6 +73,9 @@ class container_sandbox final : public sandbox,
   status set_network(const network_policy& policy) override;
   denial_counts denials() override;
 
+  // CPU class (cgroup knobs + every task's policy): cpu_class.cpp.
+  status set_cpu_class(const std::string& cls) override;
+
   // Process table and signals through init: container_procs.cpp.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,

@@ -470,13 +470,18 @@ expected<std::shared_ptr<sandbox>> vm_backend::boot(const create_params& p, vm_p
   return finish(p, std::move(parts), undo);
 }
 
-expected<std::shared_ptr<sandbox>> vm_backend::finish(const create_params&, vm_parts parts,
+expected<std::shared_ptr<sandbox>> vm_backend::finish(const create_params& p, vm_parts parts,
                                                       sys::cleanup_stack& undo) {
   auto sb = std::make_shared<vm_sandbox>(loop_, std::move(parts));
   if (auto st = sb->start(); !st) {
     (void)sb->destroy();
     return st.err();
   }
+  if (p.spec.cpu_class != "latency")
+    if (auto st = sb->set_cpu_class(p.spec.cpu_class); !st) {
+      (void)sb->destroy();
+      return error{st.err().code, "create " + p.id + ": " + st.err().message};
+    }
   undo.commit();
   return std::shared_ptr<sandbox>(std::move(sb));
 }

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "backends/container/cpu_class.hpp"
 #include "backends/init/guest_proto.hpp"
 #include "backends/vm/vm_template.hpp"
 #include "sys/fs.hpp"
@@ -416,6 +417,30 @@ status vm_sandbox::resume() {
   pid_ = parts_.qemu.pid;
   paused_ = false;
   watch_qemu_locked();
+  if (cpu_class_ != "latency")
+    if (auto p = cpu_class_params_of(cpu_class_))
+      if (auto st = apply_cpu_policy_to_process(parts_.qemu.pid, *p); !st)
+        std::cerr << "dsec node: resume " << parts_.id << ": " << st.err().message << std::endl;
+  return {};
+}
+
+status vm_sandbox::set_cpu_class(const std::string& cls) {
+  auto p = cpu_class_params_of(cls);
+  if (!p)
+    return p.err();
+  std::lock_guard<std::mutex> op(op_m_);
+  pid_t pid;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (destroying_)
+      return unavailable("set cpu class of " + parts_.id + ": sandbox destroyed");
+    cpu_class_ = cls;
+    if (paused_) // no QEMU now: resume applies it
+      return {};
+    pid = parts_.qemu.pid;
+  }
+  if (auto st = apply_cpu_policy_to_process(pid, *p); !st)
+    return error{st.err().code, "set cpu class of " + parts_.id + ": " + st.err().message};
   return {};
 }
 

@@ -58,6 +58,10 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   /// (of the QEMU running now: a resume starts a new one); zeros while
   /// paused (QEMU has ended; the guest is a state file on disk).
   expected<usage_sample> usage() override;
+  /// SCHED_IDLE / SCHED_OTHER on every QEMU thread (vCPUs included; threads
+  /// QEMU starts later inherit it); QEMU has no cgroup of its own here. A
+  /// QEMU started by resume gets the class too.
+  status set_cpu_class(const std::string& cls) override;
   // The guest's init answers ps and signal like a container's.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,
@@ -79,6 +83,7 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   uint64_t qemu_token_ = 0;
   bool paused_ = false;
   bool destroying_ = false;
+  std::string cpu_class_ = "latency";
   std::string died_of_;
   uint32_t next_file_id_ = 1;
 };

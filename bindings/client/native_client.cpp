@@ -679,6 +679,15 @@ void connection::set_network(std::string id, network_policy policy, done_fn<bool
                     impl_->op_timeout(), std::move(what), std::move(done));
 }
 
+void connection::update(std::string id, std::string cpu_class, bool set_network,
+                        network_policy policy, done_fn<sandbox_info> done) {
+  auto what = "update sandbox " + id;
+  impl_->call<sandbox_info>(caf::make_message(update_atom::value, std::move(id),
+                                              std::move(cpu_class), set_network,
+                                              std::move(policy)),
+                            impl_->op_timeout(), std::move(what), std::move(done));
+}
+
 void connection::fncall(fncall_request req, done_fn<exec_result> done) {
   // The node kills the call at its timeout; wait that long plus slack.
   auto timeout = caf::duration{std::chrono::milliseconds(

@@ -103,6 +103,10 @@ class connection {
   void snapshot(std::string id, std::string name, std::string version,
                 done_fn<snapshot_info> done);
   void set_network(std::string id, network_policy policy, done_fn<bool> done);
+  /// PATCH: `cpu_class` ("latency" | "batch", empty = unchanged), then the
+  /// policy if `set_network`; answers the sandbox info after it.
+  void update(std::string id, std::string cpu_class, bool set_network, network_policy policy,
+              done_fn<sandbox_info> done);
   void fncall(fncall_request req, done_fn<exec_result> done);
 
   // -- processes in a sandbox -----------------------------------------------

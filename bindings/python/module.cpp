@@ -85,6 +85,7 @@ py::dict to_py(const sandbox_info& s) {
   d["cpu"] = s.cpu;
   d["memory_mb"] = s.memory_mb;
   d["disk_mb"] = s.disk_mb;
+  d["cpu_class"] = s.cpu_class;
   py::dict den;
   den["network"] = s.denials.network;
   den["syscall"] = s.denials.syscall;
@@ -289,6 +290,13 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     network_policy policy;
     policy.allow = args[1].cast<std::vector<std::string>>();
     return c.set_network(str(0), std::move(policy), to_outcome<bool>(sink));
+  }
+  if (op == "update") { // (id, cpu_class or "", allow-list or None)
+    network_policy policy;
+    bool set_net = !args[2].is_none();
+    if (set_net)
+      policy.allow = args[2].cast<std::vector<std::string>>();
+    return c.update(str(0), str(1), set_net, std::move(policy), to_outcome<sandbox_info>(sink));
   }
   if (op == "fncall") {
     fncall_request req;

@@ -84,12 +84,13 @@ expected<std::map<std::string, std::string>> kv_list(const std::string& flag,
 
 const char* create_usage =
   "dsec create --layer REF [--layer REF ...] [--cpu N] [--memory-mb N] [--disk-mb N] "
-  "[--ttl-s N] [--label K=V ...] [--env K=V ...] [--request-id ID] [--json] [--rest HOST:PORT]";
+  "[--ttl-s N] [--label K=V ...] [--env K=V ...] [--request-id ID] [--cpu-class latency|batch] "
+  "[--json] [--rest HOST:PORT]";
 
 int cmd_create(const std::vector<std::string>& words) {
   auto a = parse_args(words,
                       {"layer", "cpu", "memory-mb", "disk-mb", "ttl-s", "label", "env",
-                       "request-id", "rest", "backend", "node"},
+                       "request-id", "rest", "backend", "node", "cpu-class"},
                       {"json"});
   if (!a)
     return usage("create", a.err().message, create_usage);
@@ -123,7 +124,7 @@ int cmd_create(const std::vector<std::string>& words) {
   if (!env->empty())
     spec["env"] = *env;
   for (auto [flag, key] : {std::pair{"request-id", "request_id"}, {"backend", "backend"},
-                           {"node", "node"}})
+                           {"node", "node"}, {"cpu-class", "cpu_class"}})
     if (a->has(flag))
       spec[key] = a->get(flag);
   auto res = call(*a, "POST", "/v1/sandboxes", spec.dump());
@@ -322,6 +323,41 @@ int cmd_rm(const std::vector<std::string>& words) {
   return rc;
 }
 
+/// `dsec update ID --cpu-class batch [--allow HOST:PORT ... | --no-network]`:
+/// PATCH /v1/sandboxes/{id}; prints what was applied (the info with --json).
+int cmd_update(const std::vector<std::string>& words) {
+  const char* text = "dsec update ID [--cpu-class latency|batch] [--allow HOST:PORT ... | "
+                     "--no-network] [--json] [--rest HOST:PORT]";
+  auto a = parse_args(words, {"rest", "cpu-class", "allow"}, {"no-network", "json"});
+  if (!a || a->positional.size() != 1)
+    return usage("update", a ? "need exactly one sandbox id" : a.err().message, text);
+  json body = json::object();
+  if (a->has("cpu-class"))
+    body["cpu_class"] = a->get("cpu-class");
+  if (a->has("allow") && a->has("no-network"))
+    return usage("update", "--allow and --no-network exclude each other", text);
+  if (a->has("allow"))
+    body["network"] = {{"allow", a->all("allow")}};
+  else if (a->has("no-network"))
+    body["network"] = {{"mode", "none"}};
+  if (body.empty())
+    return usage("update", "nothing to change: give --cpu-class, --allow or --no-network", text);
+  auto res = call(*a, "PATCH", "/v1/sandboxes/" + url_encode(a->positional[0]), body.dump());
+  if (!res)
+    return fail("update", res.err());
+  auto j = json::parse(res->body, nullptr, false);
+  if (a->has("json") || j.is_discarded()) {
+    std::cout << res->body << "\n";
+    return 0;
+  }
+  std::string applied;
+  for (auto& k : j.value("applied", json::array()))
+    applied += (applied.empty() ? "" : ",") + k.get<std::string>();
+  std::cout << a->positional[0] << " cpu_class=" << j.value("cpu_class", "") << " applied="
+            << applied << "\n";
+  return 0;
+}
+
 /// `dsec cp LOCAL ID:/path` uploads, `dsec cp ID:/path LOCAL` downloads
 /// (LOCAL may be - for stdin/stdout).
 int cmd_cp(const std::vector<std::string>& words) {
@@ -372,7 +408,7 @@ int cmd_cp(const std::vector<std::string>& words) {
 
 bool is_client_command(const std::string& cmd) {
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
-         || cmd == "cp" || cmd == "ps" || cmd == "kill";
+         || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update";
 }
 
 int run_client_command(const std::string& cmd, const std::vector<std::string>& args) {
@@ -392,6 +428,8 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_ps(args);
   if (cmd == "kill")
     return cmd_kill(args);
+  if (cmd == "update")
+    return cmd_update(args);
   return 2;
 }
 

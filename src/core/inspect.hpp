@@ -66,7 +66,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
            x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
            x.disk_mb, x.denials, x.resident_bytes, x.swap_bytes, x.reclaimed_bytes,
-           x.idle_since_ms);
+           x.idle_since_ms, x.cpu_class);
 }
 
 template <class Inspector>

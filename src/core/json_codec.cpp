@@ -188,7 +188,8 @@ json to_json(const sandbox_info& s) {
             {"expires_at", s.expires_at_ms ? json(s.expires_at_ms / 1000.0) : json(nullptr)},
             {"cpu", s.cpu},
             {"memory_mb", s.memory_mb},
-            {"disk_mb", s.disk_mb}};
+            {"disk_mb", s.disk_mb},
+            {"cpu_class", s.cpu_class}};
   if (!s.reason.empty())
     j["reason"] = s.reason;
   j["denials"] = {{"network", s.denials.network},
@@ -489,6 +490,7 @@ sandbox_info sandbox_from(const json& j) {
   s.cpu = value_or<double>(j, "cpu", 0);
   s.memory_mb = value_or<int64_t>(j, "memory_mb", 0);
   s.disk_mb = value_or<int64_t>(j, "disk_mb", 0);
+  s.cpu_class = value_or<std::string>(j, "cpu_class", "latency");
   if (auto d = j.find("denials"); d != j.end() && d->is_object()) {
     s.denials.network = value_or<int64_t>(*d, "network", 0);
     s.denials.syscall = value_or<int64_t>(*d, "syscall", 0);
@@ -615,12 +617,15 @@ constexpr int64_t max_record_ms = int64_t{1} << 52;
 std::string encode(const sandbox_spec& spec) { return dump(spec_to_json(spec)); }
 
 std::string encode(const sandbox_record& rec) {
-  return dump(json{{"version", 1},
-                   {"id", rec.id},
-                   {"spec", spec_to_json(rec.spec)},
-                   {"created_at_ms", rec.created_at_ms},
-                   {"expires_at_ms", rec.expires_at_ms},
-                   {"digests", rec.digests}});
+  json j{{"version", 1},
+         {"id", rec.id},
+         {"spec", spec_to_json(rec.spec)},
+         {"created_at_ms", rec.created_at_ms},
+         {"expires_at_ms", rec.expires_at_ms},
+         {"digests", rec.digests}};
+  if (!rec.cpu_class.empty())
+    j["cpu_class"] = rec.cpu_class;
+  return dump(j);
 }
 
 expected<sandbox_record> decode_record(std::string_view body) {
@@ -644,7 +649,9 @@ expected<sandbox_record> decode_record(std::string_view body) {
   status st;
   if (!(st = get_int(j, "created_at_ms", r.created_at_ms, 0, max_record_ms))
       || !(st = get_int(j, "expires_at_ms", r.expires_at_ms, 0, max_record_ms))
-      || !(st = get_string_list(j, "digests", r.digests, spec_limits::max_layers)))
+      || !(st = get_string_list(j, "digests", r.digests, spec_limits::max_layers))
+      || !(st = get_string(j, "cpu_class", r.cpu_class))
+      || (!r.cpu_class.empty() && !(st = validate_cpu_class(r.cpu_class))))
     return invalid_argument("record " + r.id + ": " + st.err().message);
   if (r.created_at_ms == 0)
     return invalid_argument("record " + r.id + ": created_at_ms is missing");

@@ -26,6 +26,23 @@ expected<exec_request> parse_exec(std::string_view body);
 /// PUT /v1/sandboxes/{id}/network: {"mode":"none"} or {"allow":["host:port",...]}.
 expected<network_policy> parse_network_policy(std::string_view body);
 
+/// PATCH /v1/sandboxes/{id}: what to change on a running sandbox, applied
+/// together (cpu class first, then network). json_codec_update.cpp.
+struct sandbox_update {
+  /// "latency" | "batch"; empty = unchanged.
+  std::string cpu_class;
+  /// Whether `network` replaces the allow-list.
+  bool set_network = false;
+  network_policy network;
+};
+/// `{"cpu_class": "batch"|"latency", "network": {...as PUT .../network}}`,
+/// at least one of them; unknown keys, a bad class or policy, an empty body
+/// are invalid_argument naming the field.
+expected<sandbox_update> parse_update(std::string_view body);
+/// The answer of PATCH: the sandbox info plus `"applied": ["cpu_class",
+/// "network"]` (what the update changed, in the order applied).
+std::string encode_update(const sandbox_info& info, const sandbox_update& applied);
+
 /// POST /v1/sandboxes/{id}/snapshot: an empty body or {"name","version"}.
 struct snapshot_request {
   std::string name;
@@ -105,13 +122,17 @@ struct sandbox_record {
   int64_t expires_at_ms = 0;
   /// Layer digests (`sha256:<hex>`) whose mounts the sandbox holds, spec order.
   std::vector<std::string> digests;
+  /// The CPU class it runs in now, when a PATCH changed it from
+  /// spec.cpu_class (the spec stays as created, for request_id matching);
+  /// empty = the spec's.
+  std::string cpu_class;
 };
 
 /// A spec as JSON that parse_spec() reads back to the same spec.
 std::string encode(const sandbox_spec& spec);
 
 /// `{"version":1,"id":...,"spec":{...},"created_at_ms":...,"expires_at_ms":...,
-/// "digests":[...]}`.
+/// "digests":[...]}`, plus "cpu_class" when set.
 std::string encode(const sandbox_record& rec);
 
 /// Reads a record written by encode(sandbox_record). Tolerant of unknown fields

@@ -235,6 +235,9 @@ struct sandbox_info {
   int64_t reclaimed_bytes = 0;
   /// Unix ms since which it used no CPU; 0 = busy (or not measured).
   int64_t idle_since_ms = 0;
+  /// "latency" | "batch": the CPU class it runs in now (set at create,
+  /// changed by PATCH /v1/sandboxes/{id}).
+  std::string cpu_class = "latency";
 };
 
 /// A layer in the store catalog.

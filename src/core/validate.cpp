@@ -69,6 +69,13 @@ bool valid_layer_ref(std::string_view ref) {
   return true;
 }
 
+status validate_cpu_class(const std::string& cls) {
+  if (cls != "latency" && cls != "batch")
+    return bad("cpu_class", "must be \"latency\" or \"batch\", got \"" + cls.substr(0, 200)
+                              + "\"");
+  return {};
+}
+
 status validate(const sandbox_spec& s) {
   if (s.backend != "container" && s.backend != "microvm" && s.backend != "vm"
       && s.backend != "fncall")
@@ -90,8 +97,8 @@ status validate(const sandbox_spec& s) {
     return bad("pids", "must be between 8 and 1048576");
   if (s.ttl_s < 0 || s.ttl_s > spec_limits::max_ttl_s)
     return bad("ttl_s", "must be between 0 and 2592000");
-  if (s.cpu_class != "latency" && s.cpu_class != "batch")
-    return bad("cpu_class", "must be \"latency\" or \"batch\", got \"" + s.cpu_class + "\"");
+  if (auto st = validate_cpu_class(s.cpu_class); !st)
+    return st;
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})
     if (too_long(*str))
       return too_large("spec: a string field is longer than 4096 bytes");

@@ -5,6 +5,7 @@
 // (or too_large) naming the field.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "core/error.hpp"
@@ -14,6 +15,10 @@ namespace dsec {
 
 /// True if `ref` looks like `name@version`.
 bool valid_layer_ref(std::string_view ref);
+
+/// Checks a CPU class name: "latency" or "batch" (invalid_argument naming
+/// the field otherwise).
+status validate_cpu_class(const std::string& cls);
 
 /// Checks ranges, shapes and sizes of a spec (spec_limits).
 status validate(const sandbox_spec& spec);

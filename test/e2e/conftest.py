@@ -159,6 +159,9 @@ def detached_dirs_held(pid):
         if mnt and mnt[0] not in known:
             out.append(f"fd {fd} of pid {pid} on detached mount {mnt[0]}")
     return out
+# The running node's own cpu group beside its sandboxes (cpu_class.hpp); it
+# goes when the node stops.
+NODE_CPU_GROUP = "_node"
 
 
 def cgroup_dirs(node_id, sandbox_id=None):
@@ -169,7 +172,7 @@ def cgroup_dirs(node_id, sandbox_id=None):
         if sandbox_id is None:
             if os.path.isdir(base):
                 out += [os.path.join(base, d) for d in os.listdir(base)
-                        if os.path.isdir(os.path.join(base, d))]
+                        if os.path.isdir(os.path.join(base, d)) and d != NODE_CPU_GROUP]
         elif os.path.isdir(os.path.join(base, sandbox_id)):
             out.append(os.path.join(base, sandbox_id))
     return out
@@ -178,6 +181,7 @@ def cgroup_dirs(node_id, sandbox_id=None):
 def procs_in_node_cgroups(node_id):
     """(pid, cgroup line) of every process whose cgroup is under dsec/<node_id>."""
     needle = f"/dsec/{node_id}/"
+    own = f"/dsec/{node_id}/{NODE_CPU_GROUP}"
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -188,10 +192,20 @@ def procs_in_node_cgroups(node_id):
         except OSError:
             continue
         for line in text.splitlines():
+            if (line.endswith(own) or own + "/" in line) and _comm(pid) == "dsec":
+                continue  # the running node itself
             if needle in line + "/":
                 out.append((int(pid), line))
                 break
     return out
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 # -- the REST client -----------------------------------------------------------

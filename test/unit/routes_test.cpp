@@ -43,7 +43,7 @@ TEST_CASE("route errors: unknown path 404, wrong method 405", "[routes]") {
   REQUIRE_FALSE(a.ok());
   CHECK(a.err().code == errc::not_found);
   CHECK_FALSE(na);
-  auto b = parse_route("PATCH", "/v1/sandboxes/x", na);
+  auto b = parse_route("PUT", "/v1/sandboxes/x", na);
   REQUIRE_FALSE(b.ok());
   CHECK(na);
   auto c = parse_route("GET", "/v1/sandboxes/x/files?path=%zz", na);

@@ -124,6 +124,36 @@ def make_network(allow):
     return [] if allow is None else _str_list("allow", allow)
 
 
+CPU_CLASSES = ("latency", "batch")
+
+
+def make_update(cpu_class, network):
+    """update(cpu_class=, network=) -> (cpu class or "", allow-list or None).
+
+    ``network`` is an allow-list (``[]`` = loopback only) or the REST body
+    form ``{"mode": "none"}`` / ``{"allow": [...]}``."""
+    if cpu_class is None and network is None:
+        raise InvalidArgument("update: nothing to change; pass cpu_class= and/or network=")
+    cls = ""
+    if cpu_class is not None:
+        _string("cpu_class", cpu_class)
+        if cpu_class not in CPU_CLASSES:
+            raise InvalidArgument(f'cpu_class: must be "latency" or "batch", got "{cpu_class}"')
+        cls = cpu_class
+    allow = None
+    if isinstance(network, Mapping):
+        unknown = set(network) - {"mode", "allow"}
+        if unknown:
+            raise InvalidArgument("network: unknown field(s) " + ", ".join(sorted(unknown)))
+        mode = network.get("mode")
+        if mode not in (None, "none", "allow"):
+            raise InvalidArgument(f'network.mode: must be "none" or "allow", got "{mode}"')
+        allow = [] if mode == "none" else make_network(network.get("allow"))
+    elif network is not None:
+        allow = make_network(network)
+    return (cls, allow)
+
+
 def make_fncall(language, code, stdin, timeout_s, files):
     """fncall() arguments -> the native tuple, with types checked."""
     _string("language", language)

@@ -204,6 +204,17 @@ class AsyncSandbox(_Handle):
         """Replaces the network allow-list (see Sandbox.set_network)."""
         await self._client._call("set_network", (self.id, _spec.make_network(allow)))
 
+    async def update(self, *, cpu_class: Optional[str] = None,
+                     network: Union[Sequence[str], Mapping[str, object], None] = None
+                     ) -> SandboxInfo:
+        """Changes cpu class and/or network together (see Sandbox.update)."""
+        args = (self.id,) + _spec.make_update(cpu_class, network)
+        return _info(await self._client._call("update", args))
+
+    async def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
+        """``await update(cpu_class=cpu_class)``."""
+        return await self.update(cpu_class=cpu_class)
+
 
 class AsyncExecStream:
     """Output of a running command as an async iterator of OutputChunk."""

@@ -155,6 +155,21 @@ class Sandbox(_Handle):
         at once."""
         self._client._call("set_network", (self.id, _spec.make_network(allow)))
 
+    def update(self, *, cpu_class: Optional[str] = None,
+               network: Union[Sequence[str], Mapping[str, object], None] = None) -> SandboxInfo:
+        """Changes a running sandbox, together: ``cpu_class`` ("latency" |
+        "batch": a batch sandbox runs SCHED_IDLE with the least CPU weight,
+        so latency sandboxes on the node stay fast), then ``network`` (an
+        allow-list as for set_network, or ``{"mode": "none"}`` /
+        ``{"allow": [...]}``). Existing and future processes take the class.
+        A paused sandbox is resumed first. InvalidArgument for a bad value;
+        returns the sandbox info after the change."""
+        return _info(self._client._call("update", (self.id,) + _spec.make_update(cpu_class, network)))
+
+    def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
+        """``update(cpu_class=cpu_class)``."""
+        return self.update(cpu_class=cpu_class)
+
 
 class ExecStream:
     """Output chunks of a running command; ``result`` once iteration ended."""

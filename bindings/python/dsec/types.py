@@ -80,6 +80,8 @@ class SandboxInfo:
     #: What the sandbox tried and was refused: {"network": n, "syscall": n,
     #: "file": n, "recent": [last denied targets]}; filled by info()/get().
     denials: Dict[str, Any] = field(default_factory=dict)
+    #: "latency" | "batch": the CPU class it runs in now (see Sandbox.update).
+    cpu_class: str = "latency"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,420 @@
+# CPU classes (DESIGN.md §6; PATCH /v1/sandboxes/{id}): a batch sandbox runs
+# every process under SCHED_IDLE, init included (so whatever it forks later
+# inherits it), in a cpu cgroup of minimum weight marked idle; a latency one
+# runs SCHED_OTHER with the defaults. PATCH changes a running sandbox both
+# ways, for its existing and its future processes, and the class survives a
+# node restart. Everything is read from the host: the sandbox's cpu cgroup
+# (/sys/fs/cgroup/cpu/dsec/<node>/<id>) lists its tasks, /proc/<tid>/stat
+# field 41 is each task's policy.
+
+import json
+import os
+import signal
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import CGROUP_ROOTS, assert_clean, assert_error, import_sdk, wait_for
+
+SCHED_OTHER = 0
+SCHED_IDLE = 5
+CPU_ROOT = CGROUP_ROOTS.get("cpu", "/sys/fs/cgroup/cpu")
+
+# The kernel calls the weight of an idle group 3 whatever was written before.
+LOW_SHARES = 3
+
+
+def cpu_dir(node, sid):
+    return os.path.join(CPU_ROOT, "dsec", node.node_id, sid)
+
+
+def knob(node, sid, name):
+    with open(os.path.join(cpu_dir(node, sid), name)) as f:
+        return int(f.read().strip())
+
+
+def has_idle_knob():
+    return os.path.exists(os.path.join(CPU_ROOT, "cpu.idle"))
+
+
+def tasks(node, sid):
+    """Host tids of every task (threads too) in the sandbox's cpu cgroup."""
+    with open(os.path.join(cpu_dir(node, sid), "tasks")) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def policy(tid):
+    """Field 41 of /proc/<tid>/stat; None if the task is gone."""
+    try:
+        with open(f"/proc/{tid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[38])
+    except (OSError, IndexError):
+        return None
+
+
+def cmdline(tid):
+    try:
+        with open(f"/proc/{tid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def ns_pid(tid):
+    """The task's pid inside the sandbox (last NSpid entry)."""
+    try:
+        with open(f"/proc/{tid}/status") as f:
+            for row in f:
+                if row.startswith("NSpid:"):
+                    return int(row.split()[-1])
+    except OSError:
+        return None
+    return None
+
+
+def host_pid_of(node, sid, argv_prefix):
+    """The host tid of the sandbox's process whose argv starts with argv_prefix."""
+    want = [a.encode() for a in argv_prefix]
+    for tid in tasks(node, sid):
+        if cmdline(tid)[:len(want)] == want:
+            return tid
+    return None
+
+
+def policies(node, sid):
+    """{tid: policy} of every live task of the sandbox."""
+    out = {t: policy(t) for t in tasks(node, sid)}
+    return {t: p for t, p in out.items() if p is not None}
+
+
+def patch(client, sid, body):
+    return client.call("PATCH", "/v1/sandboxes/" + urllib.parse.quote(sid, safe=""), body)
+
+
+def background(client, sid, cmd):
+    status, out = client.call(
+        "POST", f"/v1/sandboxes/{urllib.parse.quote(sid, safe='')}/exec?background=1",
+        {"cmd": cmd})
+    assert status == 201, out
+    return out["pid"]
+
+
+# A background shell that forks `sleep <tag>` once /tmp/go-<tag> exists: the
+# "child forked later" of a process started before the class changed.
+def start_late_forker(client, sid, tag):
+    background(client, sid, f"while [ ! -e /tmp/go-{tag} ]; do sleep 0.05; done; "
+                            f"exec sleep {tag}")
+
+
+def release_late_forker(client, node, sid, tag):
+    client.sh(sid, f"touch /tmp/go-{tag}")
+    wait_for(lambda: host_pid_of(node, sid, ["sleep", str(tag)]) is not None, 10,
+             what=f"sleep {tag} in {sid}")
+    return host_pid_of(node, sid, ["sleep", str(tag)])
+
+
+def exec_policy(client, sid):
+    """The policy of a process started by a (foreground) exec, read by itself."""
+    out = client.sh(sid, "cat /proc/self/stat")
+    assert out["exit_code"] == 0, out
+    return int(out["stdout"].rsplit(")", 1)[1].split()[38])
+
+
+def assert_class(node, sid, want_policy):
+    pols = policies(node, sid)
+    assert pols, f"no tasks in {cpu_dir(node, sid)}"
+    wrong = {t: p for t, p in pols.items() if p != want_policy}
+    assert not wrong, f"tasks of {sid} not in policy {want_policy}: {wrong}"
+    if want_policy == SCHED_IDLE:
+        assert knob(node, sid, "cpu.shares") <= LOW_SHARES
+        if has_idle_knob():
+            assert knob(node, sid, "cpu.idle") == 1
+    else:
+        assert knob(node, sid, "cpu.shares") == 1024
+        if has_idle_knob():
+            assert knob(node, sid, "cpu.idle") == 0
+
+
+def init_tid(node, sid):
+    for t in tasks(node, sid):
+        if ns_pid(t) == 1:
+            return t
+    return None
+
+
+def test_batch_sandbox_runs_every_process_sched_idle(client, node):
+    status, info = client.create(cpu=1, memory_mb=128, cpu_class="batch")
+    assert status == 201, info
+    sid = info["id"]
+    assert info["cpu_class"] == "batch"
+    init = init_tid(node, sid)
+    assert init is not None
+    assert policy(init) == SCHED_IDLE
+    assert exec_policy(client, sid) == SCHED_IDLE
+    background(client, sid, "exec sleep 201")
+    start_late_forker(client, sid, 202)
+    # Answered once init started the shell; the exec of sleep comes after.
+    wait_for(lambda: host_pid_of(node, sid, ["sleep", "201"]) is not None, 10,
+             what=f"sleep 201 in {sid}")
+    started = host_pid_of(node, sid, ["sleep", "201"])
+    assert policy(started) == SCHED_IDLE
+    late = release_late_forker(client, node, sid, 202)
+    assert policy(late) == SCHED_IDLE
+    assert_class(node, sid, SCHED_IDLE)
+    status, got = client.get(sid)
+    assert status == 200 and got["cpu_class"] == "batch", got
+
+
+def test_latency_sandbox_runs_sched_other(client, node):
+    status, info = client.create(cpu=1, memory_mb=128)
+    assert status == 201, info
+    sid = info["id"]
+    assert info["cpu_class"] == "latency"
+    background(client, sid, "exec sleep 211")
+    assert exec_policy(client, sid) == SCHED_OTHER
+    assert_class(node, sid, SCHED_OTHER)
+
+
+def test_patch_demotes_and_promotes_a_running_sandbox(client, node):
+    sid = client.create_ok(cpu=1, memory_mb=128)
+    background(client, sid, "exec sleep 221")
+    start_late_forker(client, sid, 222)
+    assert_class(node, sid, SCHED_OTHER)
+
+    status, out = patch(client, sid, {"cpu_class": "batch"})
+    assert status == 200, out
+    assert out["id"] == sid and out["cpu_class"] == "batch" and out["applied"] == ["cpu_class"]
+    assert_class(node, sid, SCHED_IDLE)           # existing processes, init included
+    assert policy(init_tid(node, sid)) == SCHED_IDLE
+    assert exec_policy(client, sid) == SCHED_IDLE  # a new exec
+    late = release_late_forker(client, node, sid, 222)
+    assert policy(late) == SCHED_IDLE              # forked later by an old process
+    status, got = client.get(sid)
+    assert got["cpu_class"] == "batch"
+
+    status, out = patch(client, sid, {"cpu_class": "latency"})
+    assert status == 200 and out["cpu_class"] == "latency", out
+    assert_class(node, sid, SCHED_OTHER)
+    assert exec_policy(client, sid) == SCHED_OTHER
+    status, got = client.get(sid)
+    assert got["cpu_class"] == "latency"
+
+
+def test_patch_cpu_class_and_network_together(client, node):
+    sid = client.create_ok(cpu=1, memory_mb=128)
+    status, out = patch(client, sid, {"cpu_class": "batch", "network": {"mode": "none"}})
+    assert status == 200, out
+    assert out["applied"] == ["cpu_class", "network"]
+    assert_class(node, sid, SCHED_IDLE)
+    status, out = patch(client, sid, {"network": {"mode": "none"}})
+    assert status == 200 and out["applied"] == ["network"] and out["cpu_class"] == "batch", out
+    # Setting the class it already has is fine (the kernel refuses shares on
+    # an idle group; the node must not write them then).
+    status, out = patch(client, sid, {"cpu_class": "batch"})
+    assert status == 200, out
+    assert_class(node, sid, SCHED_IDLE)
+
+
+def test_patch_on_a_paused_sandbox_resumes_it_first(client, node):
+    sid = client.create_ok(cpu=1, memory_mb=128)
+    status, out = client.call("POST", f"/v1/sandboxes/{sid}/pause")
+    assert status == 200 and out["state"] == "paused", out
+    status, out = patch(client, sid, {"cpu_class": "batch"})
+    assert status == 200, out
+    assert out["state"] == "running" and out["cpu_class"] == "batch", out
+    assert_class(node, sid, SCHED_IDLE)
+
+
+@pytest.mark.parametrize("body,why", [
+    ({"cpu_class": "fast"}, "cpu_class"),
+    ({"cpu_class": 1}, "cpu_class"),
+    ({}, "nothing to change"),
+    ("", "empty"),
+    ("{oops", "JSON"),
+    ({"cpu_class": "batch", "memory_mb": 64}, "memory_mb"),
+    ({"network": {"allow": ["no port here"]}}, "network"),
+])
+def test_patch_bad_input_is_400_and_changes_nothing(client, node, sandbox, body, why):
+    status, out = patch(client, sandbox, body)
+    assert_error(status, out, 400, "invalid_argument")
+    assert why in out["error"]["message"], out
+    status, got = client.get(sandbox)
+    assert got["cpu_class"] == "latency"
+    assert_class(node, sandbox, SCHED_OTHER)
+
+
+def test_patch_unknown_sandbox_is_404(client, node):
+    status, out = patch(client, f"{node.node_id}.nosuch", {"cpu_class": "batch"})
+    assert_error(status, out, 404, "not_found")
+
+
+def test_bad_class_at_create_is_400(client):
+    status, out = client.create(cpu_class="idle")
+    assert_error(status, out, 400, "invalid_argument")
+    assert "cpu_class" in out["error"]["message"]
+
+
+def test_class_survives_a_node_restart(node_factory):
+    n = node_factory.start()
+    c = n.client
+    sid = c.create_ok(cpu=1, memory_mb=128)
+    status, out = patch(c, sid, {"cpu_class": "batch"})
+    assert status == 200, out
+    n.proc.kill()  # only this test's node
+    n.proc.wait(30)
+    n.start()
+    status, got = c.get(sid)
+    assert status == 200 and got["cpu_class"] == "batch", got
+    assert_class(n, sid, SCHED_IDLE)
+    assert exec_policy(c, sid) == SCHED_IDLE
+    status, _ = c.delete(sid)
+    assert status == 200
+    c.created.clear()
+    # An adopted init is not the new node's child: its new parent reaps it.
+    assert_clean(n, allow_layer_mounts=True)
+
+
+# -- the Python SDK and the CLI ------------------------------------------------------
+
+def test_sdk_update_and_set_cpu_class(sdk, node):
+    dsec = import_sdk()
+    sb = sdk.create(layers=["base/busybox@1"], memory_mb=128, cpu_class="batch")
+    assert sb.info().cpu_class == "batch"
+    assert_class(node, sb.id, SCHED_IDLE)
+    info = sb.set_cpu_class("latency")
+    assert info.cpu_class == "latency"
+    assert_class(node, sb.id, SCHED_OTHER)
+    info = sb.update(cpu_class="batch", network=[])
+    assert info.cpu_class == "batch"
+    assert_class(node, sb.id, SCHED_IDLE)
+    info = sb.update(network={"mode": "none"})
+    assert info.cpu_class == "batch"
+    with pytest.raises(dsec.InvalidArgument):
+        sb.set_cpu_class("fast")
+    with pytest.raises(dsec.InvalidArgument):
+        sb.update()
+    with pytest.raises(dsec.InvalidArgument):
+        sb.update(network={"deny": []})
+    sb.destroy()
+    with pytest.raises(dsec.NotFound):
+        sb.set_cpu_class("batch")
+
+
+def test_async_sdk_update(node):
+    import asyncio
+    dsec = import_sdk()
+
+    async def main():
+        async with dsec.AsyncClient(f"127.0.0.1:{node.listen_port}") as c:
+            sb = await c.create(layers=["base/busybox@1"], memory_mb=128)
+            try:
+                info = await sb.set_cpu_class("batch")
+                assert info.cpu_class == "batch"
+                assert_class(node, sb.id, SCHED_IDLE)
+                info = await sb.update(cpu_class="latency", network=[])
+                assert info.cpu_class == "latency"
+                assert_class(node, sb.id, SCHED_OTHER)
+                with pytest.raises(dsec.InvalidArgument):
+                    await sb.update(cpu_class="slow")
+            finally:
+                await sb.destroy()
+
+    asyncio.run(main())
+
+
+def test_cli_update(cli, client, node):
+    sid = client.create_ok(cpu=1, memory_mb=128)
+    r = cli("update", sid, "--cpu-class", "batch")
+    assert r.returncode == 0, r.stderr
+    assert b"cpu_class=batch" in r.stdout and b"applied=cpu_class" in r.stdout, r.stdout
+    assert_class(node, sid, SCHED_IDLE)
+    r = cli("update", sid, "--cpu-class", "latency", "--no-network", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["cpu_class"] == "latency" and out["applied"] == ["cpu_class", "network"]
+    assert_class(node, sid, SCHED_OTHER)
+    r = cli("update", sid, "--cpu-class", "fast")
+    assert r.returncode == 1 and b"cpu_class" in r.stderr, r.stderr
+    r = cli("update", sid)
+    assert r.returncode == 2 and b"usage: dsec update" in r.stderr, r.stderr
+    r = cli("create", "--cpu-class", "batch", "--json")
+    assert r.returncode == 0, r.stderr
+    created = json.loads(r.stdout)
+    client.created.append(created["id"])
+    assert created["cpu_class"] == "batch"
+    assert_class(node, created["id"], SCHED_IDLE)
+
+
+# -- microvm: QEMU's threads (it has no cgroup of its own) ------------------------
+
+def qemu_thread_policies(pid):
+    return {int(t): policy(int(t)) for t in os.listdir(f"/proc/{pid}/task")}
+
+
+def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
+    tm = pytest.importorskip("test_microvm")
+    if tm.QEMU is None:
+        pytest.skip("qemu-system-x86_64 is not installed on this machine")
+    guest = tm.GUEST_DIR
+    if not os.path.isdir(guest):
+        pytest.skip(f"no guest kernel in {guest} (scripts/guest_kernel.sh fetches it)")
+    from conftest import _finish_node, start_node
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest, DSEC_VM_BOOT_TIMEOUT_S=tm.BOOT_TIMEOUT_S)
+    try:
+        c = n.client
+        status, info = c.create(backend="microvm", memory_mb=256, cpu_class="batch")
+        assert status == 201, info
+        sid = info["id"]
+        assert info["cpu_class"] == "batch"
+        [pid] = tm.qemu_pids(tm.sandbox_dir(n, sid))
+        pols = qemu_thread_policies(pid)
+        assert pols and all(p == SCHED_IDLE for p in pols.values()), pols
+        status, out = patch(c, sid, {"cpu_class": "latency"})
+        assert status == 200 and out["cpu_class"] == "latency", out
+        pols = qemu_thread_policies(pid)
+        assert all(p == SCHED_OTHER for p in pols.values() if p is not None), pols
+        status, out = patch(c, sid, {"cpu_class": "batch"})
+        assert status == 200, out
+        # A resumed microVM is a new QEMU: it gets the class too.
+        status, out = c.call("POST", f"/v1/sandboxes/{sid}/pause")
+        assert status == 200, out
+        status, out = c.call("POST", f"/v1/sandboxes/{sid}/resume")
+        assert status == 200, out
+        [pid] = tm.qemu_pids(tm.sandbox_dir(n, sid))
+        pols = qemu_thread_policies(pid)
+        assert all(p == SCHED_IDLE for p in pols.values() if p is not None), pols
+        c.delete(sid)
+    finally:
+        _finish_node(n)
+
+
+# -- a cluster: PATCH through any peer ----------------------------------------------
+
+def test_patch_through_a_peer_reaches_the_owner(dsec_bin, store):
+    from conftest import Node, _finish_node
+    first = Node(dsec_bin, store).start()
+    nodes = [first]
+    try:
+        nodes.append(Node(dsec_bin, store,
+                          extra_args=["--join", f"127.0.0.1:{first.listen_port}"]).start())
+        ids = {n.node_id for n in nodes}
+
+        def alive(n):
+            status, out = n.client.call("GET", "/v1/nodes")
+            return status == 200 and {m["id"] for m in out["nodes"]
+                                      if m["state"] == "alive"} == ids
+        for n in nodes:
+            wait_for(lambda: alive(n), 20, what=f"{n.node_id} to see both members")
+        owner, peer = nodes
+        sid = owner.client.create_ok(cpu=1, memory_mb=128, node=owner.node_id)
+        status, out = patch(peer.client, sid, {"cpu_class": "batch"})
+        assert status == 200 and out["cpu_class"] == "batch" and out["node"] == owner.node_id, out
+        assert_class(owner, sid, SCHED_IDLE)
+        status, out = patch(peer.client, f"{owner.node_id}.nosuch", {"cpu_class": "batch"})
+        assert_error(status, out, 404, "not_found")
+        owner.client.delete(sid)
+        owner.client.created.clear()
+    finally:
+        for n in reversed(nodes):
+            _finish_node(n)
