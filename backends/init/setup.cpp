@@ -85,8 +85,35 @@ constexpr unsigned long nosuid_nodev_noexec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 // inside, so nothing the agent writes shows up in a mask. Open during setup
 // only: closed (the detached parent dissolves) once setup_protect is done.
 int scratch_fd = -1;
+// Kernels before 6.15 refuse to clone (open_tree) from a mount that is in no
+// namespace (EINVAL): the microVM guest's kernel among them. There the
+// scratch tmpfs is first attached at <parent of the root>/.dsec-scratch, in
+// init's own mount namespace (private: the host never sees it), outside the
+// sandbox's root, and detached again at close_scratch.
+std::string scratch_parent, scratch_path;
 
-std::string make_scratch() {
+/// Attaches the scratch tmpfs at scratch_path so that clones of it work on
+/// an older kernel; scratch_fd then names the attached mount. 0 or errno.
+int attach_scratch_parent() {
+  auto slash = scratch_parent.find_last_of('/');
+  auto path = (slash == std::string::npos || slash == 0 ? std::string{}
+                                                        : scratch_parent.substr(0, slash))
+              + "/.dsec-scratch";
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST)
+    return errno;
+  if (::move_mount(scratch_fd, "", AT_FDCWD, path.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return errno;
+  int fd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return errno;
+  ::close(scratch_fd);
+  scratch_fd = fd;
+  scratch_path = path;
+  return 0;
+}
+
+std::string make_scratch(const std::string& root) {
+  scratch_parent = root;
   int fs = ::fsopen("tmpfs", FSOPEN_CLOEXEC);
   if (fs < 0)
     return errno_message("fsopen", "tmpfs", errno);
@@ -112,12 +139,22 @@ void close_scratch() {
   if (scratch_fd >= 0)
     ::close(scratch_fd);
   scratch_fd = -1;
+  if (!scratch_path.empty()) {
+    ::umount2(scratch_path.c_str(), MNT_DETACH);
+    ::rmdir(scratch_path.c_str());
+    scratch_path.clear();
+  }
 }
 
 /// Clones subdir `sub` of the scratch tmpfs, adds `attrs`, and moves the
 /// clone onto `target` (an fd, or a path if target_path is set). 0 or errno.
 int attach_scratch(const char* sub, uint64_t attrs, int target, const char* target_path) {
   int tree = ::open_tree(scratch_fd, sub, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0 && errno == EINVAL && scratch_path.empty()) {
+    if (int err = attach_scratch_parent(); err != 0)
+      return err;
+    tree = ::open_tree(scratch_fd, sub, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  }
   if (tree < 0)
     return errno;
   mount_attr attr{};
@@ -144,7 +181,7 @@ std::string mask_dir(const std::string& path) {
 std::string setup_dev(const std::string& root) {
   auto dev = root + "/dev";
   TRY(make_dir(dev, 0755));
-  TRY(make_scratch());
+  TRY(make_scratch(root));
   struct node { const char* name; unsigned maj, min; };
   static const node nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
                                {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};

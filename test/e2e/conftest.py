@@ -179,10 +179,13 @@ def cgroup_dirs(node_id, sandbox_id=None):
 
 
 def procs_in_node_cgroups(node_id):
-    """(pid, cgroup line) of every process whose cgroup is under dsec/<node_id>."""
+    """(pid, cgroup line) of every process whose cgroup is under dsec/<node_id>.
+    The node's own cpu group (dsec/<node_id>/_node) holds the node and what it
+    runs beside the sandboxes (spare QEMUs, the fncall pool): skipped while the
+    node runs in it, reported once it is gone."""
     needle = f"/dsec/{node_id}/"
     own = f"/dsec/{node_id}/{NODE_CPU_GROUP}"
-    out = []
+    out, node_alive = [], False
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -192,12 +195,14 @@ def procs_in_node_cgroups(node_id):
         except OSError:
             continue
         for line in text.splitlines():
-            if (line.endswith(own) or own + "/" in line) and _comm(pid) == "dsec":
-                continue  # the running node itself
             if needle in line + "/":
-                out.append((int(pid), line))
+                in_own = line.endswith(own) or own + "/" in line
+                if in_own and _comm(pid) == "dsec":
+                    node_alive = True
+                    break
+                out.append((int(pid), line, in_own))
                 break
-    return out
+    return [(pid, line) for pid, line, in_own in out if not (in_own and node_alive)]
 
 
 def _comm(pid):
