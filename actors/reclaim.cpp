@@ -58,6 +58,26 @@ bool unsupported(const error& e) {
   return e.message.find("not supported") != std::string::npos;
 }
 
+/// The worker-pool job of a pass: `f` on each sandbox still alive, then one
+/// read of the host.
+template <class Targets, class ReadHost, class F>
+auto pool_job(Targets targets, ReadHost read_host, F f) {
+  return [targets = std::move(targets), read_host, f] {
+    pool_result out;
+    for (auto& [id, weak] : targets) {
+      outcome o;
+      o.id = id;
+      if (auto sb = weak.lock())
+        f(*sb, o);
+      else
+        o.gone = true;
+      out.each.push_back(std::move(o));
+    }
+    out.host = read_host();
+    return out;
+  };
+}
+
 void log(reclaim_actor_ptr self, const std::string& what) {
   caf::aout(self) << "dsec node " << self->state.ctx->config.node_id << ": reclaim: " << what
                   << std::endl;
@@ -166,25 +186,14 @@ void on_sampled(reclaim_actor_ptr self, pool_result& res, promises waiters) {
     return end_pass(self, std::move(waiters));
   auto read_host = st.opt.read_host;
   run_blocking(self, *st.ctx->pool,
-               [picked, read_host] {
-                 pool_result out;
-                 for (auto& [id, weak] : picked) {
-                   outcome o;
-                   o.id = id;
-                   if (auto sb = weak.lock()) {
-                     auto freed = sb->reclaim();
-                     if (freed)
-                       o.freed = *freed;
-                     else
-                       o.err = freed.err();
-                   } else {
-                     o.gone = true;
-                   }
-                   out.each.push_back(std::move(o));
-                 }
-                 out.host = read_host();
-                 return out;
-               },
+               pool_job(std::move(picked), read_host,
+                        [](backends::sandbox& sb, outcome& o) {
+                          auto freed = sb.reclaim();
+                          if (freed)
+                            o.freed = *freed;
+                          else
+                            o.err = freed.err();
+                        }),
                [self, waiters = std::move(waiters)](pool_result& res) mutable {
                  on_squeezed(self, res, std::move(waiters));
                });
@@ -199,25 +208,14 @@ void sample_all(reclaim_actor_ptr self, promises waiters) {
       targets.emplace_back(id, e.sb);
   auto read_host = st.opt.read_host;
   run_blocking(self, *st.ctx->pool,
-               [targets, read_host] {
-                 pool_result out;
-                 for (auto& [id, weak] : targets) {
-                   outcome o;
-                   o.id = id;
-                   if (auto sb = weak.lock()) {
-                     auto s = sb->usage();
-                     if (s)
-                       o.sample = *s;
-                     else
-                       o.err = s.err();
-                   } else {
-                     o.gone = true;
-                   }
-                   out.each.push_back(std::move(o));
-                 }
-                 out.host = read_host();
-                 return out;
-               },
+               pool_job(std::move(targets), read_host,
+                        [](backends::sandbox& sb, outcome& o) {
+                          auto got = sb.usage();
+                          if (got)
+                            o.sample = *got;
+                          else
+                            o.err = got.err();
+                        }),
                [self, waiters = std::move(waiters)](pool_result& res) mutable {
                  on_sampled(self, res, std::move(waiters));
                });
