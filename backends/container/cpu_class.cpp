@@ -228,6 +228,10 @@ void node_cpu_placement::leave() {
     (void)write_knob(root_ + "/cgroup.procs", std::to_string(::getpid()));
   for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
     ::usleep(10000);
+  // dsec/<node> too, once it holds no sandbox (one rmdir: EBUSY while a
+  // sandbox outlives the node, which a restarted node adopts).
+  auto parent = dir_.substr(0, dir_.rfind('/'));
+  ::rmdir(parent.c_str());
   dir_.clear();
 }
 
