@@ -404,20 +404,38 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
         return routed<exec_result>(
           self, id, caf::make_message(stream_atom::value, id, std::move(req), std::move(sink), token),
           exec_timeout(req));
-      auto relay = self->spawn([fn = std::move(sink.fn)](caf::event_based_actor*) -> caf::behavior {
-        return {[fn](stream_atom, uint64_t, exec_chunk& c) { fn(std::move(c)); }};
+      // The owner sends the chunks to the relay and the result to us over one
+      // connection, so the chunks are in the relay's mailbox before the
+      // result reaches us: a shutdown request queued behind them answers once
+      // the relay has fed them all to the sink (an exit message would jump
+      // the queue and drop the last chunks).
+      auto relay = self->spawn([fn = std::move(sink.fn)](caf::event_based_actor* relay_self)
+                                 -> caf::behavior {
+        return {[fn](stream_atom, uint64_t, exec_chunk& c) { fn(std::move(c)); },
+                [relay_self](shutdown_atom) {
+                  relay_self->quit();
+                  return true;
+                }};
       });
       auto rp = self->make_response_promise();
       auto timeout = exec_timeout(req);
-      ask_peer<exec_result>(self, r.node,
-                            caf::make_message(stream_atom::value, id, std::move(req), relay, token),
-                            timeout, [rp, relay](expected<exec_result> res) mutable {
-                              caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-                              if (res)
-                                rp.deliver(std::move(*res));
-                              else
-                                rp.deliver(to_caf(res.err()));
-                            });
+      ask_peer<exec_result>(
+        self, r.node, caf::make_message(stream_atom::value, id, std::move(req), relay, token),
+        timeout, [self, rp, relay](expected<exec_result> res) mutable {
+          auto out = std::make_shared<expected<exec_result>>(std::move(res));
+          auto deliver = [rp, out]() mutable {
+            if (*out)
+              rp.deliver(std::move(**out));
+            else
+              rp.deliver(to_caf(out->err()));
+          };
+          self->request(relay, std::chrono::seconds(10), shutdown_atom::value)
+            .then([deliver](bool) mutable { deliver(); },
+                  [deliver, relay](caf::error&) mutable {
+                    caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
+                    deliver();
+                  });
+        });
       return rp;
     },
     [self](bgexec_atom, std::string& id, exec_request& req) -> caf::result<caf::message> {
