@@ -5,6 +5,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -198,6 +200,27 @@ std::string own_cpu_group(const std::string& cpu_root) {
   return cpu_root;
 }
 
+/// Removes the cpu groups that nodes killed with -9 left: dsec/<node>/_node
+/// dirs with no task (rmdir refuses a group with tasks or children), made
+/// over a minute ago (so never one a node is joining right now), then their
+/// parent once empty.
+void prune_stale_node_groups(const std::string& cpu_root) {
+  auto top = cpu_root + "/dsec";
+  DIR* d = ::opendir(top.c_str());
+  if (!d)
+    return;
+  time_t now = ::time(nullptr);
+  while (auto* e = ::readdir(d)) {
+    if (e->d_name[0] == '.' || e->d_type != DT_DIR)
+      continue;
+    auto node = top + "/" + e->d_name, own = node + "/" + node_cpu_placement::dir_name;
+    struct stat st;
+    if (::stat(own.c_str(), &st) == 0 && now - st.st_ctime > 60 && ::rmdir(own.c_str()) == 0)
+      ::rmdir(node.c_str()); // busy while that node's sandboxes outlive it
+  }
+  ::closedir(d);
+}
+
 } // namespace
 
 node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
@@ -206,6 +229,7 @@ node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
   root_ = cpu_root;
   if (!sys::exists(cpu_root + "/cpu.shares"))
     return; // no v1 cpu controller: nothing to be beside
+  prune_stale_node_groups(cpu_root);
   auto dir = cpu_root + "/dsec/" + node_id + "/" + dir_name;
   back_ = own_cpu_group(cpu_root);
   if (auto st = sys::make_dirs(dir); !st) {
@@ -232,6 +256,7 @@ void node_cpu_placement::leave() {
   // sandbox outlives the node, which a restarted node adopts).
   auto parent = dir_.substr(0, dir_.rfind('/'));
   ::rmdir(parent.c_str());
+  ::rmdir((root_ + "/dsec").c_str()); // the host's last dsec node
   dir_.clear();
 }
 
