@@ -27,6 +27,8 @@ using network_atom = caf::atom_constant<caf::atom("network")>;
 // PATCH /v1/sandboxes/{id}: cpu class and network of a running sandbox.
 using update_atom = caf::atom_constant<caf::atom("update")>;
 using fncall_atom = caf::atom_constant<caf::atom("fncall")>;
+// Job-level pause/resume over a label selector (actors/job_ops.hpp).
+using job_atom = caf::atom_constant<caf::atom("job")>;
 // Processes in a sandbox: background execs, the process table, signals.
 using bgexec_atom = caf::atom_constant<caf::atom("bgexec")>;
 using procs_atom = caf::atom_constant<caf::atom("procs")>;

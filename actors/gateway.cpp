@@ -13,6 +13,8 @@
 #include "actors/gateway_routes.hpp"
 #include "actors/interfaces.hpp"
 #include "core/inspect.hpp"
+#include "core/inspect_job.hpp"
+#include "core/job.hpp"
 #include "core/json_codec.hpp"
 
 namespace dsec {
@@ -327,6 +329,20 @@ void handle_pause(gateway_actor_ptr self, const http_call& c, const route& r, bo
   req.then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 
+/// POST /v1/sandboxes:pause|:resume {"labels":{...}}: a whole job,
+/// cluster-wide (actors/job_ops.hpp); 200 with the ids done and per-item errors.
+void handle_job(gateway_actor_ptr self, const http_call& c, bool pause) {
+  const char* action = pause ? "pause" : "resume";
+  auto labels = codec::parse_job(c->body, std::string{action} + " job");
+  if (!labels)
+    return reply_error(c, labels.err());
+  self->request(self->state.front, op_timeout, job_atom::value, *labels, pause)
+    .then([c, action, labels = *labels](job_result& res) {
+            reply(c, 200, codec::encode_job(action, labels, res));
+          },
+          on_error(c));
+}
+
 void handle_snapshot(gateway_actor_ptr self, const http_call& c, const route& r) {
   auto req = codec::parse_snapshot(c->body);
   if (!req)
@@ -452,6 +468,8 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::list_processes: return handle_list_processes(self, c, *r);
     case route::get_process: return handle_get_process(self, c, *r);
     case route::kill_process: return handle_kill_process(self, c, *r);
+    case route::pause_job: return handle_job(self, c, true);
+    case route::resume_job: return handle_job(self, c, false);
   }
 }
 

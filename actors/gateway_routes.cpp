@@ -111,6 +111,10 @@ expected<route> parse_route(std::string_view method, std::string_view target,
       return want("POST", route::fncall) ? expected<route>{r} : not_allowed();
     if (seg.size() == 2 && seg[1] == "sandboxes:batch")
       return want("POST", route::create_batch) ? expected<route>{r} : not_allowed();
+    if (seg.size() == 2 && seg[1] == "sandboxes:pause")
+      return want("POST", route::pause_job) ? expected<route>{r} : not_allowed();
+    if (seg.size() == 2 && seg[1] == "sandboxes:resume")
+      return want("POST", route::resume_job) ? expected<route>{r} : not_allowed();
     if (seg.size() == 2 && seg[1] == "sandboxes")
       return want("POST", route::create) || want("GET", route::list_sandboxes)
                ? expected<route>{r}

@@ -38,6 +38,8 @@ struct route {
     get_process,
     kill_process,
     update_sandbox,
+    pause_job,
+    resume_job,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

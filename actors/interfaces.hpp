@@ -39,6 +39,9 @@
 //                                             -> sandbox_info | error (PATCH: the class
 //                                                if not empty, then the policy if
 //                                                set_network; a paused sandbox resumes first)
+//   (job_atom, labels, bool pause)            -> job_result: pause (resume) every
+//                                                sandbox of this node whose labels
+//                                                include `labels` (actors/job_ops.hpp)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
@@ -80,11 +83,13 @@
 //   (update_atom, cpu_class, bool set_network, network_policy) -> sandbox_info | error
 //   (info_atom)                               -> sandbox_info (with live denial counts)
 //   (destroy_atom)                            -> bool | error; the actor quits after it
-//   INTERNAL: (cont_atom, continuation), (ttl_atom), (died_atom, std::string reason),
+//   INTERNAL: (cont_atom, continuation), (ttl_atom, uint64_t gen) (actors/sandbox_ttl.hpp),
+//             (died_atom, std::string reason),
 //             (pwait_atom, int32_t pid, uint64_t waiter) (a wait's time is up)
 //   ADOPTED mode (adopted_sandbox_actor, for node_context::recovered, which
 //     lifecycle takes when it is spawned): no (start_atom); it runs at once and
-//     sends itself (ttl_atom) at the record's expires_at (at once if past)
+//     sends itself (ttl_atom, gen) at the record's expires_at (at once if past),
+//     or, if it was paused, stays paused with its paused_ttl_s deadline
 //
 // placement (one per node; the front door published on --listen, used by the
 // gateway, the SDK and peers; routes by the sandbox id's owner):
@@ -95,6 +100,9 @@
 //   (list_atom, labels, bool local_only)      -> std::vector<sandbox_info> (a
 //                                                peer's part of a cluster list)
 //   (nodes_atom)                              -> std::vector<member_info>
+//   (job_atom, labels, bool pause)            -> job_result for the cluster (this
+//                                                node and every live peer at once)
+//   (job_atom, labels, bool pause, bool local_only) -> job_result (a peer's part)
 //   INTERNAL from gossip: (view_atom, std::vector<member_info>)
 //
 // gossip (one per node; SWIM over UDP on the --listen port number):

@@ -9,6 +9,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/job_ops.hpp"
 #include "actors/sandbox.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
@@ -322,7 +323,8 @@ bool same_request(const sandbox_spec& a, const sandbox_spec& b) {
          && a.ttl_s == b.ttl_s && a.network.allow == b.network.allow
          && a.protect.readonly == b.protect.readonly && a.protect.hidden == b.protect.hidden
          && a.env == b.env && a.labels == b.labels && a.cpu_class == b.cpu_class
-         && a.node == b.node && a.request_id == b.request_id;
+         && a.node == b.node && a.request_id == b.request_id
+         && a.paused_ttl_s == b.paused_ttl_s;
 }
 
 caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
@@ -432,6 +434,10 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       std::sort(out.begin(), out.end(),
                 [](auto& a, auto& b) { return a.created_at_ms < b.created_at_ms || (a.created_at_ms == b.created_at_ms && a.id < b.id); });
       return out;
+    },
+    // Job-level pause/resume: every local sandbox matching (actors/job_ops.hpp).
+    [self](job_atom, const lbl_map& labels, bool pause) {
+      return run_job_local(self, labels, pause);
     },
     [self](destroy_atom, const std::string& id) -> caf::result<caf::message> {
       if (!valid_sandbox_id(id))

@@ -4,6 +4,7 @@
 // node that dies instead (kill -9) leaves its sandboxes running; the next
 // node on the same state dir recovers them at start (recover_sandboxes).
 #include "actors/node.hpp"
+#include "actors/sandbox_ttl.hpp"
 
 #include <dirent.h>
 #include <signal.h>
@@ -165,6 +166,7 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
       r.expires_at_ms = rec->expires_at_ms;
       r.sb = std::move(*sb);
       r.digests = std::move(rec->digests);
+      read_ttl_file(who, dir, r); // paused, or an expiry a resume moved
       std::cout << who << "recovered sandbox " << id << std::endl;
       out.push_back(std::move(r));
       continue;

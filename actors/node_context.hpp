@@ -78,6 +78,11 @@ struct recovered_sandbox {
   std::vector<std::string> digests;
   /// The CPU class a PATCH moved it to, if not the spec's; empty = the spec's.
   std::string cpu_class;
+  /// Paused when the node stopped (its ttl.json says so): adopted paused,
+  /// with the running time its TTL had left (actors/sandbox_ttl.hpp).
+  bool paused = false;
+  int64_t paused_at_ms = 0;
+  int64_t ttl_left_ms = 0;
 };
 
 /// Shared, thread-safe services of one node.

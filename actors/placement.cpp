@@ -10,8 +10,10 @@
 #include "actors/caf_error.hpp"
 #include "actors/image_fetch.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/job_ops.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
+#include "core/inspect_job.hpp"
 #include "sys/http_client.hpp"
 
 namespace dsec {
@@ -19,6 +21,7 @@ namespace dsec {
 namespace {
 
 using lbl_map = std::map<std::string, std::string>;
+using namespace std::chrono_literals;
 
 /// Bound on calls between nodes that are not execs (a create waits for the
 /// remote backend; generous, since a dead peer fails calls at once anyway).
@@ -372,6 +375,20 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
     // A peer's part of a cluster-wide list: this node's own sandboxes.
     [self](list_atom, lbl_map& labels, bool) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, list_atom::value, std::move(labels));
+    },
+    // Job-level pause/resume, cluster-wide (actors/job_ops.hpp); a peer's
+    // part is its own sandboxes.
+    [self](job_atom, const lbl_map& labels, bool pause) {
+      return run_job_cluster(self, labels, pause,
+                             [self](const std::string& node, caf::message msg,
+                                    std::function<void(expected<job_result>)> done) {
+                               ask_peer<job_result>(self, node, std::move(msg),
+                                                    caf::duration{peer_timeout + 30s},
+                                                    std::move(done));
+                             });
+    },
+    [self](job_atom, lbl_map& labels, bool pause, bool) -> caf::result<caf::message> {
+      return self->delegate(self->state.lifecycle, job_atom::value, std::move(labels), pause);
     },
     [self](destroy_atom, std::string& id) -> caf::result<caf::message> {
       if (route_of(self, id).kind == route::lost)

@@ -12,6 +12,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_update.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
@@ -118,7 +119,9 @@ void maybe_quit(sandbox_actor_ptr self) {
 std::function<status()> take_teardown(sandbox_actor_state& st) {
   auto digests = std::move(st.digests);
   st.digests.clear();
-  return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency"] {
+  return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency",
+          ttl_file = st.ttl.file] {
+    ttl_close(*ttl_file); // no ttl.json write into a dir being removed
     status res;
     // Killed tasks of a batch sandbox would exit at SCHED_IDLE's pace on a
     // busy node (seconds): promote them first, so destroy is as quick as ever.
@@ -237,6 +240,7 @@ void begin_resume(sandbox_actor_ptr self) {
                  --st.inflight;
                  if (res && !st.destroying) {
                    st.info.state = sandbox_state::running;
+                   ttl_on_resumed(self);
                    notify_lifecycle(self);
                  }
                  run_deferred(self, res);
@@ -334,7 +338,7 @@ void change_pause(sandbox_actor_ptr self, bool pause) {
   st.pausing = pause;
   auto sb = st.sb;
   run_blocking(self, *st.ctx->pool, [sb, pause] { return pause ? sb->pause() : sb->resume(); },
-               [self, rp, to](status& res) mutable {
+               [self, rp, to, pause](status& res) mutable {
                  auto& st = self->state;
                  st.changing = false;
                  st.pausing = false;
@@ -342,6 +346,10 @@ void change_pause(sandbox_actor_ptr self, bool pause) {
                                                   : expected<sandbox_info>{res.err()};
                  if (res && !st.destroying) {
                    st.info.state = to;
+                   if (pause)
+                     ttl_on_paused(self);
+                   else
+                     ttl_on_resumed(self);
                    notify_lifecycle(self);
                    out = st.info;
                  }
@@ -436,19 +444,6 @@ void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_polic
                });
 }
 
-/// Sends (ttl_atom) to self when info.expires_at_ms is reached (at once if
-/// it is past); nothing without a TTL.
-void arm_ttl(sandbox_actor_ptr self) {
-  auto at = self->state.info.expires_at_ms;
-  if (at == 0)
-    return;
-  auto left = at - now_ms();
-  if (left <= 0)
-    self->send(self, ttl_atom::value);
-  else
-    self->delayed_send(self, std::chrono::milliseconds(left), ttl_atom::value);
-}
-
 /// Turns the backend's exit callback into (died_atom, reason).
 void watch_exit(sandbox_actor_ptr self) {
   auto hdl = caf::actor_cast<caf::actor>(self);
@@ -495,6 +490,8 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   info.memory_mb = spec.memory_mb;
   info.disk_mb = spec.disk_mb;
   info.cpu_class = spec.cpu_class;
+  info.ttl_s = spec.ttl_s;
+  info.paused_ttl_s = spec.paused_ttl_s;
   info.created_at_ms = now_ms();
   return info;
 }
@@ -528,7 +525,7 @@ caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx
   st.spec = std::move(rec.spec);
   st.sb = std::move(rec.sb);
   st.digests = std::move(rec.digests);
-  arm_ttl(self);
+  ttl_adopt(self, rec); // paused again if it was
   watch_exit(self);
   return sandbox_behavior(self);
 }
@@ -558,7 +555,7 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
                      st.info.state = sandbox_state::running;
                      st.info.created_at_ms = res.created_at_ms;
                      st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);
-                     arm_ttl(self);
+                     ttl_arm(self);
                      watch_exit(self);
                      notify_lifecycle(self);
                      rp.deliver(st.info);
@@ -628,9 +625,11 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       begin_destroy(self, "");
       maybe_quit(self);
     },
-    [self](ttl_atom) {
-      if (!self->state.destroying)
-        begin_destroy(self, "ttl expired");
+    // The TTL counts running time; a paused sandbox has paused_ttl_s
+    // (actors/sandbox_ttl.hpp).
+    [self](ttl_atom, uint64_t gen) {
+      if (auto why = ttl_due(self, gen); !why.empty())
+        begin_destroy(self, why);
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
     // Processes: background execs, the process table, signals (sandbox_procs.cpp).

@@ -23,6 +23,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/node_context.hpp"
+#include "actors/sandbox_ttl.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
@@ -74,6 +75,8 @@ struct sandbox_actor_state {
   std::map<int32_t, background_entry> background;
   std::deque<int32_t> finished;
   uint64_t next_waiter = 0;
+  /// Its TTL over pauses (sandbox_ttl.hpp).
+  sandbox_ttl ttl;
 };
 
 using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;

@@ -32,6 +32,7 @@
 #include "actors/wire_types.hpp"
 #include "bindings/client/fork.hpp"
 #include "core/inspect.hpp"
+#include "core/inspect_job.hpp"
 #include "sys/http_client.hpp"
 
 namespace dsec::client {
@@ -686,6 +687,13 @@ void connection::update(std::string id, std::string cpu_class, bool set_network,
                                               std::move(cpu_class), set_network,
                                               std::move(policy)),
                             impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::job_action(std::map<std::string, std::string> labels, bool pause,
+                            done_fn<job_result> done) {
+  auto what = std::string{pause ? "pause" : "resume"} + " job";
+  impl_->call<job_result>(caf::make_message(job_atom::value, std::move(labels), pause),
+                          impl_->op_timeout(), std::move(what), std::move(done));
 }
 
 void connection::fncall(fncall_request req, done_fn<exec_result> done) {

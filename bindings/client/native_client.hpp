@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/job.hpp"
 #include "core/types.hpp"
 
 namespace dsec::client {
@@ -108,6 +109,10 @@ class connection {
   void update(std::string id, std::string cpu_class, bool set_network, network_policy policy,
               done_fn<sandbox_info> done);
   void fncall(fncall_request req, done_fn<exec_result> done);
+  /// Pauses (or resumes) every sandbox of the cluster whose labels include
+  /// `labels` (non-empty): the ids done and per-item errors (core/job.hpp).
+  void job_action(std::map<std::string, std::string> labels, bool pause,
+                  done_fn<job_result> done);
 
   // -- processes in a sandbox -----------------------------------------------
 

@@ -28,6 +28,8 @@
 #include <pybind11/stl.h>
 
 #include "bindings/client/native_client.hpp"
+#include "core/error_kind.hpp"
+#include "core/ttl.hpp"
 
 namespace py = pybind11;
 using namespace std::chrono_literals;
@@ -57,7 +59,8 @@ py::object error_class(errc code) {
 /// The exception object for a node error (code name and message attached).
 py::object make_exception(const error& err) {
   auto cls = error_class(err.code);
-  return cls(err.message, py::str(std::string{to_string(err.code)}));
+  return cls(err.message, py::str(std::string{to_string(err.code)}),
+             py::arg("infra") = is_infra(err));
 }
 
 /// Raises `err` as its dsec.errors exception.
@@ -86,6 +89,16 @@ py::dict to_py(const sandbox_info& s) {
   d["memory_mb"] = s.memory_mb;
   d["disk_mb"] = s.disk_mb;
   d["cpu_class"] = s.cpu_class;
+  {
+    using namespace std::chrono;
+    auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+    auto left = ttl::remaining_ms(s, now);
+    d["ttl_remaining_s"] = left < 0 ? py::object(py::none()) : py::object(py::float_(left / 1000.0));
+    d["paused_ttl_s"] = s.paused_ttl_s;
+    d["paused_expires_at"] = s.paused_expires_at_ms
+                               ? py::object(py::float_(s.paused_expires_at_ms / 1000.0))
+                               : py::object(py::none());
+  }
   py::dict den;
   den["network"] = s.denials.network;
   den["syscall"] = s.denials.syscall;
@@ -170,6 +183,15 @@ py::dict to_py(const member_info& m) {
   return d;
 }
 
+/// (done ids, [(id or None, node, exception)]).
+py::tuple to_py(const job_result& r) {
+  py::list errors;
+  for (auto& e : r.errors)
+    errors.append(py::make_tuple(e.id.empty() ? py::object(py::none()) : py::object(py::str(e.id)),
+                                 e.node, make_exception(error{e.code, e.message})));
+  return py::make_tuple(r.done, errors);
+}
+
 template <class T>
 py::list to_py(const std::vector<T>& xs) {
   py::list out;
@@ -212,6 +234,7 @@ sandbox_spec spec_from(const py::dict& d) {
   take(d, "cpu_class", s.cpu_class);
   take(d, "node", s.node);
   take(d, "request_id", s.request_id);
+  take(d, "paused_ttl_s", s.paused_ttl_s);
   return s;
 }
 
@@ -284,6 +307,9 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     return c.pause(str(0), to_outcome<sandbox_info>(sink));
   if (op == "resume")
     return c.resume(str(0), to_outcome<sandbox_info>(sink));
+  if (op == "job") // (labels, pause)
+    return c.job_action(args[0].cast<std::map<std::string, std::string>>(), args[1].cast<bool>(),
+                 to_outcome<job_result>(sink));
   if (op == "snapshot")
     return c.snapshot(str(0), str(1), str(2), to_outcome<snapshot_info>(sink));
   if (op == "set_network") {

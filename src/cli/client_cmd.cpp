@@ -84,13 +84,13 @@ expected<std::map<std::string, std::string>> kv_list(const std::string& flag,
 
 const char* create_usage =
   "dsec create --layer REF [--layer REF ...] [--cpu N] [--memory-mb N] [--disk-mb N] "
-  "[--ttl-s N] [--label K=V ...] [--env K=V ...] [--request-id ID] [--cpu-class latency|batch] "
-  "[--json] [--rest HOST:PORT]";
+  "[--ttl-s N] [--paused-ttl-s N] [--label K=V ...] [--env K=V ...] [--request-id ID] "
+  "[--cpu-class latency|batch] [--json] [--rest HOST:PORT]";
 
 int cmd_create(const std::vector<std::string>& words) {
   auto a = parse_args(words,
                       {"layer", "cpu", "memory-mb", "disk-mb", "ttl-s", "label", "env",
-                       "request-id", "rest", "backend", "node", "cpu-class"},
+                       "request-id", "rest", "backend", "node", "cpu-class", "paused-ttl-s"},
                       {"json"});
   if (!a)
     return usage("create", a.err().message, create_usage);
@@ -101,7 +101,7 @@ int cmd_create(const std::vector<std::string>& words) {
   if (spec["layers"].empty())
     spec["layers"] = {"base/busybox@1"};
   for (auto [flag, key] : {std::pair{"memory-mb", "memory_mb"}, {"disk-mb", "disk_mb"},
-                           {"ttl-s", "ttl_s"}}) {
+                           {"ttl-s", "ttl_s"}, {"paused-ttl-s", "paused_ttl_s"}}) {
     if (!a->has(flag))
       continue;
     auto v = to_int(flag, a->get(flag));
@@ -408,7 +408,8 @@ int cmd_cp(const std::vector<std::string>& words) {
 
 bool is_client_command(const std::string& cmd) {
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
-         || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update";
+         || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update" || cmd == "inspect"
+         || is_job_command(cmd);
 }
 
 int run_client_command(const std::string& cmd, const std::vector<std::string>& args) {
@@ -418,8 +419,10 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_exec(args);
   if (cmd == "ls")
     return cmd_ls(args);
-  if (cmd == "get")
+  if (cmd == "get" || cmd == "inspect")
     return cmd_get(args);
+  if (is_job_command(cmd))
+    return run_job_command(cmd, args);
   if (cmd == "rm")
     return cmd_rm(args);
   if (cmd == "cp")

@@ -14,4 +14,8 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
 /// True for the subcommands run_client_command knows.
 bool is_client_command(const std::string& cmd);
 
+/// `dsec pause|resume` (job_cmd.cpp): by id, or a whole job by --label.
+bool is_job_command(const std::string& cmd);
+int run_job_command(const std::string& cmd, const std::vector<std::string>& args);
+
 } // namespace dsec::cli

@@ -24,7 +24,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_spec& x) {
   return f(caf::meta::type_name("dsec::sandbox_spec"), x.backend, x.layers, x.cpu,
            x.memory_mb, x.disk_mb, x.pids, x.ttl_s, x.network, x.protect, x.env, x.labels,
-           x.cpu_class, x.node, x.request_id);
+           x.cpu_class, x.node, x.request_id, x.paused_ttl_s);
 }
 
 template <class Inspector>
@@ -66,7 +66,8 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
   return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
            x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
            x.disk_mb, x.denials, x.resident_bytes, x.swap_bytes, x.reclaimed_bytes,
-           x.idle_since_ms, x.cpu_class);
+           x.idle_since_ms, x.cpu_class, x.ttl_s, x.paused_ttl_s, x.ttl_left_ms,
+           x.paused_expires_at_ms);
 }
 
 template <class Inspector>

@@ -3,6 +3,8 @@
 // replacements rather than failing.
 #include "core/json_codec.hpp"
 
+#include "core/error_kind.hpp"
+#include "core/json_codec_ttl.hpp"
 #include "core/validate.hpp"
 
 #include <cmath>
@@ -156,7 +158,7 @@ status parse_protect(const json& j, protect_policy& out) {
 status spec_from(const json& j, sandbox_spec& s) {
   if (auto st = reject_unknown(j, {"backend", "layers", "cpu", "memory_mb", "disk_mb", "pids",
                                    "ttl_s", "network", "protect", "env", "labels", "cpu_class",
-                                   "node", "request_id"},
+                                   "node", "request_id", "paused_ttl_s"},
                                "spec");
       !st)
     return st;
@@ -168,6 +170,7 @@ status spec_from(const json& j, sandbox_spec& s) {
       && (st = get_int(j, "disk_mb", s.disk_mb, 1, spec_limits::max_disk_mb))
       && (st = get_int(j, "pids", s.pids, 8, spec_limits::max_pids))
       && (st = get_int(j, "ttl_s", s.ttl_s, 0, spec_limits::max_ttl_s))
+      && (st = get_int(j, "paused_ttl_s", s.paused_ttl_s, 1, spec_limits::max_paused_ttl_s))
       && (st = parse_network(j, s.network)) && (st = parse_protect(j, s.protect))
       && (st = get_string_map(j, "env", s.env, spec_limits::max_env))
       && (st = get_string_map(j, "labels", s.labels, spec_limits::max_labels))
@@ -201,6 +204,7 @@ json to_json(const sandbox_info& s) {
   j["swap_bytes"] = s.swap_bytes;
   j["reclaimed_bytes"] = s.reclaimed_bytes;
   j["idle_since"] = s.idle_since_ms ? json(s.idle_since_ms) : json(nullptr);
+  add_ttl_fields(j, s); // core/ttl.hpp
   return j;
 }
 
@@ -218,7 +222,8 @@ json to_json(const layer_info& l) {
 }
 
 json to_json(const error& e) {
-  return {{"error", {{"code", to_string(e.code)}, {"message", e.message}}}};
+  return {{"error",
+           {{"code", to_string(e.code)}, {"message", e.message}, {"infra", is_infra(e)}}}};
 }
 
 } // namespace
@@ -601,13 +606,14 @@ json spec_to_json(const sandbox_spec& s) {
           {"labels", s.labels},
           {"cpu_class", s.cpu_class},
           {"node", s.node},
-          {"request_id", s.request_id}};
+          {"request_id", s.request_id},
+          {"paused_ttl_s", s.paused_ttl_s}};
 }
 
 // The spec fields this version knows; a record's spec may carry more.
 constexpr const char* known_spec_fields[] = {
   "backend", "layers", "network", "protect", "env", "labels", "cpu", "memory_mb", "disk_mb",
-  "pids", "ttl_s", "cpu_class", "node", "request_id"};
+  "pids", "ttl_s", "cpu_class", "node", "request_id", "paused_ttl_s"};
 
 // Records hold epoch milliseconds: whole numbers well inside a double's 2^53.
 constexpr int64_t max_record_ms = int64_t{1} << 52;

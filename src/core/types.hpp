@@ -66,6 +66,12 @@ struct sandbox_spec {
   std::string node;
   /// Idempotency key; empty = none.
   std::string request_id;
+  /// Longest a paused sandbox is kept, in seconds: past it the node destroys
+  /// it (logged), so a job that never comes back leaks nothing. Its TTL
+  /// (ttl_s, running time) stands still while paused. Default 24 h: long
+  /// enough for a preempted job to wait out a night's queue; it fails toward
+  /// destroying (a job paused longer has to rebuild its sandboxes).
+  int64_t paused_ttl_s = 86400;
 };
 
 /// Hard limits on a spec, checked by validate().
@@ -76,6 +82,7 @@ struct spec_limits {
   static constexpr int64_t max_disk_mb = 1 << 22;      // 4 TiB
   static constexpr int64_t max_pids = 1 << 20;
   static constexpr int64_t max_ttl_s = 30 * 24 * 3600; // 30 days
+  static constexpr int64_t max_paused_ttl_s = 30 * 24 * 3600; // 30 days, as ttl_s
   static constexpr size_t max_layers = 128;
   static constexpr size_t max_labels = 64;
   static constexpr size_t max_env = 1024;
@@ -238,6 +245,16 @@ struct sandbox_info {
   /// "latency" | "batch": the CPU class it runs in now (set at create,
   /// changed by PATCH /v1/sandboxes/{id}).
   std::string cpu_class = "latency";
+  // -- TTL over pauses (actors/sandbox_ttl.hpp, core/ttl.hpp) ----------------
+  /// The spec's ttl_s (running time; 0 = none) and paused_ttl_s.
+  int64_t ttl_s = 0;
+  int64_t paused_ttl_s = 0;
+  /// While paused: the running time its TTL has left, ms (expires_at_ms is
+  /// 0 then: the TTL stands still). Unused otherwise.
+  int64_t ttl_left_ms = 0;
+  /// While paused: when the node destroys it unless resumed (pause time +
+  /// paused_ttl_s), Unix ms; 0 otherwise.
+  int64_t paused_expires_at_ms = 0;
 };
 
 /// A layer in the store catalog.

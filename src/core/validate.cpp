@@ -97,6 +97,8 @@ status validate(const sandbox_spec& s) {
     return bad("pids", "must be between 8 and 1048576");
   if (s.ttl_s < 0 || s.ttl_s > spec_limits::max_ttl_s)
     return bad("ttl_s", "must be between 0 and 2592000");
+  if (s.paused_ttl_s < 1 || s.paused_ttl_s > spec_limits::max_paused_ttl_s)
+    return bad("paused_ttl_s", "must be between 1 and 2592000");
   if (auto st = validate_cpu_class(s.cpu_class); !st)
     return st;
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})

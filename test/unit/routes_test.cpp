@@ -21,6 +21,8 @@ TEST_CASE("routes map methods and paths to actions", "[routes]") {
     {"GET", "/v1/nodes", route::list_nodes},
     {"POST", "/v1/sandboxes", route::create},
     {"POST", "/v1/sandboxes:batch", route::create_batch},
+    {"POST", "/v1/sandboxes:pause", route::pause_job},
+    {"POST", "/v1/sandboxes:resume", route::resume_job},
     {"GET", "/v1/sandboxes", route::list_sandboxes},
     {"GET", "/v1/sandboxes/n-1.abc", route::get_sandbox},
     {"DELETE", "/v1/sandboxes/n-1.abc", route::delete_sandbox},

@@ -19,6 +19,7 @@ from .errors import (Conflict, Error, InvalidArgument, NotFound, ResourceExhaust
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus
 from .process import AsyncProcess, Process
+from .job import JobItemError, JobResult
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
@@ -30,6 +31,7 @@ __all__ = [
     "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
     "Unavailable", "Timeout", "Process", "AsyncProcess", "ProcessInfo", "ProcessStatus",
+    "JobResult", "JobItemError",
 ]
 
 # The native actor system must stop before the interpreter tears down.

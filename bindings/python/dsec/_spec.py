@@ -15,6 +15,7 @@ _SPEC_FIELDS = {
     "disk_mb": "disk_mb", "pids": "pids", "ttl_s": "ttl_s", "network_allow": "network_allow",
     "protect_readonly": "protect_readonly", "protect_hidden": "protect_hidden", "env": "env",
     "labels": "labels", "cpu_class": "cpu_class", "node": "node", "request_id": "request_id",
+    "paused_ttl_s": "paused_ttl_s",
 }
 
 
@@ -68,7 +69,7 @@ def make_spec(kwargs):
             spec[key] = _str_map(key, v)
         elif key == "cpu":
             spec[key] = float(_number(key, v, False))
-        elif key in ("memory_mb", "disk_mb", "pids", "ttl_s"):
+        elif key in ("memory_mb", "disk_mb", "pids", "ttl_s", "paused_ttl_s"):
             spec[key] = _number(key, v, True)
         else:
             spec[key] = _string(key, v)

@@ -23,6 +23,7 @@ from . import _native
 from . import _spec
 from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument, Unavailable
+from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus
 from .process import AsyncProcess, _pid, _processes, _signo
@@ -338,7 +339,7 @@ class AsyncClient:
             raise first
         raise type(first)(f"create_many: {len(failed)} of {n} creates failed "
                           f"(the {len(made)} made were destroyed); first error: {first.message}",
-                          first.code)
+                          first.code, first.infra)
 
     async def get(self, id: str) -> AsyncSandbox:
         """A handle on an existing sandbox; NotFound if there is none."""
@@ -347,6 +348,14 @@ class AsyncClient:
     async def list(self, labels: Optional[Mapping[str, str]] = None) -> List[SandboxInfo]:
         """Sandboxes whose labels include all of ``labels``, oldest first."""
         return [_info(d) for d in await self._call("list", (_spec.labels_arg(labels),))]
+
+    async def pause(self, *, labels: Mapping[str, str]) -> JobResult:
+        """Pauses every sandbox of the job, cluster-wide (see Client.pause)."""
+        return job_result(await self._call("job", job_args(labels, True)))
+
+    async def resume(self, *, labels: Mapping[str, str]) -> JobResult:
+        """Resumes every sandbox of the job, cluster-wide (see Client.resume)."""
+        return job_result(await self._call("job", job_args(labels, False)))
 
     async def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""

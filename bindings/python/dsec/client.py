@@ -14,6 +14,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
 from . import _native
 from . import _spec
 from .errors import Error
+from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus
 from .process import Process, _pid, _processes, _signo
@@ -242,11 +243,14 @@ class Client:
                labels: Optional[Mapping[str, str]] = None, cpu_class: Optional[str] = None,
                node: Optional[str] = None, request_id: Optional[str] = None,
                protect_readonly: Optional[Sequence[str]] = None,
-               protect_hidden: Optional[Sequence[str]] = None) -> Sandbox:
+               protect_hidden: Optional[Sequence[str]] = None,
+               paused_ttl_s: Optional[int] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
         ``layers`` are ``name@version`` refs, first = bottom. Omitted limits
-        take the node's defaults (1 cpu, 512 MiB, 3600 s ttl). The same
+        take the node's defaults (1 cpu, 512 MiB, 3600 s ttl). ``ttl_s``
+        counts running time (it stands still while paused); a paused sandbox
+        is kept at most ``paused_ttl_s`` (default 86400). The same
         ``request_id`` with the same spec returns the same sandbox; with
         another spec it raises Conflict.
         """
@@ -254,7 +258,8 @@ class Client:
             layers=layers, backend=backend, cpu=cpu, memory_mb=memory_mb, disk_mb=disk_mb,
             pids=pids, ttl_s=ttl_s, network_allow=network_allow, env=env, labels=labels,
             cpu_class=cpu_class, node=node, request_id=request_id,
-            protect_readonly=protect_readonly, protect_hidden=protect_hidden))
+            protect_readonly=protect_readonly, protect_hidden=protect_hidden,
+            paused_ttl_s=paused_ttl_s))
         return Sandbox(self, _info(self._call("create", (spec,))))
 
     def create_many(self, n: int, layers: Sequence[str], **spec) -> List[Sandbox]:
@@ -281,7 +286,7 @@ class Client:
         first = failed[0]
         raise type(first)(f"create_many: {len(failed)} of {n} creates failed "
                           f"(the {len(made)} made were destroyed); first error: {first.message}",
-                          first.code)
+                          first.code, first.infra)
 
     def get(self, id: str) -> Sandbox:
         """A handle on an existing sandbox; NotFound if there is none."""
@@ -290,6 +295,19 @@ class Client:
     def list(self, labels: Optional[Mapping[str, str]] = None) -> List[SandboxInfo]:
         """Sandboxes whose labels include all of ``labels``, oldest first."""
         return [_info(d) for d in self._call("list", (_spec.labels_arg(labels),))]
+
+    def pause(self, *, labels: Mapping[str, str]) -> JobResult:
+        """Pauses every sandbox of the cluster whose labels include
+        ``labels`` (a job), on every live node at once: their memory is
+        freed, their state kept, their TTL stands still. Returns the ids
+        paused (a list) with ``.errors`` per sandbox or node that failed.
+        Idempotent; an empty selector raises InvalidArgument."""
+        return job_result(self._call("job", job_args(labels, True)))
+
+    def resume(self, *, labels: Mapping[str, str]) -> JobResult:
+        """Resumes every sandbox of the job (see pause); their TTLs go on
+        from where they stood. Idempotent."""
+        return job_result(self._call("job", job_args(labels, False)))
 
     def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""

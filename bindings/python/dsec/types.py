@@ -82,6 +82,14 @@ class SandboxInfo:
     denials: Dict[str, Any] = field(default_factory=dict)
     #: "latency" | "batch": the CPU class it runs in now (see Sandbox.update).
     cpu_class: str = "latency"
+    #: Running time its TTL has left, seconds (None = no TTL). The TTL counts
+    #: running time only: it stands still while paused (``expires_at`` is
+    #: None then) and goes on after resume.
+    ttl_remaining_s: Optional[float] = None
+    #: A paused sandbox is destroyed after this long paused (spec field).
+    paused_ttl_s: int = 0
+    #: While paused: when the node destroys it unless resumed (Unix s).
+    paused_expires_at: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,130 @@
+// The TTL of a sandbox actor over pauses (see sandbox_ttl.hpp).
+#include "actors/sandbox_ttl.hpp"
+
+#include <chrono>
+#include <iostream>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/sandbox.hpp"
+#include "core/ttl.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec {
+
+namespace {
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// Writes the TTL state to ttl.json on the worker pool: in order (a write
+/// older than the last one written is dropped) and never after teardown.
+void persist(sandbox_actor_ptr self, int64_t paused_at_ms) {
+  auto& st = self->state;
+  ttl::file_state f;
+  f.paused_at_ms = paused_at_ms;
+  f.left_ms = st.info.ttl_left_ms;
+  f.expires_at_ms = st.info.expires_at_ms;
+  auto seq = ++st.ttl.seq;
+  auto path = st.ctx->sandbox_dir(st.info.id) + "/" + ttl::file_name;
+  st.ctx->pool->post([g = st.ttl.file, seq, path, text = ttl::encode(f), id = st.info.id] {
+    std::lock_guard<std::mutex> lock{g->m};
+    if (g->closed || seq <= g->written)
+      return;
+    g->written = seq;
+    // No fsync, as the record: surviving a node crash is what it is for.
+    if (auto res = sys::write_file_atomic(path, text, 0600, sys::durability::process_crash); !res)
+      std::cout << "sandbox " << id << ": keep ttl state: " << res.err().message << std::endl;
+  });
+}
+
+} // namespace
+
+void ttl_arm(sandbox_actor_ptr self) {
+  auto& st = self->state;
+  auto gen = ++st.ttl.gen;
+  auto at = st.info.state == sandbox_state::paused ? st.info.paused_expires_at_ms
+                                                    : st.info.expires_at_ms;
+  if (at == 0)
+    return;
+  auto left = at - now_ms();
+  if (left <= 0)
+    self->send(self, ttl_atom::value, gen);
+  else
+    self->delayed_send(self, std::chrono::milliseconds(left), ttl_atom::value, gen);
+}
+
+void ttl_on_paused(sandbox_actor_ptr self) {
+  auto& info = self->state.info;
+  auto now = now_ms();
+  info.ttl_left_ms = info.ttl_s > 0 ? ttl::left_at(info.expires_at_ms, now) : 0;
+  info.expires_at_ms = 0;
+  info.paused_expires_at_ms = ttl::paused_deadline(now, info.paused_ttl_s);
+  ttl_arm(self);
+  persist(self, now);
+}
+
+void ttl_on_resumed(sandbox_actor_ptr self) {
+  auto& info = self->state.info;
+  auto now = now_ms();
+  info.expires_at_ms = info.ttl_s > 0 ? ttl::expires_after_resume(info.ttl_left_ms, now) : 0;
+  info.ttl_left_ms = 0;
+  info.paused_expires_at_ms = 0;
+  ttl_arm(self);
+  persist(self, 0);
+}
+
+std::string ttl_due(sandbox_actor_ptr self, uint64_t gen) {
+  auto& st = self->state;
+  if (gen != st.ttl.gen || st.destroying)
+    return {};
+  if (st.info.state != sandbox_state::paused)
+    return "ttl expired";
+  if (st.changing) { // a resume is under way: it decides (and re-arms)
+    self->delayed_send(self, std::chrono::seconds(1), ttl_atom::value, gen);
+    return {};
+  }
+  auto paused_for = (now_ms() - (st.info.paused_expires_at_ms - st.info.paused_ttl_s * 1000)) / 1000;
+  std::cout << "dsec node " << st.ctx->config.node_id << ": sandbox " << st.info.id
+            << ": paused for " << paused_for << " s, past its paused_ttl_s of "
+            << st.info.paused_ttl_s << " s: destroying it" << std::endl;
+  return "paused ttl expired: paused_ttl_s " + std::to_string(st.info.paused_ttl_s);
+}
+
+void ttl_adopt(sandbox_actor_ptr self, const recovered_sandbox& rec) {
+  auto& info = self->state.info;
+  if (rec.paused) {
+    info.state = sandbox_state::paused;
+    info.expires_at_ms = 0;
+    info.ttl_left_ms = rec.ttl_left_ms;
+    info.paused_expires_at_ms = ttl::paused_deadline(rec.paused_at_ms, info.paused_ttl_s);
+  }
+  ttl_arm(self);
+}
+
+void ttl_close(ttl_file_guard& g) {
+  std::lock_guard<std::mutex> lock{g.m};
+  g.closed = true;
+}
+
+void read_ttl_file(const std::string& who, const std::string& dir, recovered_sandbox& rec) {
+  auto path = dir + "/" + ttl::file_name;
+  if (!sys::exists(path))
+    return;
+  auto text = sys::read_file(path);
+  auto f = text ? ttl::decode(*text) : expected<ttl::file_state>{text.err()};
+  if (!f) {
+    std::cout << who << "sandbox " << rec.id << ": " << path << ": " << f.err().message
+              << "; its record's expiry holds" << std::endl;
+    return;
+  }
+  rec.paused = f->paused_at_ms != 0;
+  rec.paused_at_ms = f->paused_at_ms;
+  rec.ttl_left_ms = f->left_ms;
+  rec.expires_at_ms = rec.paused ? 0 : f->expires_at_ms;
+}
+
+} // namespace dsec

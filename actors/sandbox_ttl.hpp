@@ -1,0 +1,75 @@
+// The TTL of one sandbox actor over pauses (core/ttl.hpp has the math): the
+// TTL counts running time, so a pause stops it (expires_at cleared, the time
+// left kept) and a resume starts it again; a paused sandbox is destroyed
+// once it has been paused paused_ttl_s (logged), so a job that never comes
+// back leaks nothing.
+//
+// Each arm bumps a generation carried by its (ttl_atom, gen) message: a
+// timer armed before a pause or resume fires with an old generation and is
+// dropped. After every pause and resume the state goes to
+// `<sandbox dir>/ttl.json` on the worker pool (writes in order, none after
+// teardown began), which a restarted node reads (read_ttl_file) so a paused
+// sandbox is adopted paused, with its time left.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+namespace dsec {
+
+struct node_context;
+struct recovered_sandbox;
+struct sandbox_actor_state;
+using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;
+
+/// Orders the ttl.json writes of one sandbox and ends them at teardown.
+/// Shared with the worker pool.
+struct ttl_file_guard {
+  std::mutex m;
+  bool closed = false;
+  uint64_t written = 0;
+};
+
+/// The TTL part of a sandbox actor's state.
+struct sandbox_ttl {
+  /// Generation of the armed timer; older (ttl_atom, gen) messages are stale.
+  uint64_t gen = 0;
+  /// Sequence of the last ttl.json write asked for.
+  uint64_t seq = 0;
+  std::shared_ptr<ttl_file_guard> file = std::make_shared<ttl_file_guard>();
+};
+
+/// Arms the timer for the state the sandbox is in: running (or failed) at
+/// info.expires_at_ms, paused at info.paused_expires_at_ms; nothing without
+/// one. Sends (ttl_atom, gen) to self then (at once if past).
+void ttl_arm(sandbox_actor_ptr self);
+
+/// The sandbox just became paused: stops its TTL, starts paused_ttl_s, writes
+/// ttl.json. Call before reporting the new state.
+void ttl_on_paused(sandbox_actor_ptr self);
+
+/// The sandbox just became running again: its TTL goes on from the time left.
+void ttl_on_resumed(sandbox_actor_ptr self);
+
+/// A (ttl_atom, gen) arrived: why the sandbox must go now ("ttl expired",
+/// "paused_ttl_s expired ..."), or empty if the timer is stale. Logs a
+/// paused sandbox's expiry.
+std::string ttl_due(sandbox_actor_ptr self, uint64_t gen);
+
+/// Adopted after a node restart: paused again if it was, with its time left.
+/// Call once the actor's info is set, instead of ttl_arm.
+void ttl_adopt(sandbox_actor_ptr self, const recovered_sandbox& rec);
+
+/// Teardown (any thread): no ttl.json write starts after this.
+void ttl_close(ttl_file_guard& g);
+
+/// Node start (blocking): applies `dir`/ttl.json, if any, to `rec` (paused,
+/// time left, or the expiry a resume moved). A corrupt file is logged and
+/// ignored (the record's expiry holds).
+void read_ttl_file(const std::string& who, const std::string& dir, recovered_sandbox& rec);
+
+} // namespace dsec

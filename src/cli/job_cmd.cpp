@@ -1,0 +1,117 @@
+// `dsec pause` and `dsec resume`: one sandbox by id, or a whole job by label
+// (POST /v1/sandboxes:pause|:resume, every matching sandbox of the cluster).
+// Prints the ids done, one per line; each failure goes to stderr naming the
+// sandbox (or node) and its cause, and makes the exit code 1.
+#include <unistd.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/args.hpp"
+#include "cli/client_cmd.hpp"
+#include "core/job.hpp"
+#include "core/json_codec.hpp"
+#include "sys/http_client.hpp"
+
+namespace dsec::cli {
+
+namespace {
+
+using nlohmann::json;
+
+expected<sys::http_response> post(const args& a, const std::string& target,
+                                  const std::string& body) {
+  auto addr = a.get("rest", ::getenv("DSEC_REST") ? ::getenv("DSEC_REST") : "127.0.0.1:7070");
+  auto hp = sys::parse_host_port(addr);
+  if (!hp)
+    return hp.err();
+  sys::http_client client{hp->first, hp->second};
+  auto res = client.request("POST", target, body, "application/json", std::chrono::minutes(10));
+  if (!res)
+    return res.err();
+  if (res->status >= 300)
+    return json_codec::decode_error(res->body, res->status);
+  return res;
+}
+
+std::string url_encode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
+      out += static_cast<char>(c);
+    else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+int fail(const std::string& cmd, const error& err) {
+  std::cerr << "dsec " << cmd << ": " << err.message << " (" << to_string(err.code) << ")\n";
+  return 1;
+}
+
+int usage(const std::string& cmd, const std::string& msg) {
+  std::cerr << "dsec " << cmd << ": " << msg << "\nusage: dsec " << cmd
+            << " ID [ID ...] | --label K=V [--label K=V ...] [--json] [--rest HOST:PORT]\n";
+  return 2;
+}
+
+/// The whole job: every sandbox of the cluster matching the labels.
+int job(const std::string& cmd, const args& a) {
+  json labels = json::object();
+  for (auto& item : a.all("label")) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return usage(cmd, "--label takes KEY=VALUE, got \"" + item + "\"");
+    labels[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  auto res = post(a, "/v1/sandboxes:" + cmd, json{{"labels", labels}}.dump());
+  if (!res)
+    return fail(cmd, res.err());
+  auto r = json_codec::decode_job(res->body);
+  if (!r)
+    return fail(cmd, r.err());
+  if (a.has("json"))
+    std::cout << res->body << "\n";
+  else
+    for (auto& id : r->done)
+      std::cout << id << "\n";
+  for (auto& e : r->errors)
+    std::cerr << "dsec " << cmd << ": " << (e.id.empty() ? "node " + e.node : e.id) << ": "
+              << e.message << " (" << to_string(e.code) << ")\n";
+  return r->errors.empty() ? 0 : 1;
+}
+
+} // namespace
+
+bool is_job_command(const std::string& cmd) { return cmd == "pause" || cmd == "resume"; }
+
+int run_job_command(const std::string& cmd, const std::vector<std::string>& words) {
+  auto a = parse_args(words, {"label", "rest"}, {"json"});
+  if (!a)
+    return usage(cmd, a.err().message);
+  bool by_label = a->has("label");
+  if (by_label && !a->positional.empty())
+    return usage(cmd, "give sandbox ids or --label, not both");
+  if (!by_label && a->positional.empty())
+    return usage(cmd, "need sandbox ids or --label K=V (a whole job)");
+  if (by_label)
+    return job(cmd, *a);
+  int rc = 0;
+  for (auto& id : a->positional) {
+    auto res = post(*a, "/v1/sandboxes/" + url_encode(id) + "/" + cmd, "");
+    if (!res)
+      rc = fail(cmd, res.err());
+    else if (a->has("json"))
+      std::cout << res->body << "\n";
+    else
+      std::cout << id << "\n";
+  }
+  return rc;
+}
+
+} // namespace dsec::cli
