@@ -10,16 +10,21 @@
 //          creating ──(backend fails)──► gone (the create answers an error)
 //              │
 //           running ──(init dies, OOM)──► failed ──(destroy / ttl)──► gone
-//              │
-//      (destroy / ttl)
+//            │   ▲
+//   (pause)  │   │ (resume, or any call: transparent resume)
+//            ▼   │
+//           paused ──(destroy / paused_ttl_s)──► stopped
+//              │       (its TTL, running time, stands still while paused)
+//      (destroy / ttl, from running)
 //              ▼
 //           stopped ──(teardown done)──► gone (removed from the table)
 //
 // A sandbox that outlived a node restart (node_context::recovered) enters the
-// table already `running`, with the id, labels and times it had, and follows
-// the same machine from there (its TTL counts from its first creation).
+// table with the id, labels and times it had, `running`, or `paused` if it
+// was (actors/sandbox_ttl.hpp), and follows the same machine from there (its
+// TTL counts running time since its first creation).
 //
-// `paused` and `lost` arrive with pause/resume and with the cluster.
+// `lost` arrives with the cluster (placement answers it for a dead owner).
 #pragma once
 
 #include <map>
