@@ -56,8 +56,9 @@ void ttl_on_paused(sandbox_actor_ptr self);
 void ttl_on_resumed(sandbox_actor_ptr self);
 
 /// A (ttl_atom, gen) arrived: why the sandbox must go now ("ttl expired",
-/// "paused_ttl_s expired ..."), or empty if the timer is stale. Logs a
-/// paused sandbox's expiry.
+/// "paused ttl expired: paused_ttl_s N"; core/error_kind.hpp reads both as
+/// the spec's doing), or empty if the timer is stale. Logs a paused
+/// sandbox's expiry.
 std::string ttl_due(sandbox_actor_ptr self, uint64_t gen);
 
 /// Adopted after a node restart: paused again if it was, with its time left.

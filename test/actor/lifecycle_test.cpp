@@ -3,6 +3,7 @@
 // runs only when the test drives it. No sleeps, no threads, no root.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "actors/lifecycle.hpp"
 #include "actors/wire_types.hpp"
 #include "core/inspect.hpp"
+#include "core/inspect_job.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
 
@@ -783,4 +785,105 @@ TEST_CASE_METHOD(fixture, "transparent resume: a failed resume answers the call 
   w->fail_resume = false;
   CHECK(ask<bool>(destroy_atom::value, a->id).ok());
   CHECK(w->destroys == 1);
+}
+
+// -- TTL over pauses and job-level pause (actors/sandbox_ttl.hpp, job_ops.hpp) --
+
+TEST_CASE_METHOD(fixture, "the ttl stands still while paused and goes on after resume",
+                 "[actor][ttl]") {
+  auto s = spec();
+  s.ttl_s = 5;
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  auto p = ask<sandbox_info>(pause_atom::value, a->id);
+  REQUIRE(p.ok());
+  CHECK(p->expires_at_ms == 0);
+  CHECK(p->ttl_left_ms > 4000);
+  CHECK(p->ttl_left_ms <= 5000);
+  CHECK(p->paused_expires_at_ms > 0);
+  // Past the whole TTL while paused: the timer armed at create is stale.
+  sched->advance_time(std::chrono::seconds(30));
+  drive();
+  auto still = ask<sandbox_info>(info_atom::value, a->id);
+  REQUIRE(still.ok());
+  CHECK(still->state == sandbox_state::paused);
+  CHECK(w->destroys == 0);
+  auto r = ask<sandbox_info>(resume_atom::value, a->id);
+  REQUIRE(r.ok());
+  CHECK(r->expires_at_ms > 0);
+  CHECK(r->ttl_left_ms == 0);
+  CHECK(r->paused_expires_at_ms == 0);
+  sched->advance_time(std::chrono::milliseconds(p->ttl_left_ms - 500));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).ok());
+  sched->advance_time(std::chrono::seconds(2));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+  CHECK(w->destroys == 1);
+  CHECK(w->held == 0);
+}
+
+TEST_CASE_METHOD(fixture, "a sandbox paused past paused_ttl_s is destroyed", "[actor][ttl]") {
+  auto s = spec();
+  s.paused_ttl_s = 3;
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  auto b = ask<sandbox_info>(create_atom::value, spec()); // default: a day
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(ask<sandbox_info>(pause_atom::value, a->id).ok());
+  REQUIRE(ask<sandbox_info>(pause_atom::value, b->id).ok());
+  sched->advance_time(std::chrono::seconds(4));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+  CHECK(ask<sandbox_info>(info_atom::value, b->id)->state == sandbox_state::paused);
+  CHECK(w->destroys == 1);
+  // A resumed one is not destroyed by its old paused deadline.
+  auto c = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(c.ok());
+  REQUIRE(ask<sandbox_info>(pause_atom::value, c->id).ok());
+  REQUIRE(ask<sandbox_info>(resume_atom::value, c->id).ok());
+  sched->advance_time(std::chrono::seconds(10));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, c->id)->state == sandbox_state::running);
+}
+
+TEST_CASE_METHOD(fixture, "job pause and resume act on every matching sandbox, idempotently",
+                 "[actor][job]") {
+  using lbl = std::map<std::string, std::string>;
+  auto s = spec();
+  s.labels = {{"job", "g7"}};
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  auto b = ask<sandbox_info>(create_atom::value, s);
+  auto other = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE((a.ok() && b.ok() && other.ok()));
+  auto r = ask<job_result>(job_atom::value, lbl{{"job", "g7"}}, true);
+  REQUIRE(r.ok());
+  std::vector<std::string> both{a->id, b->id};
+  std::sort(both.begin(), both.end());
+  std::sort(r->done.begin(), r->done.end());
+  CHECK(r->done == both);
+  CHECK(r->errors.empty());
+  CHECK(w->pauses == 2);
+  CHECK(ask<sandbox_info>(info_atom::value, other->id)->state == sandbox_state::running);
+  auto again = ask<job_result>(job_atom::value, lbl{{"job", "g7"}}, true);
+  REQUIRE(again.ok());
+  CHECK(again->done.size() == 2);
+  CHECK(w->pauses == 2); // already paused: done without pausing again
+  // A sandbox that died is an error item naming it; the rest is done.
+  REQUIRE(w->exit_hooks.size() == 3);
+  auto res = ask<job_result>(job_atom::value, lbl{{"job", "g7"}}, false);
+  REQUIRE(res.ok());
+  CHECK(res->done.size() == 2);
+  w->exit_hooks[0]("init exited (killed by signal 9)");
+  drive();
+  auto p2 = ask<job_result>(job_atom::value, lbl{{"job", "g7"}}, true);
+  REQUIRE(p2.ok());
+  CHECK(p2->done == std::vector<std::string>{b->id});
+  REQUIRE(p2->errors.size() == 1);
+  CHECK(p2->errors[0].id == a->id);
+  CHECK(p2->errors[0].node == "n-test");
+  CHECK(p2->errors[0].code == errc::unavailable);
+  // No selector, no action.
+  CHECK(ask<job_result>(job_atom::value, lbl{}, true).err().code == errc::invalid_argument);
+  CHECK(ask<job_result>(job_atom::value, lbl{{"job", "none"}}, true)->done.empty());
 }
