@@ -36,6 +36,8 @@ Unavailable "failed (oom)"  False  the agent went past its own memory_mb: the
 Unavailable "ttl expired"   False  the sandbox outlived the spec's ttl_s (or,
                                    paused, its paused_ttl_s)
 Timeout                     True   the platform did not answer within its bound
+                                   (``Process.wait(timeout=)`` running out is the
+                                   caller's bound on the agent's command: False)
 Error (internal)            True   a bug or a host failure
 ==========================  =====  =============================================
 

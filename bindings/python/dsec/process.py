@@ -81,8 +81,9 @@ class _ProcessBase:
         if not st.running:
             return st._result()
         if deadline is not None and time.monotonic() >= deadline:
+            # The caller's own bound on the agent's command: not the platform's.
             raise Timeout(f"wait for pid {self.pid} in {self._sandbox.id}: still running "
-                          f"after {timeout} s", "timeout")
+                          f"after {timeout} s", "timeout", infra=False)
         return None
 
 
