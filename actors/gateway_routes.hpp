@@ -38,6 +38,8 @@ struct route {
     get_process,
     kill_process,
     update_sandbox,
+    trajectory,
+    replay,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

@@ -27,6 +27,8 @@
 
 namespace dsec {
 
+struct trajectory_handle; // actors/sandbox_trajectory.hpp
+
 /// An operation that came while the sandbox was paused, being paused or
 /// being resumed: it runs (answering `rp`) once the sandbox is running again
 /// (transparent resume), or `rp` gets the error that stopped the resume.
@@ -74,6 +76,10 @@ struct sandbox_actor_state {
   std::map<int32_t, background_entry> background;
   std::deque<int32_t> finished;
   uint64_t next_waiter = 0;
+  /// The sandbox's trajectory log (null: the node keeps none), and the step
+  /// keys of execs running now (sandbox_trajectory.hpp).
+  std::shared_ptr<trajectory_handle> log;
+  std::unordered_set<std::string> running_steps;
 };
 
 using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;

@@ -12,7 +12,7 @@ stable ``code`` string of the REST API (``"not_found"``, ...)::
         ...        # the node went away mid-call, or nothing listens there
 """
 
-__all__ = ["Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict",
+__all__ = ["Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "StepConflict",
            "ResourceExhausted", "Unavailable", "Timeout"]
 
 
@@ -50,6 +50,12 @@ class Conflict(Error):
     """The request_id was used before for another spec."""
 
     code = "conflict"
+
+
+class StepConflict(Conflict):
+    """An exec's ``step`` is in the sandbox's trajectory log with another
+    request (the message names each field that differs: cmd, cwd, env,
+    stdin), or the same step is running now. Nothing was run."""
 
 
 class ResourceExhausted(Error):
