@@ -145,8 +145,12 @@ void trajectory_exec_done(sandbox_actor_ptr self, caf::response_promise rp,
   rec->truncated = res->truncated;
   rec->duration_ms = res->duration_ms;
   auto out = std::make_shared<exec_result>(std::move(*res));
+  auto began = std::chrono::steady_clock::now();
   on_strand(self, [rec](trajectory::sandbox_log& log) { return log.append(std::move(*rec)); },
-            [self, rp, out, step = rec->step](expected<uint64_t>& seq) mutable {
+            [self, rp, out, began, step = rec->step](expected<uint64_t>& seq) mutable {
+              // node_ms counts the log write too: it is part of the node's answer.
+              out->node_ms += std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - began).count();
               // The command ran: its caller gets the result even if the log
               // could not take it (said on the node's log).
               if (!seq)
