@@ -120,6 +120,20 @@ def test_sdk_and_cli_are_logged_too(client, node, dsec_sdk, cli):
         assert len(lines) == 5 and lines[1].startswith("1\tfile\t/tmp/x") and "cli-1" in lines[4]
         p = cli("trajectory", sb.id, "--since", "3", "--json")
         assert [json.loads(x)["seq"] for x in p.stdout.decode().splitlines()] == [4]
+        # A streamed step replays as chunks of the recorded output.
+        s1 = sb.exec_stream("echo one; echo two >&2", step="stream-1")
+        first = [(ch.stream, ch.data) for ch in s1]
+        s2 = sb.exec_stream("echo one; echo two >&2", step="stream-1")
+        again = [(ch.stream, ch.data) for ch in s2]
+        assert not s1.result.replayed and s2.result.replayed
+        assert sorted(again) == sorted(first) == [("stderr", b"two\n"), ("stdout", b"one\n")]
+        # The CLI rebuilds too: it prints the new sandbox's id.
+        p = cli("replay", sb.id)
+        assert p.returncode == 0, p
+        new = p.stdout.decode().strip()
+        client.created.append(new)
+        assert sb.exec("cat /tmp/x").stdout == "sdk"
+        assert c.get(new).exec("cat /tmp/x").stdout == "sdk"
     finally:
         c.close()
 
