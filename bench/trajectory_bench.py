@@ -15,7 +15,9 @@ across the three so machine noise hits each alike:
      log before the exec runs);
   3. `--samples` replayed steps on the default node (the answer comes from
      the log, nothing runs);
-  4. execs whose 64 KiB output goes to a blob, per node.
+  4. execs whose 64 KiB output goes to a blob, per node;
+  5. `--creates` sequential creates per node (the log's spec record is
+     written before a create answers).
 Prints one JSON report; --out FILE writes it too (default
 bench/results/trajectory-<date>.json). Percentiles are nearest-rank.
 """
@@ -81,6 +83,7 @@ def main():
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--creates", type=int, default=40)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -108,6 +111,13 @@ def main():
                     rt, r = timed(sb, "head -c 65536 /dev/zero")
                     blob[n][0].append(rt)
                     blob[n][1].append(r.node_ms)
+        creates = {n: [] for n in clients}
+        for _ in range(args.creates):
+            for n, c in clients.items():
+                t0 = time.perf_counter()
+                extra = c.create([LAYER], cpu=1, memory_mb=128)
+                creates[n].append((time.perf_counter() - t0) * 1000)
+                extra.destroy()
         replayed = ([], [])
         for i in range(args.samples):
             rt, r = timed(sbs["on"], "true", step=f"s{i}")
@@ -126,6 +136,7 @@ def main():
             "exec_true": block(plain),
             "exec_true_new_step": block(stepped),
             "exec_64k_output": block(blob),
+            "create": {n: summary(v) for n, v in creates.items()},
             "replayed_step_on": {"round_trip": summary(replayed[0]), "node": summary(replayed[1])},
         }
         on, off = report["exec_true"]["on"]["node"], report["exec_true"]["off"]["node"]
