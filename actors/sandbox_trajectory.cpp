@@ -95,7 +95,13 @@ void trajectory_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_requ
     [self, rp, shared_req, sink = std::move(sink), token](trajectory::step_verdict& v) mutable {
       auto& st = self->state;
       if (v.kind == trajectory::step_verdict::run) {
+        auto step = shared_req->step;
+        auto inflight = st.inflight;
+        auto deferred = st.after_resume.size();
         run_exec(self, std::move(rp), std::move(*shared_req), std::move(sink), token);
+        // Refused at once (the sandbox is not running): nothing holds the step.
+        if (st.inflight == inflight && st.after_resume.size() == deferred)
+          st.running_steps.erase(step);
       } else {
         st.running_steps.erase(shared_req->step);
         if (v.kind == trajectory::step_verdict::replay) {
