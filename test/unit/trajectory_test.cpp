@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/trajectory_store.hpp"
+#include "core/json_codec.hpp"
 #include "core/trajectory.hpp"
 #include "core/validate.hpp"
 #include "layers/digest.hpp"
@@ -234,4 +235,24 @@ TEST_CASE("the strand runs jobs in order, one at a time", "[trajectory]") {
     s->submit([&order, i] { order.push_back(i); });
   pool->run_pending();
   CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("exec bodies carry a step; answers say replayed", "[trajectory][codec]") {
+  auto a = json_codec::parse_exec(R"({"cmd":"echo hi","step":"rollout-1/turn:2"})");
+  REQUIRE(a);
+  CHECK(a->step == "rollout-1/turn:2");
+  CHECK(json_codec::parse_exec(R"({"cmd":"echo hi","step":null})")->step.empty());
+  for (auto body : {R"({"cmd":"x","step":""})", R"({"cmd":"x","step":"a b"})",
+                    R"({"cmd":"x","step":7})"}) {
+    INFO(body);
+    auto r = json_codec::parse_exec(body);
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::invalid_argument);
+    CHECK(r.err().message.find("step") != std::string::npos);
+  }
+  exec_result res;
+  res.replayed = true;
+  auto text = json_codec::encode(res);
+  CHECK(text.find("\"replayed\":true") != std::string::npos);
+  CHECK(json_codec::decode_exec_result(text)->replayed);
 }
