@@ -46,6 +46,11 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;
 // Reclaim and measured memory (actors/reclaim.hpp).
 using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
+// Trajectory log: read it, rebuild a sandbox from it, note a rebuild in the
+// new sandbox's log (actors/sandbox_trajectory.hpp, sandbox_replay.hpp).
+using traj_atom = caf::atom_constant<caf::atom("traj")>;
+using replay_atom = caf::atom_constant<caf::atom("replay")>;
+using rebuilt_atom = caf::atom_constant<caf::atom("rebuilt")>;
 // INTERNAL: self-sent or sent by helper threads.
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using cont_atom = caf::atom_constant<caf::atom("cont")>;

@@ -11,6 +11,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/gateway_routes.hpp"
+#include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
@@ -470,10 +471,18 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::kill_process: return handle_kill_process(self, c, *r);
     case route::pause_job: return handle_job(self, c, true);
     case route::resume_job: return handle_job(self, c, false);
+    case route::trajectory: return handle_trajectory(self, c, *r);
+    case route::replay: return handle_replay(self, c, *r);
   }
 }
 
 } // namespace
+
+void gateway_reply(const http_call& c, int status, std::string body, std::string content_type) {
+  reply(c, status, std::move(body), std::move(content_type));
+}
+
+void gateway_reply_error(const http_call& c, const error& err) { reply_error(c, err); }
 
 caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor front) {
   self->state.ctx = std::move(ctx);

@@ -40,6 +40,8 @@ struct route {
     update_sandbox,
     pause_job,
     resume_job,
+    trajectory,
+    replay,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

@@ -42,6 +42,9 @@
 //   (job_atom, labels, bool pause)            -> job_result: pause (resume) every
 //                                                sandbox of this node whose labels
 //                                                include `labels` (actors/job_ops.hpp)
+//   (rebuilt_atom, id, std::string source, uint64_t upto) -> bool | error (notes in
+//                                                id's trajectory log that it was
+//                                                rebuilt from source's, up to seq upto)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
@@ -80,6 +83,7 @@
 //   (pause_atom) / (resume_atom)              -> sandbox_info | error
 //   (snapshot_atom, name, version)            -> snapshot_info | error
 //   (network_atom, network_policy)            -> bool | error
+//   (rebuilt_atom, std::string source, uint64_t upto) -> bool | error
 //   (update_atom, cpu_class, bool set_network, network_policy) -> sandbox_info | error
 //   (info_atom)                               -> sandbox_info (with live denial counts)
 //   (destroy_atom)                            -> bool | error; the actor quits after it
@@ -103,6 +107,13 @@
 //   (job_atom, labels, bool pause)            -> job_result for the cluster (this
 //                                                node and every live peer at once)
 //   (job_atom, labels, bool pause, bool local_only) -> job_result (a peer's part)
+//   (traj_atom, id, int64_t since)            -> std::string: id's trajectory log as
+//                                                NDJSON, records with seq > since (all
+//                                                if since < 0); from a live owner, else
+//                                                this node's --trajectory-dir
+//   (replay_atom, id, int64_t upto)           -> sandbox_info | error: a new sandbox
+//                                                rebuilt from id's log up to seq upto
+//                                                (< 0: all); actors/sandbox_replay.hpp
 //   INTERNAL from gossip: (view_atom, std::vector<member_info>)
 //
 // gossip (one per node; SWIM over UDP on the --listen port number):

@@ -489,6 +489,8 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     [self](bgexec_atom, const std::string& id, exec_request& req) -> caf::result<caf::message> {
       if (auto valid = validate(req); !valid)
         return to_caf(valid.err());
+      if (!req.step.empty()) // a step's result is what the log keeps; a background one has none yet
+        return to_caf(invalid_argument("exec: step cannot be combined with background"));
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, bgexec_atom::value, std::move(req));
       });
@@ -532,6 +534,13 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       max_bytes = std::min<uint64_t>(max_bytes, self->state.ctx->config.max_file_bytes);
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
+      });
+    },
+    // A replay notes its source in the new sandbox's log (sandbox_replay.hpp).
+    [self](rebuilt_atom, const std::string& id, std::string& source,
+           uint64_t upto) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, rebuilt_atom::value, std::move(source), upto);
       });
     },
     [self](layers_atom) {

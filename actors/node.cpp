@@ -203,6 +203,29 @@ std::shared_ptr<const sys::quota_volume> open_quota_volume(const node_config& cf
   return std::make_shared<const sys::quota_volume>(std::move(*v));
 }
 
+/// The trajectory log's options from the flags; makes the directory and
+/// prunes old logs in the background (actors/trajectory_store.hpp).
+status setup_trajectory(node_context& ctx) {
+  auto& cfg = ctx.config;
+  if (!cfg.trajectory)
+    return {};
+  auto& o = ctx.trajectory;
+  o.dir = cfg.trajectory_dir.empty() ? cfg.state_dir + "/trajectories" : cfg.trajectory_dir;
+  o.fsync = cfg.trajectory_fsync;
+  o.keep_destroyed_ms = cfg.trajectory_keep_days * 24 * 3600 * 1000;
+  o.keep_orphan_ms = 4 * o.keep_destroyed_ms;
+  if (auto st = sys::make_dirs(o.dir, 0700); !st)
+    return error{st.err().code, "node: --trajectory-dir: " + st.err().message};
+  ctx.pool->post([o, who = cfg.node_id] {
+    using namespace std::chrono;
+    auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+    if (auto n = trajectory::prune(o, now); n > 0)
+      std::cout << "node " << who << ": pruned " << n << " old trajectory logs in " << o.dir
+                << std::endl;
+  });
+  return {};
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
   if (cfg.store_dir.empty())
@@ -267,6 +290,8 @@ expected<node_context_ptr> make_context(node_config cfg) {
   // keep a burst of 16 creates in flight without queueing on 2 cores.
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
+  if (auto st = setup_trajectory(*ctx); !st)
+    return st.err();
   return ctx;
 }
 

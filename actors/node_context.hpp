@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/layer_source.hpp"
+#include "actors/trajectory_store.hpp"
 #include "layers/store.hpp"
 #include "backends/backend.hpp"
 #include "backends/vm/inflight.hpp"
@@ -62,6 +63,18 @@ struct node_config {
   /// Size in MiB of the zram swap the node makes when the host has no swap
   /// (--zram-mb); 0 = none, -1 = sys::default_zram_mb (a quarter of RAM).
   int64_t zram_mb = -1;
+  // -- trajectory log (actors/trajectory_store.hpp) ---------------------------
+  /// Root of the sandboxes' logs (--trajectory-dir); empty = <state_dir>/trajectories.
+  /// In a cluster, a directory every node shares, so any peer serves a log
+  /// and a sandbox can be rebuilt after its node is lost.
+  std::string trajectory_dir;
+  /// --no-trajectory: keep no log (no fast-forward, no replay); for benches.
+  bool trajectory = true;
+  /// --trajectory-fsync: fsync every record (survives a host crash; costs a
+  /// disk flush per exec).
+  bool trajectory_fsync = false;
+  /// --trajectory-keep-days: how long a destroyed sandbox's log stays.
+  int64_t trajectory_keep_days = 7;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its
@@ -131,6 +144,8 @@ struct node_context {
   std::shared_ptr<sys::zram_swap> zram;
   int64_t started_at_ms = 0;
   std::atomic<int64_t> execs_total{0};
+  /// Where the trajectory logs are (dir empty = no log).
+  trajectory::store_options trajectory;
   /// Sandboxes recovered at start; the lifecycle actor takes them when it
   /// starts (before it answers anything), so this is empty afterwards.
   std::vector<recovered_sandbox> recovered;

@@ -11,6 +11,7 @@
 #include "actors/image_fetch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
+#include "actors/sandbox_replay.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
@@ -343,6 +344,22 @@ void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
 
 } // namespace
 
+// What the trajectory calls need (placement_trajectory.cpp).
+std::string live_owner(placement_actor_ptr self, const std::string& id) {
+  auto r = route_of(self, id);
+  return r.kind == route::remote ? r.node : std::string{};
+}
+
+void ask_text(placement_actor_ptr self, const std::string& node, caf::message msg,
+              std::function<void(expected<std::string>)> done) {
+  ask_peer<std::string>(self, node, std::move(msg), caf::duration{peer_timeout}, std::move(done));
+}
+
+void ask_sandbox(placement_actor_ptr self, const std::string& node, caf::message msg,
+                 caf::duration timeout, std::function<void(expected<sandbox_info>)> done) {
+  ask_peer<sandbox_info>(self, node, std::move(msg), timeout, std::move(done));
+}
+
 caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                               caf::actor lifecycle) {
   self->state.ctx = std::move(ctx);
@@ -524,6 +541,19 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                                   caf::make_message(update_atom::value, id, std::move(cpu_class),
                                                     set_network, std::move(policy)),
                                   caf::duration{peer_timeout});
+    },
+    // Trajectory log (placement_trajectory.cpp): served by a live owner,
+    // else from this node's --trajectory-dir (shared in a cluster).
+    [self](traj_atom, std::string& id, int64_t since) {
+      return placement_trajectory(self, id, since);
+    },
+    [self](replay_atom, std::string& id, int64_t upto) { return placement_replay(self, id, upto); },
+    [](cont_atom, continuation& c) { c.fn(); }, // INTERNAL: their disk reads' results
+    [self](rebuilt_atom, std::string& id, std::string& source,
+           uint64_t upto) -> caf::result<caf::message> {
+      return routed<bool>(self, id,
+                          caf::make_message(rebuilt_atom::value, id, std::move(source), upto),
+                          caf::duration{peer_timeout});
     },
     [self](layers_atom) -> caf::result<caf::message> {
       return self->delegate(self->state.lifecycle, layers_atom::value);

@@ -13,6 +13,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_ttl.hpp"
+#include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
@@ -146,6 +147,7 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   if (st.info.reason.empty() && !why.empty())
     st.info.reason = why;
   notify_lifecycle(self);
+  trajectory_destroyed(self, why);
   run_blocking(self, *st.ctx->pool, take_teardown(st),
                [self](status& res) {
                  if (!res)
@@ -281,13 +283,16 @@ void start_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request r
   auto started = req.received_ns > 0
                    ? std::chrono::steady_clock::time_point{std::chrono::nanoseconds{req.received_ns}}
                    : std::chrono::steady_clock::now();
-  cb.on_done = [hdl, rp, self, token, started](expected<exec_result> res) mutable {
-    run_in(hdl, [self, rp, token, started, res = std::move(res)]() mutable {
+  auto logged = trajectory_begin(self, req);
+  cb.on_done = [hdl, rp, self, token, started, logged](expected<exec_result> res) mutable {
+    run_in(hdl, [self, rp, token, started, logged, res = std::move(res)]() mutable {
       if (token != 0)
         self->state.cancellable.erase(token);
       if (res)
         res->node_ms = std::chrono::duration<double, std::milli>(
                          std::chrono::steady_clock::now() - started).count();
+      if (logged) // answered once the record is written
+        return trajectory_exec_done(self, rp, logged, std::move(res));
       finish_op(self, rp, res);
     });
   };
@@ -463,6 +468,11 @@ bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
   return ready_for(self, rp, std::move(retry));
 }
 
+void run_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
+              std::function<void(exec_chunk)> sink, uint64_t token) {
+  start_exec(self, std::move(rp), std::move(req), std::move(sink), token);
+}
+
 // What sandbox_update.cpp needs of this file.
 status write_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
                     int64_t created_at_ms, const std::vector<std::string>& digests,
@@ -512,6 +522,7 @@ caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::a
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
   st.info = initial_info(id, st.ctx->config.node_id, spec);
+  st.log = make_trajectory(*st.ctx, id, spec);
   st.spec = std::move(spec);
   return sandbox_behavior(self);
 }
@@ -522,6 +533,7 @@ caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
   st.info = recovered_info(rec, st.ctx->config.node_id);
+  st.log = make_trajectory(*st.ctx, rec.id, rec.spec); // opened (read) on first use
   st.spec = std::move(rec.spec);
   st.sb = std::move(rec.sb);
   st.digests = std::move(rec.digests);
@@ -558,7 +570,8 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
                      ttl_arm(self);
                      watch_exit(self);
                      notify_lifecycle(self);
-                     rp.deliver(st.info);
+                     // Answered once the log holds the spec (seq 0).
+                     trajectory_open(self, [rp, info = st.info]() mutable { rp.deliver(info); });
                      if (st.destroying) { // destroy arrived while creating
                        st.destroying = false;
                        begin_destroy(self, "");
@@ -566,10 +579,11 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
                    });
     },
     [self](exec_atom, exec_request& req, uint64_t token) {
-      start_exec(self, self->make_response_promise(), std::move(req), nullptr, token);
+      trajectory_exec(self, self->make_response_promise(), std::move(req), nullptr, token);
     },
     [self](stream_atom, exec_request& req, chunk_sink& sink, uint64_t token) {
-      start_exec(self, self->make_response_promise(), std::move(req), std::move(sink.fn), token);
+      trajectory_exec(self, self->make_response_promise(), std::move(req), std::move(sink.fn),
+                      token);
     },
     [self](cancel_atom, uint64_t token) {
       auto& st = self->state;
@@ -580,13 +594,15 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         st.cancelled_early.insert(token);
     },
     [self](wfile_atom, std::string& path, std::string& data) {
-      file_op(self, self->make_response_promise(),
-              [path, data = std::move(data)](backends::sandbox& sb) -> expected<bool> {
-        auto st = sb.write_file(path, data, 0644);
-        if (!st)
-          return st.err();
-        return true;
-      });
+      trajectory_write_file(self, self->make_response_promise(), std::move(path), std::move(data));
+    },
+    // The log notes a rebuild (actors/sandbox_replay.hpp).
+    [self](rebuilt_atom, std::string& source, uint64_t upto) {
+      trajectory::record rec;
+      rec.kind = "rebuilt";
+      rec.source = std::move(source);
+      rec.upto_seq = upto;
+      trajectory_note(self, self->make_response_promise(), std::move(rec));
     },
     [self](rfile_atom, std::string& path, uint64_t max_bytes) {
       file_op(self, self->make_response_promise(), [path, max_bytes](backends::sandbox& sb) {

@@ -28,6 +28,8 @@
 
 namespace dsec {
 
+struct trajectory_handle; // actors/sandbox_trajectory.hpp
+
 /// An operation that came while the sandbox was paused, being paused or
 /// being resumed: it runs (answering `rp`) once the sandbox is running again
 /// (transparent resume), or `rp` gets the error that stopped the resume.
@@ -77,6 +79,10 @@ struct sandbox_actor_state {
   uint64_t next_waiter = 0;
   /// Its TTL over pauses (sandbox_ttl.hpp).
   sandbox_ttl ttl;
+  /// The sandbox's trajectory log (null: the node keeps none), and the step
+  /// keys of execs running now (sandbox_trajectory.hpp).
+  std::shared_ptr<trajectory_handle> log;
+  std::unordered_set<std::string> running_steps;
 };
 
 using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;

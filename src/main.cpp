@@ -5,6 +5,7 @@
 
 #include "bench/bench.hpp"
 #include "cli/client_cmd.hpp"
+#include "cli/trajectory_cmd.hpp"
 #include "cli/layer_cmd.hpp"
 #include "cli/node_cmd.hpp"
 
@@ -26,6 +27,7 @@ const char* usage_text =
   "  dsec ps ID   dsec kill ID PID [--signal SIG]\n"
   "  dsec update ID [--cpu-class latency|batch] [--allow HOST:PORT ... | --no-network]\n"
   "  dsec ls [--label K=V]   dsec get ID   dsec rm ID...   dsec cp SRC DST\n"
+  "  dsec trajectory ID [--since SEQ] [--json]   dsec replay ID [--upto-seq SEQ]\n"
   "  dsec bench burst [--rest HOST:PORT] [--count N] [--inflight N] [--out FILE]\n"
   "\n"
   "Client commands talk to --rest HOST:PORT (or $DSEC_REST, default 127.0.0.1:7070).\n";
@@ -52,6 +54,8 @@ int main(int argc, char** argv) {
     return dsec::bench::run_bench_command(rest);
   if (dsec::cli::is_client_command(cmd))
     return dsec::cli::run_client_command(cmd, rest);
+  if (dsec::cli::is_trajectory_command(cmd))
+    return dsec::cli::run_trajectory_command(cmd, rest);
   std::cerr << "dsec: unknown command \"" << cmd << "\"\n" << usage_text;
   return 2;
 }

@@ -704,6 +704,19 @@ void connection::fncall(fncall_request req, done_fn<exec_result> done) {
                            "fncall", std::move(done));
 }
 
+void connection::trajectory(std::string id, int64_t since, done_fn<std::string> done) {
+  auto what = "trajectory of sandbox " + id;
+  impl_->call<std::string>(caf::make_message(traj_atom::value, std::move(id), since),
+                           impl_->op_timeout(), std::move(what), std::move(done));
+}
+
+void connection::replay(std::string id, int64_t upto, done_fn<sandbox_info> done) {
+  auto what = "replay sandbox " + id;
+  // A rebuild re-runs every exec of the log: no bound but the connection's.
+  impl_->call<sandbox_info>(caf::make_message(replay_atom::value, std::move(id), upto),
+                            caf::infinite, std::move(what), std::move(done));
+}
+
 void connection::exec_background(std::string id, exec_request req,
                                  done_fn<background_process> done) {
   auto what = "background exec in sandbox " + id;

@@ -114,6 +114,13 @@ class connection {
   void job_action(std::map<std::string, std::string> labels, bool pause,
                   done_fn<job_result> done);
 
+  // -- trajectory log (actors/sandbox_replay.hpp) -----------------------------
+
+  /// The log's NDJSON lines with seq > since (all for since < 0).
+  void trajectory(std::string id, int64_t since, done_fn<std::string> done);
+  /// A new sandbox rebuilt from `id`'s log up to seq `upto` (< 0: all of it).
+  void replay(std::string id, int64_t upto, done_fn<sandbox_info> done);
+
   // -- processes in a sandbox -----------------------------------------------
 
   /// Starts a background command; answers with its pid once it runs.

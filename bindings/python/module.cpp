@@ -59,6 +59,9 @@ py::object error_class(errc code) {
 /// The exception object for a node error (code name and message attached).
 py::object make_exception(const error& err) {
   auto cls = error_class(err.code);
+  // A changed step (core/trajectory.hpp step_conflict) has its own subclass.
+  if (err.code == errc::conflict && err.message.rfind("step \"", 0) == 0)
+    cls = py::module_::import("dsec.errors").attr("StepConflict");
   return cls(err.message, py::str(std::string{to_string(err.code)}),
              py::arg("infra") = is_infra(err));
 }
@@ -120,7 +123,7 @@ py::dict to_py(const snapshot_info& s) {
 
 py::tuple to_py(const exec_result& r) {
   return py::make_tuple(r.exit_code, to_bytes(r.stdout_data), to_bytes(r.stderr_data),
-                        r.timed_out, r.duration_ms, r.truncated, r.node_ms);
+                        r.timed_out, r.duration_ms, r.truncated, r.node_ms, r.replayed);
 }
 
 /// (pid, argv, started_at, running, result tuple as for exec_result).
@@ -247,6 +250,8 @@ exec_request exec_from(const py::tuple& a) {
     r.env = a[2].cast<std::map<std::string, std::string>>();
     r.stdin_data = a[3].cast<std::string>();
     r.timeout_s = a[4].cast<double>();
+    if (a.size() > 5) // the step key (fast-forward), "" = none
+      r.step = a[5].cast<std::string>();
   } catch (const py::cast_error&) {
     raise_error(invalid_argument("exec: argv must be a list of str, cwd a str, env a dict of "
                                  "str, stdin bytes and timeout_s a number"));
@@ -333,6 +338,10 @@ void start(connection& c, const std::string& op, const py::tuple& args, outcome_
     req.files = args[4].cast<std::map<std::string, std::string>>();
     return c.fncall(std::move(req), to_outcome<exec_result>(sink));
   }
+  if (op == "trajectory") // NDJSON text, parsed by the Python layer
+    return c.trajectory(str(0), args[1].cast<int64_t>(), to_outcome<std::string>(sink));
+  if (op == "replay")
+    return c.replay(str(0), args[1].cast<int64_t>(), to_outcome<sandbox_info>(sink));
   if (op == "exec_background")
     return c.exec_background(str(0), exec_from(args[1].cast<py::tuple>()),
                              to_outcome<background_process>(sink));

@@ -138,12 +138,12 @@ int cmd_create(const std::vector<std::string>& words) {
 }
 
 const char* exec_usage =
-  "dsec exec ID [--cwd DIR] [--env K=V ...] [--timeout-s N] [--stdin FILE|-] [--json] "
+  "dsec exec ID [--cwd DIR] [--env K=V ...] [--timeout-s N] [--stdin FILE|-] [--step KEY] [--json] "
   "[--background] [--] CMD [ARGS...]   (one CMD word runs through /bin/sh -c; --background "
   "prints the command's pid and returns at once)";
 
 int cmd_exec(const std::vector<std::string>& words) {
-  auto a = parse_args(words, {"cwd", "env", "timeout-s", "stdin", "rest"},
+  auto a = parse_args(words, {"cwd", "env", "timeout-s", "stdin", "rest", "step"},
                       {"json", "background"}, true);
   if (!a)
     return usage("exec", a.err().message, exec_usage);
@@ -157,6 +157,8 @@ int cmd_exec(const std::vector<std::string>& words) {
     req["cmd"] = cmd;
   if (a->has("cwd"))
     req["cwd"] = a->get("cwd");
+  if (a->has("step")) // fast-forward key (core/trajectory.hpp)
+    req["step"] = a->get("step");
   auto env = kv_list("env", a->all("env"));
   if (!env)
     return usage("exec", env.err().message, exec_usage);

@@ -65,6 +65,26 @@ int parse_reclaim_flags(const args& a, node_config& cfg) {
   return 0;
 }
 
+/// Trajectory log flags (actors/trajectory_store.hpp); 0 or 2 (usage).
+int parse_trajectory_flags(const args& a, node_config& cfg) {
+  cfg.trajectory_dir = a.get("trajectory-dir");
+  if (!cfg.trajectory_dir.empty() && cfg.trajectory_dir[0] != '/') {
+    std::cerr << "dsec node: --trajectory-dir must be an absolute path\n";
+    return 2;
+  }
+  cfg.trajectory = !a.has("no-trajectory");
+  cfg.trajectory_fsync = a.has("trajectory-fsync");
+  if (a.has("trajectory-keep-days")) {
+    auto n = to_int("trajectory-keep-days", a.get("trajectory-keep-days"));
+    if (!n || *n < 0 || *n > 3650) {
+      std::cerr << "dsec node: --trajectory-keep-days must be a whole number of days (0-3650)\n";
+      return 2;
+    }
+    cfg.trajectory_keep_days = *n;
+  }
+  return 0;
+}
+
 } // namespace
 
 int run_node_command(const std::vector<std::string>& words) {
@@ -72,13 +92,15 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
                      "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N] [--reclaim-idle-s S] "
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
-                     "[--overcommit X]";
+                     "[--overcommit X] [--trajectory-dir DIR] [--no-trajectory] "
+                     "[--trajectory-fsync] [--trajectory-keep-days N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb",
                        // reclaim and memory admission
-                       "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit"},
-                      {"no-reclaim"});
+                       "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit",
+                       "trajectory-dir", "trajectory-keep-days"},
+                      {"no-reclaim", "no-trajectory", "trajectory-fsync"});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
               << "\nusage: " << text << "\n";
@@ -119,6 +141,8 @@ int run_node_command(const std::vector<std::string>& words) {
     cfg.zram_mb = *n;
   }
   if (auto rc = parse_reclaim_flags(*a, cfg); rc != 0)
+    return rc;
+  if (auto rc = parse_trajectory_flags(*a, cfg); rc != 0)
     return rc;
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {

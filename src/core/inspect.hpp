@@ -30,13 +30,13 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
   return f(caf::meta::type_name("dsec::exec_request"), x.argv, x.cwd, x.env, x.stdin_data,
-           x.timeout_s, x.received_ns);
+           x.timeout_s, x.received_ns, x.step);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
   return f(caf::meta::type_name("dsec::exec_result"), x.exit_code, x.stdout_data,
-           x.stderr_data, x.timed_out, x.duration_ms, x.truncated, x.node_ms);
+           x.stderr_data, x.timed_out, x.duration_ms, x.truncated, x.node_ms, x.replayed);
 }
 
 template <class Inspector>

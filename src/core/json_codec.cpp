@@ -211,7 +211,7 @@ json to_json(const sandbox_info& s) {
 json to_json(const exec_result& r) {
   return {{"exit_code", r.exit_code}, {"stdout", r.stdout_data},  {"stderr", r.stderr_data},
           {"timed_out", r.timed_out}, {"duration_ms", r.duration_ms}, {"truncated", r.truncated},
-          {"node_ms", r.node_ms}};
+          {"node_ms", r.node_ms}, {"replayed", r.replayed}};
 }
 
 json to_json(const layer_info& l) {
@@ -264,7 +264,7 @@ expected<exec_request> parse_exec(std::string_view body) {
   auto j = parse_object(body, "exec");
   if (!j)
     return j.err();
-  if (auto st = reject_unknown(*j, {"cmd", "cwd", "env", "stdin", "timeout_s"}, "exec"); !st)
+  if (auto st = reject_unknown(*j, {"cmd", "cwd", "env", "stdin", "timeout_s", "step"}, "exec"); !st)
     return st.err();
   exec_request r;
   auto it = j->find("cmd");
@@ -297,8 +297,11 @@ expected<exec_request> parse_exec(std::string_view body) {
       return bad("cmd", "must not contain NUL bytes");
   status st;
   if (!(st = get_string(*j, "cwd", r.cwd)) || !(st = get_string_map(*j, "env", r.env, spec_limits::max_env))
-      || !(st = get_double(*j, "timeout_s", r.timeout_s, 0, 7 * 24 * 3600.0)))
+      || !(st = get_double(*j, "timeout_s", r.timeout_s, 0, 7 * 24 * 3600.0))
+      || !(st = get_string(*j, "step", r.step)))
     return st.err();
+  if (auto s = j->find("step"); s != j->end() && !s->is_null() && r.step.empty())
+    return bad("step", "must not be empty (leave it out for an exec without one)");
   if (auto in = j->find("stdin"); in != j->end() && !in->is_null()) {
     if (!in->is_string())
       return bad("stdin", "must be a string");
@@ -550,6 +553,7 @@ expected<exec_result> decode_exec_result(std::string_view body) {
   r.duration_ms = value_or<double>(*j, "duration_ms", 0);
   r.truncated = value_or<bool>(*j, "truncated", false);
   r.node_ms = value_or<double>(*j, "node_ms", 0);
+  r.replayed = value_or<bool>(*j, "replayed", false);
   return r;
 }
 

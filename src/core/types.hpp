@@ -104,6 +104,9 @@ struct exec_request {
   /// steady clock ns; exec_result::node_ms counts from here. Set by the node,
   /// whatever a client sends.
   int64_t received_ns = 0;
+  /// Step key for fast-forward (core/trajectory.hpp): unique within the
+  /// sandbox; a step the log holds is answered from it. Empty = none.
+  std::string step;
 };
 
 /// The outcome of an exec.
@@ -121,6 +124,9 @@ struct exec_result {
   /// taking the request to the sandbox actor's answer: what a client's round
   /// trip is compared against.
   double node_ms = 0;
+  /// True when the answer came from the trajectory log (a step run before),
+  /// not from running the command again.
+  bool replayed = false;
 };
 
 /// One process inside a sandbox (GET /v1/sandboxes/{id}/processes), as the

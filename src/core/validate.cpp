@@ -1,5 +1,6 @@
 // Validation of specs and exec requests (see validate.hpp).
 #include "core/validate.hpp"
+#include "core/trajectory.hpp"
 
 namespace dsec {
 
@@ -134,6 +135,9 @@ status validate(const exec_request& r) {
     return too_large("cwd: longer than 4096 bytes");
   if (!(r.timeout_s >= 0) || r.timeout_s > 7 * 24 * 3600.0)
     return bad("timeout_s", "must be between 0 and 604800");
+  if (!r.step.empty())
+    if (auto st = trajectory::validate_step(r.step); !st)
+      return st;
   return check_string_map(r.env, "env", spec_limits::max_env, true);
 }
 

@@ -93,3 +93,30 @@ TEST_CASE_METHOD(wire_fixture, "process wire types survive a message round trip"
 }
 
 } // namespace dsec
+
+namespace dsec {
+
+// The trajectory fields (exec_request::step, exec_result::replayed) and the
+// trajectory messages cross the wire intact.
+TEST_CASE_METHOD(wire_fixture, "trajectory fields and messages survive a round trip",
+                 "[actor][wire]") {
+  exec_request req;
+  req.argv = {"echo", "hi"};
+  req.step = "turn-3";
+  auto m = through_wire(caf::make_message(exec_atom::value, std::string("n.x"), req, uint64_t{7}));
+  REQUIRE((m.match_elements<exec_atom, std::string, exec_request, uint64_t>()));
+  CHECK(m.get_as<exec_request>(2).step == "turn-3");
+  exec_result res;
+  res.replayed = true;
+  res.stdout_data = "hi\n";
+  auto m2 = through_wire(caf::make_message(res));
+  REQUIRE(m2.match_elements<exec_result>());
+  CHECK(m2.get_as<exec_result>(0).replayed);
+  auto m3 = through_wire(caf::make_message(traj_atom::value, std::string("n.x"), int64_t{-1}));
+  CHECK((m3.match_elements<traj_atom, std::string, int64_t>()));
+  auto m4 = through_wire(caf::make_message(rebuilt_atom::value, std::string("n.y"),
+                                           std::string("n.x"), uint64_t{4}));
+  CHECK((m4.match_elements<rebuilt_atom, std::string, std::string, uint64_t>()));
+}
+
+} // namespace dsec

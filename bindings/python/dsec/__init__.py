@@ -16,6 +16,7 @@ import atexit as _atexit
 
 from .errors import (Conflict, Error, InvalidArgument, NotFound, ResourceExhausted, Timeout,
                      TooLarge, Unavailable)
+from .errors import StepConflict
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus
 from .process import AsyncProcess, Process
@@ -30,8 +31,8 @@ __all__ = [
     "Client", "Sandbox", "ExecStream", "AsyncClient", "AsyncSandbox", "AsyncExecStream",
     "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
-    "Unavailable", "Timeout", "Process", "AsyncProcess", "ProcessInfo", "ProcessStatus",
-    "JobResult", "JobItemError",
+    "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
+    "ProcessStatus", "JobResult", "JobItemError",
 ]
 
 # The native actor system must stop before the interpreter tears down.

@@ -78,9 +78,9 @@ def make_spec(kwargs):
     return spec
 
 
-def make_exec(cmd, cwd, env, stdin, timeout_s):
-    """exec() arguments -> the native (argv, cwd, env, stdin, timeout_s) tuple.
-    A str cmd runs under /bin/sh -c; a list is the argv itself."""
+def make_exec(cmd, cwd, env, stdin, timeout_s, step=None):
+    """exec() arguments -> the native (argv, cwd, env, stdin, timeout_s[, step])
+    tuple. A str cmd runs under /bin/sh -c; a list is the argv itself."""
     if isinstance(cmd, str):
         if not cmd:
             raise InvalidArgument("cmd: must not be empty")
@@ -97,8 +97,28 @@ def make_exec(cmd, cwd, env, stdin, timeout_s):
     elif not isinstance(stdin, (bytes, bytearray, memoryview)):
         raise InvalidArgument(f"stdin: must be bytes or str, got {type(stdin).__name__}")
     timeout = 0.0 if timeout_s is None else float(_number("timeout_s", timeout_s, False))
-    return (argv, _string("cwd", cwd) if cwd is not None else "",
+    args = (argv, _string("cwd", cwd) if cwd is not None else "",
             _str_map("env", env) if env is not None else {}, bytes(stdin), timeout)
+    if step is not None:  # the node checks length and charset
+        if not _string("step", step):
+            raise InvalidArgument("step: must not be empty")
+        args += (step,)
+    return args
+
+
+def seq_arg(name, v):
+    """since= / upto_seq= -> the native int (-1 = none)."""
+    if v is None:
+        return -1
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InvalidArgument(f"{name}: must be an int >= 0, got {v!r}")
+    return v
+
+
+def parse_trajectory(text):
+    """The node's NDJSON log -> a list of dicts, one per record, in seq order."""
+    import json
+    return [json.loads(line) for line in text.decode("utf-8", "replace").splitlines() if line]
 
 
 def file_data(data):

@@ -138,12 +138,14 @@ class AsyncSandbox(_Handle):
                    env: Optional[Mapping[str, str]] = None,
                    stdin: Union[bytes, str, None] = None,
                    timeout_s: Optional[float] = None,
-                   background: bool = False) -> Union[ExecResult, AsyncProcess]:
+                   background: bool = False,
+                   step: Optional[str] = None) -> Union[ExecResult, AsyncProcess]:
         """Runs ``cmd`` (shell string or argv list) and returns its result.
         Cancelling the awaiting task kills the command (what it left running
         in the background survives, as in Sandbox.exec). With
-        ``background=True`` returns at once with an :class:`AsyncProcess`."""
-        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        ``background=True`` returns at once with an :class:`AsyncProcess`.
+        ``step`` fast-forwards from the trajectory log (see Sandbox.exec)."""
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s, step)
         if background:
             return AsyncProcess(self, ProcessStatus._from_native(
                 await self._client._call("exec_background", (self.id, args))))
@@ -167,10 +169,11 @@ class AsyncSandbox(_Handle):
     def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,
                     stdin: Union[bytes, str, None] = None,
-                    timeout_s: Optional[float] = None) -> "AsyncExecStream":
+                    timeout_s: Optional[float] = None,
+                    step: Optional[str] = None) -> "AsyncExecStream":
         """Runs ``cmd``; ``async for chunk in stream`` yields output as it
         comes, then ``stream.result`` (or ``await stream.wait()``) is the result."""
-        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s, step)
         return AsyncExecStream(self._client, self.id, args)
 
     async def write_file(self, path: str, data: Union[bytes, str]) -> None:
@@ -211,6 +214,14 @@ class AsyncSandbox(_Handle):
         """Changes cpu class and/or network together (see Sandbox.update)."""
         args = (self.id,) + _spec.make_update(cpu_class, network)
         return _info(await self._client._call("update", args))
+
+    async def trajectory(self, since: Optional[int] = None) -> List[dict]:
+        """The sandbox's trajectory log as dicts (see Client.trajectory)."""
+        return await self._client.trajectory(self.id, since=since)
+
+    async def replay(self, upto_seq: Optional[int] = None) -> "AsyncSandbox":
+        """A new sandbox rebuilt from this one's log (see Client.replay)."""
+        return await self._client.replay(self.id, upto_seq=upto_seq)
 
     async def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
         """``await update(cpu_class=cpu_class)``."""
@@ -364,6 +375,18 @@ class AsyncClient:
     async def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""
         return [LayerInfo(**d) for d in await self._call("layers")]
+
+    async def trajectory(self, id: str, since: Optional[int] = None) -> List[dict]:
+        """Sandbox ``id``'s trajectory log as dicts (see Client.trajectory)."""
+        text = await self._call("trajectory",
+                                (_spec._string("id", id), _spec.seq_arg("since", since)))
+        return _spec.parse_trajectory(text)
+
+    async def replay(self, id: str, upto_seq: Optional[int] = None) -> AsyncSandbox:
+        """A new sandbox rebuilt from sandbox ``id``'s log (see Client.replay)."""
+        info = await self._call("replay", (_spec._string("id", id),
+                                           _spec.seq_arg("upto_seq", upto_seq)))
+        return AsyncSandbox(self, _info(info))
 
     async def fncall(self, language: str, code: Union[str, bytes], *,
                      stdin: Union[bytes, str, None] = None, timeout_s: float = 10.0,

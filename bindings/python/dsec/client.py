@@ -70,7 +70,8 @@ class Sandbox(_Handle):
              env: Optional[Mapping[str, str]] = None,
              stdin: Union[bytes, str, None] = None,
              timeout_s: Optional[float] = None,
-             background: bool = False) -> Union[ExecResult, Process]:
+             background: bool = False,
+             step: Optional[str] = None) -> Union[ExecResult, Process]:
         """Runs ``cmd`` and waits for it.
 
         ``cmd`` is a shell command (run by ``/bin/sh -c``) or an argv list.
@@ -82,8 +83,14 @@ class Sandbox(_Handle):
 
         With ``background=True`` it returns at once with a :class:`Process`
         (``pid``, ``wait()``, ``kill()``, ``stdout``/``stderr`` so far).
+
+        ``step`` (1-128 chars of ``[A-Za-z0-9._:/@+=-]``, unique within the
+        sandbox) makes the exec fast-forward: if the sandbox's trajectory log
+        holds that step with the same cmd, cwd, env and stdin, the recorded
+        result comes back (``replayed=True``) and nothing runs; with another
+        request it raises StepConflict naming what differs.
         """
-        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s, step)
         if background:
             return Process(self, ProcessStatus._from_native(
                 self._client._call("exec_background", (self.id, args))))
@@ -109,15 +116,19 @@ class Sandbox(_Handle):
     def exec_stream(self, cmd: Union[str, Sequence[str]], *, cwd: Optional[str] = None,
                     env: Optional[Mapping[str, str]] = None,
                     stdin: Union[bytes, str, None] = None,
-                    timeout_s: Optional[float] = None) -> "ExecStream":
+                    timeout_s: Optional[float] = None,
+                    step: Optional[str] = None) -> "ExecStream":
         """Runs ``cmd`` and yields its output as it comes::
 
             s = sb.exec_stream("for i in 1 2 3; do echo $i; sleep 1; done")
             for chunk in s:
                 print(chunk.stream, chunk.text)
             print(s.result.exit_code)
+
+        ``step`` fast-forwards as for exec (a replayed step yields its
+        recorded output as chunks).
         """
-        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s)
+        args = _spec.make_exec(cmd, cwd, env, stdin, timeout_s, step)
         return ExecStream(self._client._conn.stream(self.id, args))
 
     def write_file(self, path: str, data: Union[bytes, str]) -> None:
@@ -170,6 +181,15 @@ class Sandbox(_Handle):
     def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
         """``update(cpu_class=cpu_class)``."""
         return self.update(cpu_class=cpu_class)
+
+    def trajectory(self, since: Optional[int] = None) -> List[dict]:
+        """The sandbox's trajectory log, one dict per record in seq order
+        (``since``: only records after that seq). See Client.trajectory."""
+        return self._client.trajectory(self.id, since=since)
+
+    def replay(self, upto_seq: Optional[int] = None) -> "Sandbox":
+        """A new sandbox rebuilt from this one's log (see Client.replay)."""
+        return self._client.replay(self.id, upto_seq=upto_seq)
 
 
 class ExecStream:
@@ -316,6 +336,25 @@ class Client:
     def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""
         return [LayerInfo(**d) for d in self._call("layers")]
+
+    def trajectory(self, id: str, since: Optional[int] = None) -> List[dict]:
+        """Sandbox ``id``'s trajectory log as dicts, in seq order: seq 0 is
+        ``{"kind": "spec", "spec": {...}}``, then one ``"exec"`` record per
+        exec (cmd, cwd, env, stdin, exit_code, stdout, stderr, timed_out,
+        duration_ms, at, step) and one ``"file"`` record per write (path,
+        size, digest), plus ``"rebuilt"`` and ``"destroyed"``. ``since``: only
+        records with a greater seq. Works for destroyed sandboxes too (their
+        log is kept, see the node's --trajectory-keep-days)."""
+        text = self._call("trajectory", (_spec._string("id", id), _spec.seq_arg("since", since)))
+        return _spec.parse_trajectory(text)
+
+    def replay(self, id: str, upto_seq: Optional[int] = None) -> Sandbox:
+        """Creates a new sandbox with sandbox ``id``'s spec and re-applies its
+        logged file writes and execs in order (up to ``upto_seq``, default
+        all), steps included. Works after the original was destroyed or its
+        node was lost, as long as its log is reachable."""
+        info = self._call("replay", (_spec._string("id", id), _spec.seq_arg("upto_seq", upto_seq)))
+        return Sandbox(self, _info(info))
 
     def fncall(self, language: str, code: Union[str, bytes], *,
                stdin: Union[bytes, str, None] = None, timeout_s: float = 10.0,

@@ -46,7 +46,7 @@ The node decides (``core/error_kind.hpp``, the same table for REST's
 arguments) are InvalidArgument, ``infra=False``.
 """
 
-__all__ = ["Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict",
+__all__ = ["Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "StepConflict",
            "ResourceExhausted", "Unavailable", "Timeout"]
 
 
@@ -93,6 +93,12 @@ class Conflict(Error):
 
     code = "conflict"
     infra = False
+
+
+class StepConflict(Conflict):
+    """An exec's ``step`` is in the sandbox's trajectory log with another
+    request (the message names each field that differs: cmd, cwd, env,
+    stdin), or the same step is running now. Nothing was run."""
 
 
 class ResourceExhausted(Error):

@@ -26,6 +26,9 @@ class ExecResult:
     duration_ms: float
     truncated: bool = False
     node_ms: float = 0.0
+    #: True when the answer came from the trajectory log: the exec's ``step``
+    #: ran before with the same request, so it was not run again.
+    replayed: bool = False
 
     @property
     def stdout(self) -> str:

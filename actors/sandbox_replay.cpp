@@ -1,0 +1,286 @@
+// Reading trajectory logs cluster-wide and rebuilding sandboxes from them
+// (see sandbox_replay.hpp).
+#include "actors/sandbox_replay.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/interfaces.hpp"
+#include "core/ids.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec {
+
+namespace {
+
+/// Bounds of the driver's calls: a create queues behind bursts; a file
+/// write of up to 256 MiB; execs wait their own timeout plus this slack.
+constexpr auto create_timeout = std::chrono::seconds(300);
+constexpr auto op_timeout = std::chrono::seconds(300);
+constexpr auto exec_slack = std::chrono::seconds(60);
+/// A forwarded replay re-runs a whole trajectory: bounded only by this.
+constexpr auto replay_timeout = std::chrono::minutes(360);
+
+error bad_id(const std::string& id) {
+  return invalid_argument("sandbox id \"" + id.substr(0, 80)
+                          + "\" is malformed (expected <node>.<unique>)");
+}
+
+error no_log(const node_context& ctx, const std::string& what) {
+  return not_found(what + ": node " + ctx.config.node_id
+                   + " keeps no trajectory log (started with --no-trajectory)");
+}
+
+// -- the replay driver ------------------------------------------------------------
+
+struct replay_state {
+  static inline const char* name = "replay";
+  node_context_ptr ctx;
+  caf::actor front;
+  std::string source;
+  uint64_t upto = 0;
+  std::vector<trajectory::record> records;
+  size_t next = 0;
+  /// The new sandbox, once created.
+  std::string id;
+  caf::response_promise rp;
+};
+using replay_ptr = caf::stateful_actor<replay_state>*;
+
+std::string who(replay_ptr self) {
+  return "replay " + self->state.source;
+}
+
+/// Stops the replay: the half-built sandbox goes, the caller gets `err`.
+void fail(replay_ptr self, const error& err) {
+  auto& st = self->state;
+  if (!st.id.empty())
+    caf::anon_send(st.front, destroy_atom::value, st.id);
+  st.rp.deliver(to_caf(err));
+  self->quit();
+}
+
+error at_record(replay_ptr self, const trajectory::record& r, const error& err) {
+  auto what = r.kind == "exec" ? "exec" : "write " + r.path;
+  return error{err.code, who(self) + " into " + self->state.id + " at seq "
+                           + std::to_string(r.seq) + " (" + what + "): " + err.message};
+}
+
+/// The fields at_record names, without the record's content.
+trajectory::record label_of(const trajectory::record& r) {
+  trajectory::record out;
+  out.seq = r.seq;
+  out.kind = r.kind;
+  out.path = r.path;
+  return out;
+}
+
+void next_op(replay_ptr self);
+
+void apply(replay_ptr self, trajectory::record& r) {
+  auto& st = self->state;
+  auto on_err = [self, l = label_of(r)](caf::error& e) {
+    fail(self, at_record(self, l, from_caf(e)));
+  };
+  if (r.kind == "file") {
+    self->request(st.front, caf::duration{op_timeout}, wfile_atom::value, st.id, r.path,
+                  std::move(r.file.data))
+      .then([self](bool) { next_op(self); }, on_err);
+    return;
+  }
+  exec_request req;
+  req.argv = r.argv;
+  req.cwd = r.cwd;
+  req.env = r.env;
+  req.stdin_data = std::move(r.stdin_data.data);
+  req.timeout_s = r.timeout_s;
+  req.step = r.step;
+  caf::duration bound = caf::infinite;
+  if (req.timeout_s > 0)
+    bound = caf::duration{std::chrono::milliseconds(static_cast<int64_t>(req.timeout_s * 1000))
+                          + exec_slack};
+  self->request(st.front, bound, exec_atom::value, st.id, std::move(req), uint64_t{0})
+    .then([self](exec_result&) { next_op(self); }, on_err);
+}
+
+/// The next file write or exec up to `upto`, its content loaded from the
+/// log's blobs on the worker pool; the new sandbox's info when none is left.
+void next_op(replay_ptr self) {
+  auto& st = self->state;
+  while (st.next < st.records.size()) {
+    auto& r = st.records[st.next];
+    if (r.seq > st.upto)
+      break;
+    if (r.kind == "exec" || r.kind == "file")
+      break;
+    ++st.next;
+  }
+  if (st.next >= st.records.size() || st.records[st.next].seq > st.upto) {
+    self->request(st.front, caf::duration{op_timeout}, info_atom::value, st.id)
+      .then(
+        [self](sandbox_info& info) {
+          self->state.rp.deliver(std::move(info));
+          self->quit();
+        },
+        [self](caf::error& e) { fail(self, from_caf(e)); });
+    return;
+  }
+  auto rec = std::make_shared<trajectory::record>(std::move(st.records[st.next++]));
+  run_blocking(self, *st.ctx->pool,
+               [o = st.ctx->trajectory, src = st.source, rec] {
+                 auto& c = rec->kind == "file" ? rec->file : rec->stdin_data;
+                 return trajectory::load_content(o, src, c);
+               },
+               [self, rec](status& loaded) {
+                 if (!loaded)
+                   return fail(self, at_record(self, *rec, loaded.err()));
+                 apply(self, *rec);
+               });
+}
+
+void on_records(replay_ptr self, expected<std::vector<trajectory::record>>& recs,
+                int64_t upto) {
+  auto& st = self->state;
+  if (!recs)
+    return fail(self, error{recs.err().code, who(self) + ": " + recs.err().message});
+  st.records = std::move(*recs);
+  if (st.records.empty() || st.records.front().kind != "spec")
+    return fail(self, internal_error(who(self) + ": its log does not begin with the spec"));
+  auto last = st.records.back().seq;
+  st.upto = upto < 0 ? last : std::min<uint64_t>(static_cast<uint64_t>(upto), last);
+  // Refused before anything is made: a rebuild missing a write would differ.
+  for (auto& r : st.records)
+    if (r.seq <= st.upto && ((r.kind == "file" && r.file.how == trajectory::keep::digest_only)
+                             || (r.kind == "exec"
+                                 && r.stdin_data.how == trajectory::keep::digest_only)))
+      return fail(self, conflict(who(self) + ": seq " + std::to_string(r.seq) + " ("
+                                 + (r.kind == "file" ? "write " + r.path : std::string{"exec stdin"})
+                                 + ", " + std::to_string(r.kind == "file" ? r.file.size
+                                                                          : r.stdin_data.size)
+                                 + " bytes) was logged without its content (over the cap of "
+                                 + std::to_string(st.ctx->trajectory.blob_max)
+                                 + " bytes); pass an upto_seq before it"));
+  auto spec = st.records.front().spec;
+  spec.request_id.clear(); // a new sandbox, not the source again
+  spec.node.clear();       // anywhere: the source's node may be gone
+  st.next = 1;
+  self->request(st.front, caf::duration{create_timeout}, create_atom::value, std::move(spec))
+    .then(
+      [self](sandbox_info& info) {
+        auto& st = self->state;
+        st.id = info.id;
+        self->request(st.front, caf::duration{op_timeout}, rebuilt_atom::value, st.id, st.source,
+                      st.upto)
+          .then([self](bool) { next_op(self); },
+                [self](caf::error& e) { fail(self, from_caf(e)); });
+      },
+      [self](caf::error& e) {
+        auto err = from_caf(e);
+        fail(self, error{err.code, who(self) + ": create: " + err.message});
+      });
+}
+
+caf::behavior replay_driver(replay_ptr self, node_context_ptr ctx, caf::actor front) {
+  self->state.ctx = std::move(ctx);
+  self->state.front = std::move(front);
+  return {
+    [self](replay_atom, std::string& source, int64_t upto) {
+      auto& st = self->state;
+      st.rp = self->make_response_promise();
+      st.source = std::move(source);
+      run_blocking(self, *st.ctx->pool,
+                   [o = st.ctx->trajectory, src = st.source] {
+                     return trajectory::read_records(o, src);
+                   },
+                   [self, upto](expected<std::vector<trajectory::record>>& recs) {
+                     on_records(self, recs, upto);
+                   });
+      return st.rp;
+    },
+    [](cont_atom, continuation& c) { c.fn(); },
+  };
+}
+
+} // namespace
+
+namespace {
+
+/// Reads `id`'s log from this node's --trajectory-dir for `rp`.
+void read_here(placement_actor_ptr self, caf::response_promise rp, const std::string& id,
+               int64_t since) {
+  auto& ctx = self->state.ctx;
+  if (ctx->trajectory.dir.empty())
+    return rp.deliver(to_caf(no_log(*ctx, "trajectory of sandbox " + id)));
+  run_blocking(self, *ctx->pool,
+               [o = ctx->trajectory, id, since] { return trajectory::read_log(o, id, since); },
+               [rp](expected<std::string>& text) mutable {
+                 if (text)
+                   rp.deliver(std::move(*text));
+                 else
+                   rp.deliver(to_caf(text.err()));
+               });
+}
+
+/// Rebuilds `id` here, answering `rp`.
+void replay_here(placement_actor_ptr self, caf::response_promise rp, const std::string& id,
+                 int64_t upto) {
+  auto& ctx = self->state.ctx;
+  if (ctx->trajectory.dir.empty())
+    return rp.deliver(to_caf(no_log(*ctx, "replay " + id)));
+  auto driver = self->spawn(replay_driver, ctx, caf::actor_cast<caf::actor>(self));
+  self->request(driver, caf::infinite, replay_atom::value, id, upto)
+    .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+}
+
+} // namespace
+
+caf::result<caf::message> placement_trajectory(placement_actor_ptr self, const std::string& id,
+                                               int64_t since) {
+  if (!valid_sandbox_id(id))
+    return to_caf(bad_id(id));
+  auto rp = self->make_response_promise();
+  auto node = live_owner(self, id);
+  if (node.empty()) {
+    read_here(self, rp, id, since);
+    return rp;
+  }
+  ask_text(self, node, caf::make_message(traj_atom::value, id, since),
+           [self, rp, id, since](expected<std::string> r) mutable {
+             if (!r && r.err().code == errc::unavailable) // owner unreachable: the shared dir
+               return read_here(self, rp, id, since);
+             if (r)
+               rp.deliver(std::move(*r));
+             else
+               rp.deliver(to_caf(r.err()));
+           });
+  return rp;
+}
+
+caf::result<caf::message> placement_replay(placement_actor_ptr self, const std::string& id,
+                                           int64_t upto) {
+  if (!valid_sandbox_id(id))
+    return to_caf(bad_id(id));
+  auto rp = self->make_response_promise();
+  auto node = live_owner(self, id);
+  if (node.empty()) {
+    replay_here(self, rp, id, upto);
+    return rp;
+  }
+  ask_sandbox(self, node, caf::make_message(replay_atom::value, id, upto),
+              caf::duration{replay_timeout},
+              [self, rp, id, upto](expected<sandbox_info> r) mutable {
+                if (!r && r.err().code == errc::unavailable
+                    && r.err().message.rfind("replay", 0) != 0) // the owner, not the replay
+                  return replay_here(self, rp, id, upto);
+                if (r)
+                  rp.deliver(std::move(*r));
+                else
+                  rp.deliver(to_caf(r.err()));
+              });
+  return rp;
+}
+
+} // namespace dsec
