@@ -166,9 +166,16 @@ expected<overlay_root> container_backend::make_root(const create_params& p,
 
 status container_backend::make_cgroup(const create_params& p, sandbox_parts& parts,
                                       sys::cleanup_stack& undo) {
-  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id));
-  if (!cg)
+  // The cpu directory where the class puts it (cpu_class.hpp), so init
+  // joins a batch sandbox's idle group from its first instruction.
+  auto cpu_rel = prepare_class_cpu_dir(cfg_.cgroup_root, cfg_.node_id, p.id, p.spec.cpu_class);
+  if (!cpu_rel)
+    return error{cpu_rel.err().code, "create " + p.id + ": " + cpu_rel.err().message};
+  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id), *cpu_rel);
+  if (!cg) {
+    ::rmdir((cfg_.cgroup_root + "/cpu/" + *cpu_rel).c_str()); // the batch dir made above
     return cg.err();
+  }
   parts.cgroup = std::move(*cg);
   undo.push([c = parts.cgroup.get()] { (void)c->remove(); });
   return parts.cgroup->apply({p.spec.cpu, p.spec.memory_mb << 20, p.spec.pids});
@@ -275,7 +282,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
   parts.env = meta->env;
   parts.pidfd = std::move(*pidfd);
   parts.ctl = std::move(*ctl);
-  parts.cgroup = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  parts.cgroup = open_sandbox_cgroup(cfg_.cgroup_root, cfg_.node_id, id);
   auto root = reopen_root(*meta, parts.pidfd.get(), dir, id);
   if (!root) {
     remove_leftovers(id, dir);
@@ -290,7 +297,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
 }
 
 void container_backend::remove_leftovers(const std::string& id, const std::string& dir) {
-  auto cg = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  auto cg = open_sandbox_cgroup(cfg_.cgroup_root, cfg_.node_id, id);
   for (pid_t pid : cg->processes()) {
     sys::unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
     if (fd)
