@@ -166,16 +166,9 @@ expected<overlay_root> container_backend::make_root(const create_params& p,
 
 status container_backend::make_cgroup(const create_params& p, sandbox_parts& parts,
                                       sys::cleanup_stack& undo) {
-  // The cpu directory where the class puts it (cpu_class.hpp), so init
-  // joins a batch sandbox's idle group from its first instruction.
-  auto cpu_rel = prepare_class_cpu_dir(cfg_.cgroup_root, cfg_.node_id, p.id, p.spec.cpu_class);
-  if (!cpu_rel)
-    return error{cpu_rel.err().code, "create " + p.id + ": " + cpu_rel.err().message};
-  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id), *cpu_rel);
-  if (!cg) {
-    ::rmdir((cfg_.cgroup_root + "/cpu/" + *cpu_rel).c_str()); // the batch dir made above
+  auto cg = sys::create_cgroup_v1(cfg_.cgroup_root, cgroup_rel(p.id));
+  if (!cg)
     return cg.err();
-  }
   parts.cgroup = std::move(*cg);
   undo.push([c = parts.cgroup.get()] { (void)c->remove(); });
   return parts.cgroup->apply({p.spec.cpu, p.spec.memory_mb << 20, p.spec.pids});
@@ -241,9 +234,11 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
     return st.err();
   if (auto st = start_init(p, std::move(*root), parts, undo); !st)
     return st.err();
-  // A fresh group is latency already; batch applies before the first exec.
+  // A fresh group is latency already; batch applies before the first exec,
+  // not before: init's setup in the idle dsec-batch would wait for every
+  // other task on a busy host (a create timed out at load 46).
   if (p.spec.cpu_class != "latency")
-    if (auto st = apply_cpu_class(cpu_dir_of(*parts.cgroup), p.spec.cpu_class); !st)
+    if (auto st = move_cgroup_to_class(*parts.cgroup, p.spec.cpu_class); !st)
       return error{st.err().code, "create " + p.id + ": " + st.err().message};
   if (auto st = join_network(*net_, p.id, p.spec.network, parts, &undo); !st)
     return st.err();

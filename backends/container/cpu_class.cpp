@@ -382,6 +382,19 @@ status move_cgroup_to_class(sys::cgroup& cg, const std::string& cls) {
   return apply_cpu_class(cpu_dir_of(cg), cls);
 }
 
+status freeze_in_class(sys::cgroup& cg) {
+  auto place = parse_cpu_dir(cpu_dir_of(cg));
+  bool batch = place && place->batch;
+  if (batch)
+    if (auto st = move_cgroup_to_class(cg, "latency"); !st)
+      return st;
+  auto st = cg.freeze(true);
+  if (batch)
+    if (auto back = move_cgroup_to_class(cg, "batch"); !back && st)
+      st = back;
+  return st;
+}
+
 std::unique_ptr<sys::cgroup> open_sandbox_cgroup(const std::string& cgroup_root,
                                                  const std::string& node_id,
                                                  const std::string& id) {

@@ -109,6 +109,13 @@ expected<std::string> prepare_class_cpu_dir(const std::string& cgroup_root,
 /// applies the class (knobs, every task's policy). Blocking.
 status move_cgroup_to_class(sys::cgroup& cg, const std::string& cls);
 
+/// Freezes `cg` (pause). A task must run to freeze, and under the idle
+/// dsec-batch a busy host lets it run only after everything else (measured
+/// at load 40: the 1 s freeze timed out): a batch group is moved to the
+/// latency place for the freeze, at SCHED_OTHER, and back once frozen (a
+/// frozen task changes group and policy without running). Blocking.
+status freeze_in_class(sys::cgroup& cg);
+
 /// Opens sandbox `id`'s cgroup after a node restart, its cpu directory where
 /// it is (dsec-batch/<node>/<id> if that exists). Where a node died in the
 /// middle of a move and both exist, the tasks go on to the batch one.

@@ -275,6 +275,22 @@ def test_patch_on_a_paused_sandbox_resumes_it_first(client, node):
     assert_class(node, sid, SCHED_IDLE)
 
 
+def test_pause_and_resume_a_busy_batch_sandbox(client, node):
+    # Its tasks must run to freeze; under the idle dsec-batch a busy host
+    # would starve them past the freezer's deadline (the node moves the
+    # group out for the freeze). They stay batch across pause and resume.
+    sid = client.create_ok(cpu=1, memory_mb=128, cpu_class="batch")
+    background(client, sid, "while :; do :; done")
+    background(client, sid, "while :; do :; done")
+    status, out = client.call("POST", f"/v1/sandboxes/{sid}/pause")
+    assert status == 200 and out["state"] == "paused", out
+    assert_class(node, sid, SCHED_IDLE)
+    status, out = client.call("POST", f"/v1/sandboxes/{sid}/resume")
+    assert status == 200 and out["state"] == "running", out
+    assert_class(node, sid, SCHED_IDLE)
+    assert exec_policy(client, sid) == SCHED_IDLE
+
+
 @pytest.mark.parametrize("body,why", [
     ({"cpu_class": "fast"}, "cpu_class"),
     ({"cpu_class": 1}, "cpu_class"),
