@@ -234,9 +234,11 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
     return st.err();
   if (auto st = start_init(p, std::move(*root), parts, undo); !st)
     return st.err();
-  // A fresh group is latency already; batch applies before the first exec.
+  // A fresh group is latency already; batch applies before the first exec,
+  // not before: init's setup in the idle dsec-batch would wait for every
+  // other task on a busy host (a create timed out at load 46).
   if (p.spec.cpu_class != "latency")
-    if (auto st = apply_cpu_class(cpu_dir_of(*parts.cgroup), p.spec.cpu_class); !st)
+    if (auto st = move_cgroup_to_class(*parts.cgroup, p.spec.cpu_class); !st)
       return error{st.err().code, "create " + p.id + ": " + st.err().message};
   if (auto st = join_network(*net_, p.id, p.spec.network, parts, &undo); !st)
     return st.err();
@@ -275,7 +277,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
   parts.env = meta->env;
   parts.pidfd = std::move(*pidfd);
   parts.ctl = std::move(*ctl);
-  parts.cgroup = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  parts.cgroup = open_sandbox_cgroup(cfg_.cgroup_root, cfg_.node_id, id);
   auto root = reopen_root(*meta, parts.pidfd.get(), dir, id);
   if (!root) {
     remove_leftovers(id, dir);
@@ -290,7 +292,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
 }
 
 void container_backend::remove_leftovers(const std::string& id, const std::string& dir) {
-  auto cg = sys::open_cgroup_v1(cfg_.cgroup_root, cgroup_rel(id));
+  auto cg = open_sandbox_cgroup(cfg_.cgroup_root, cfg_.node_id, id);
   for (pid_t pid : cg->processes()) {
     sys::unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
     if (fd)

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "backends/container/container_sandbox.hpp"
+#include "backends/container/cpu_class.hpp"
 #include "sys/page_out.hpp"
 
 namespace dsec::backends {
@@ -33,7 +34,7 @@ status container_sandbox::pause() {
   }
   if (!parts_.cgroup)
     return internal_error("pause " + parts_.id + ": no cgroup to freeze");
-  if (auto st = parts_.cgroup->freeze(true); !st)
+  if (auto st = freeze_in_class(*parts_.cgroup); !st) // batch tasks freeze at normal priority
     return error{st.err().code, "pause " + parts_.id + ": " + st.err().message};
   // The page-out takes what the processes map (their heap, mapped files);
   // reclaim_all_memory then takes what no process maps: tmpfs files

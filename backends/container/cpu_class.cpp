@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,25 +201,50 @@ std::string own_cpu_group(const std::string& cpu_root) {
   return cpu_root;
 }
 
-/// Removes the cpu groups that nodes killed with -9 left: dsec/<node>/_node
-/// dirs with no task (rmdir refuses a group with tasks or children), made
-/// over a minute ago (so never one a node is joining right now), then their
-/// parent once empty.
-void prune_stale_node_groups(const std::string& cpu_root) {
-  auto top = cpu_root + "/dsec";
-  DIR* d = ::opendir(top.c_str());
+/// Every subdirectory name of `dir` ("." entries skipped).
+std::vector<std::string> subdirs(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
   if (!d)
-    return;
-  time_t now = ::time(nullptr);
-  while (auto* e = ::readdir(d)) {
-    if (e->d_name[0] == '.' || e->d_type != DT_DIR)
-      continue;
-    auto node = top + "/" + e->d_name, own = node + "/" + node_cpu_placement::dir_name;
-    struct stat st;
-    if (::stat(own.c_str(), &st) == 0 && now - st.st_ctime > 60 && ::rmdir(own.c_str()) == 0)
+    return out;
+  while (auto* e = ::readdir(d))
+    if (e->d_name[0] != '.' && e->d_type == DT_DIR)
+      out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+/// Made over a minute ago: never a group a live node is setting up now.
+bool older_than_a_minute(const std::string& dir) {
+  struct stat st;
+  return ::stat(dir.c_str(), &st) == 0 && ::time(nullptr) - st.st_ctime > 60;
+}
+
+/// Removes the cpu groups that nodes killed with -9 left (rmdir refuses a
+/// group with tasks or children, so a live one is never hit):
+/// dsec/<node>/_node groups older than a minute, then their parent once
+/// empty; empty dsec-batch/<node>/<id> groups (this node's at any age: it
+/// has not made any yet, and recovered sandboxes hold tasks; others' older
+/// than a minute, as a live node's paused microVM leaves its group empty
+/// for a while and makes it again on resume); dsec-batch/<node> of a node
+/// with no _node group (not running); dsec-batch once empty.
+void prune_stale_node_groups(const std::string& cpu_root, const std::string& own_node) {
+  auto top = cpu_root + "/dsec";
+  for (auto& n : subdirs(top)) {
+    auto node = top + "/" + n, own = node + "/" + node_cpu_placement::dir_name;
+    if (older_than_a_minute(own) && ::rmdir(own.c_str()) == 0)
       ::rmdir(node.c_str()); // busy while that node's sandboxes outlive it
   }
-  ::closedir(d);
+  auto batch = cpu_root + "/" + batch_top;
+  for (auto& n : subdirs(batch)) {
+    auto node = batch + "/" + n;
+    for (auto& id : subdirs(node))
+      if (n == own_node || older_than_a_minute(node + "/" + id))
+        ::rmdir((node + "/" + id).c_str());
+    if (n != own_node && !sys::exists(top + "/" + n + "/" + node_cpu_placement::dir_name))
+      ::rmdir(node.c_str());
+  }
+  ::rmdir(batch.c_str());
 }
 
 } // namespace
@@ -229,7 +255,8 @@ node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
   root_ = cpu_root;
   if (!sys::exists(cpu_root + "/cpu.shares"))
     return; // no v1 cpu controller: nothing to be beside
-  prune_stale_node_groups(cpu_root);
+  node_ = node_id;
+  prune_stale_node_groups(cpu_root, node_id);
   auto dir = cpu_root + "/dsec/" + node_id + "/" + dir_name;
   back_ = own_cpu_group(cpu_root);
   if (auto st = sys::make_dirs(dir); !st) {
@@ -245,19 +272,186 @@ node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
 }
 
 void node_cpu_placement::leave() {
-  if (dir_.empty())
+  if (left_ || node_.empty())
     return;
-  // cgroup.procs moves every thread of the process at once (v1).
-  if (!write_knob(back_ + "/cgroup.procs", std::to_string(::getpid())))
-    (void)write_knob(root_ + "/cgroup.procs", std::to_string(::getpid()));
-  for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
+  left_ = true;
+  if (!dir_.empty()) {
+    // cgroup.procs moves every thread of the process at once (v1).
+    if (!write_knob(back_ + "/cgroup.procs", std::to_string(::getpid())))
+      (void)write_knob(root_ + "/cgroup.procs", std::to_string(::getpid()));
+    for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
+      ::usleep(10000);
+    dir_.clear();
+  }
+  // dsec/<node> and dsec-batch/<node> too, once they hold no sandbox (one
+  // rmdir: EBUSY while a sandbox outlives the node, which a restarted node
+  // adopts), and the shared tops with the host's last dsec node.
+  for (auto* top : {"dsec", batch_top}) {
+    ::rmdir((root_ + "/" + top + "/" + node_).c_str());
+    ::rmdir((root_ + "/" + top).c_str());
+  }
+}
+
+// -- where a class puts a sandbox ---------------------------------------------
+
+namespace {
+
+/// Moves every process listed in `from`/cgroup.procs into `to` (cpu
+/// controller), re-reading until none is left; exited ones are skipped.
+status evacuate(const std::string& from, const std::string& to) {
+  for (int pass = 0; pass < max_passes; ++pass) {
+    auto text = sys::read_file(from + "/cgroup.procs");
+    if (!text)
+      return text.err().code == errc::not_found ? status{} : status{text.err()};
+    auto ids = parse_task_ids(*text);
+    if (ids.empty())
+      return {};
+    for (pid_t pid : ids)
+      if (auto st = write_knob(to + "/cgroup.procs", std::to_string(pid));
+          !st && ::kill(pid, 0) == 0)
+        return st;
+  }
+  return {};
+}
+
+} // namespace
+
+std::string class_cpu_rel(const std::string& node_id, const std::string& id,
+                          const std::string& cls) {
+  return std::string{cls == "batch" ? batch_top : "dsec"} + "/" + node_id + "/" + id;
+}
+
+expected<cpu_place> parse_cpu_dir(const std::string& cpu_dir) {
+  // <cgroup root>/cpu/<top>/<node>/<id>: the last four slashes.
+  size_t at[4], end = cpu_dir.size();
+  for (auto& a : at) {
+    a = end == 0 ? std::string::npos : cpu_dir.rfind('/', end - 1);
+    if (a == std::string::npos || a + 1 >= end)
+      return invalid_argument("cpu group " + cpu_dir + ": not <root>/cpu/dsec[-batch]/<node>/<id>");
+    end = a;
+  }
+  auto part = [&](int i) { return cpu_dir.substr(at[i] + 1, at[i - 1] - at[i] - 1); };
+  auto top = part(2);
+  if (part(3) != "cpu" || (top != "dsec" && top != batch_top))
+    return invalid_argument("cpu group " + cpu_dir + ": not <root>/cpu/dsec[-batch]/<node>/<id>");
+  return cpu_place{cpu_dir.substr(0, at[3]), part(1), cpu_dir.substr(at[0] + 1),
+                   top == batch_top};
+}
+
+expected<std::string> prepare_class_cpu_dir(const std::string& cgroup_root,
+                                            const std::string& node_id,
+                                            const std::string& id, const std::string& cls) {
+  auto p = cpu_class_params_of(cls);
+  if (!p)
+    return p.err();
+  auto rel = class_cpu_rel(node_id, id, cls);
+  auto cpu_root = cgroup_root + "/cpu";
+  if (!p->idle || !sys::exists(cpu_root + "/cpu.shares"))
+    return rel;
+  auto top = cpu_root + "/" + batch_top, dir = cpu_root + "/" + rel;
+  status st;
+  // Another node's last stop may rmdir an empty parent between our mkdirs.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    st = sys::make_dirs(top);
+    if (st)
+      st = apply_cpu_knobs(top, *p);
+    if (st)
+      st = sys::make_dirs(dir);
+    if (st)
+      st = apply_cpu_knobs(dir, *p);
+    if (st)
+      return rel;
+  }
+  return error{st.err().code, "prepare batch cpu group " + dir + ": " + st.err().message};
+}
+
+status move_cgroup_to_class(sys::cgroup& cg, const std::string& cls) {
+  auto p = cpu_class_params_of(cls);
+  if (!p)
+    return p.err();
+  auto dir = cpu_dir_of(cg);
+  auto place = parse_cpu_dir(dir);
+  // A group outside the two places (tests) changes class where it is.
+  if (place && place->batch != p->idle) {
+    auto rel = prepare_class_cpu_dir(place->cgroup_root, place->node_id, place->id, cls);
+    if (!rel)
+      return error{rel.err().code, "set cpu class " + cls + ": " + rel.err().message};
+    if (auto st = cg.move_cpu(*rel); !st)
+      return error{st.err().code, "set cpu class " + cls + ": " + st.err().message};
+  }
+  return apply_cpu_class(cpu_dir_of(cg), cls);
+}
+
+status freeze_in_class(sys::cgroup& cg) {
+  auto place = parse_cpu_dir(cpu_dir_of(cg));
+  bool batch = place && place->batch;
+  if (batch)
+    if (auto st = move_cgroup_to_class(cg, "latency"); !st)
+      return st;
+  auto st = cg.freeze(true);
+  if (batch)
+    if (auto back = move_cgroup_to_class(cg, "batch"); !back && st)
+      st = back;
+  return st;
+}
+
+std::unique_ptr<sys::cgroup> open_sandbox_cgroup(const std::string& cgroup_root,
+                                                 const std::string& node_id,
+                                                 const std::string& id) {
+  auto rel = class_cpu_rel(node_id, id, "latency"), batch = class_cpu_rel(node_id, id, "batch");
+  auto cpu = cgroup_root + "/cpu/";
+  if (!sys::exists(cpu + batch))
+    return sys::open_cgroup_v1(cgroup_root, rel);
+  if (!sys::exists(cpu + rel))
+    return sys::open_cgroup_v1(cgroup_root, rel, batch);
+  // Both: the node died moving it. On to batch, where a class change of
+  // either direction had put part of it (batch can only slow the sandbox).
+  // If that fails the group stays at the latency place, what is left in the
+  // batch one with it until the node's next start prunes it.
+  auto cg = sys::open_cgroup_v1(cgroup_root, rel);
+  (void)cg->move_cpu(batch);
+  return cg;
+}
+
+status place_process_in_class(pid_t pid, const std::string& cgroup_root,
+                              const std::string& node_id, const std::string& id,
+                              const std::string& cls) {
+  auto p = cpu_class_params_of(cls);
+  if (!p)
+    return p.err();
+  auto cpu_root = cgroup_root + "/cpu";
+  auto batch_dir = cpu_root + "/" + class_cpu_rel(node_id, id, "batch");
+  auto pid_text = std::to_string(pid);
+  if (!sys::exists(cpu_root + "/cpu.shares")) {
+    // No v1 cpu controller: the policy alone.
+  } else if (p->idle) {
+    auto rel = prepare_class_cpu_dir(cgroup_root, node_id, id, cls);
+    if (!rel)
+      return rel.err();
+    if (auto st = write_knob(batch_dir + "/cgroup.procs", pid_text); !st)
+      return error{st.err().code, "set cpu class " + cls + " of process " + pid_text + ": " +
+                                    st.err().message};
+  } else if (sys::exists(batch_dir)) {
+    // QEMU's children too (a save's `cat`): they would keep the group busy.
+    if (auto st = evacuate(batch_dir, own_cpu_group(cpu_root)); !st)
+      return error{st.err().code, "set cpu class " + cls + " of process " + pid_text + ": " +
+                                    st.err().message};
+    remove_process_cpu_dir(cgroup_root, node_id, id);
+  }
+  return apply_cpu_policy_to_process(pid, *p);
+}
+
+void remove_process_cpu_dir(const std::string& cgroup_root, const std::string& node_id,
+                            const std::string& id) {
+  auto dir = cgroup_root + "/cpu/" + class_cpu_rel(node_id, id, "batch");
+  if (!sys::exists(dir))
+    return;
+  // What QEMU left running (children on their way out) exits at normal pace
+  // beside the node rather than at SCHED_IDLE's, and no longer holds the group.
+  (void)evacuate(dir, own_cpu_group(cgroup_root + "/cpu"));
+  // EBUSY while the tasks of a process that was just killed finish exiting.
+  for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
     ::usleep(10000);
-  // dsec/<node> too, once it holds no sandbox (one rmdir: EBUSY while a
-  // sandbox outlives the node, which a restarted node adopts).
-  auto parent = dir_.substr(0, dir_.rfind('/'));
-  ::rmdir(parent.c_str());
-  ::rmdir((root_ + "/dsec").c_str()); // the host's last dsec node
-  dir_.clear();
 }
 
 // -- the container sandbox's side -------------------------------------------
@@ -273,7 +467,7 @@ status container_sandbox::set_cpu_class(const std::string& cls) {
   }
   if (!parts_.cgroup)
     return internal_error("set cpu class of " + parts_.id + ": no cgroup");
-  if (auto st = apply_cpu_class(cpu_dir_of(*parts_.cgroup), cls); !st)
+  if (auto st = move_cgroup_to_class(*parts_.cgroup, cls); !st)
     return error{st.err().code, parts_.id + ": " + st.err().message};
   return {};
 }

@@ -1,18 +1,27 @@
 // CPU classes (DESIGN.md §6): a `batch` sandbox runs every task under
-// SCHED_IDLE in a cpu cgroup of minimum weight that the kernel treats as an
-// idle group (cpu.idle = 1, Linux 5.15+), so that `latency` sandboxes on the
-// same cores preempt it at once and get nearly all the CPU they want; a
-// `latency` one runs SCHED_OTHER with the default weight. Two mechanisms,
-// because each covers what the other misses: the group knobs decide between
-// sandboxes (each has its own cpu cgroup), the task policy decides against
-// everything else on the node (its own threads, other cgroups) and is
-// inherited by whatever the sandbox forks later. Used by the container
-// backend (its cgroup) and the VM backends (QEMU's threads).
+// SCHED_IDLE in a cpu cgroup of minimum weight under an idle top-level group,
+// so that everything else on the host preempts it at once and gets nearly
+// all the CPU it wants; a `latency` one runs SCHED_OTHER with the default
+// weight. Three mechanisms, because each covers what the others miss:
+// - the place: a batch sandbox's cpu directory is
+//   <cpu root>/dsec-batch/<node>/<id>, a latency one's <cpu root>/dsec/<node>/<id>
+//   (the other controllers stay under dsec/ either way). An idle group is
+//   idle only among its siblings, so a batch leaf inside dsec/<node> still
+//   weighed, from the root of the hierarchy, as much as the whole dsec group:
+//   a client in the root cgroup lost about half the CPU to it (+48% on a
+//   latency exec's round trip). dsec-batch is idle at the root itself, so it
+//   loses to root tasks, the node and latency sandboxes alike;
+// - the group knobs (cpu.shares 2, cpu.idle 1) decide among siblings;
+// - the task policy decides against the node's own threads and is
+//   inherited by whatever the sandbox forks later.
+// Used by the container backend (its cgroup, moved between the two places
+// on a class change) and the VM backends (QEMU's process, moved the same way).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,15 +72,81 @@ status apply_cpu_policy_to_process(pid_t pid, const cpu_class_params& p);
 /// (a few small file writes and one syscall per task).
 status apply_cpu_class(const std::string& cpu_dir, const std::string& cls);
 
+// -- where a class puts a sandbox in the cpu hierarchy ------------------------
+
+/// The top-level group of batch work, idle at the root of the hierarchy;
+/// shared by the host's nodes, each with its own <batch_top>/<node>.
+inline constexpr const char* batch_top = "dsec-batch";
+
+/// The path, relative to the cgroup root, of sandbox `id`'s cpu directory in
+/// class `cls`: dsec/<node>/<id> (latency, as every other controller) or
+/// dsec-batch/<node>/<id> (batch).
+std::string class_cpu_rel(const std::string& node_id, const std::string& id,
+                          const std::string& cls);
+
+/// What a sandbox's cpu directory path says: the cgroup root it is under,
+/// its node and id, and whether it is the batch place.
+struct cpu_place {
+  std::string cgroup_root, node_id, id;
+  bool batch = false;
+};
+
+/// Splits <cgroup root>/cpu/{dsec|dsec-batch}/<node>/<id>; invalid_argument
+/// for any other path.
+expected<cpu_place> parse_cpu_dir(const std::string& cpu_dir);
+
+/// Makes the cpu directory of sandbox `id` in class `cls` ready before any
+/// task joins it, and returns its relative path (class_cpu_rel). For batch:
+/// <cpu>/dsec-batch (made idle if new), dsec-batch/<node>, and the
+/// sandbox's own directory with the batch knobs; for latency nothing (the
+/// cgroup makes it). Retries when another node removes an empty parent
+/// meanwhile (the last node out removes dsec-batch).
+expected<std::string> prepare_class_cpu_dir(const std::string& cgroup_root,
+                                            const std::string& node_id,
+                                            const std::string& id, const std::string& cls);
+
+/// Moves `cg`'s cpu directory with its tasks to class `cls`'s place and
+/// applies the class (knobs, every task's policy). Blocking.
+status move_cgroup_to_class(sys::cgroup& cg, const std::string& cls);
+
+/// Freezes `cg` (pause). A task must run to freeze, and under the idle
+/// dsec-batch a busy host lets it run only after everything else (measured
+/// at load 40: the 1 s freeze timed out): a batch group is moved to the
+/// latency place for the freeze, at SCHED_OTHER, and back once frozen (a
+/// frozen task changes group and policy without running). Blocking.
+status freeze_in_class(sys::cgroup& cg);
+
+/// Opens sandbox `id`'s cgroup after a node restart, its cpu directory where
+/// it is (dsec-batch/<node>/<id> if that exists). Where a node died in the
+/// middle of a move and both exist, the tasks go on to the batch one.
+std::unique_ptr<sys::cgroup> open_sandbox_cgroup(const std::string& cgroup_root,
+                                                 const std::string& node_id,
+                                                 const std::string& id);
+
+/// The same for a process with no cgroup of its own (QEMU): batch moves it,
+/// only in the cpu controller, into dsec-batch/<node>/<id>; latency moves it
+/// back into the node's own cpu group and removes that directory. Then
+/// every thread's policy (threads started later inherit both).
+status place_process_in_class(pid_t pid, const std::string& cgroup_root,
+                              const std::string& node_id, const std::string& id,
+                              const std::string& cls);
+
+/// Removes dsec-batch/<node>/<id> once its process is gone (QEMU stopped
+/// by pause or destroy), retrying while exiting tasks keep it busy.
+/// Missing is fine.
+void remove_process_cpu_dir(const std::string& cgroup_root, const std::string& node_id,
+                            const std::string& id);
+
 /// The node process's place in the cpu hierarchy: <root>/cpu/dsec/<node>/_node,
-/// beside its sandboxes. An idle group is idle only among its siblings: from
-/// the root, dsec/<node> is one entity of the default weight, which the
-/// node's threads there do not preempt at once however idle its runnable
-/// children are (measured: +35-45% on a latency exec's round trip next to
-/// batch hogs, the in-sandbox part +6%). Beside the sandboxes they preempt
-/// batch tasks at once. Only the cpu controller; leave() (or the destructor)
-/// moves the process back where it was and removes the directory, before the
-/// node removes dsec/<node>.
+/// beside its latency sandboxes (what it runs, spare QEMUs and the fncall
+/// pool, starts there too). Only the cpu controller. At start it prunes
+/// what nodes killed with -9 left: empty _node groups older than a minute,
+/// empty dsec-batch/<node>/<id> groups (this node's at any age: nothing of
+/// it is being made yet, recovered sandboxes hold tasks) and dsec-batch/<node>
+/// of nodes that no longer run. leave() (or the destructor) moves the
+/// process back where it was and removes _node, dsec/<node> and
+/// dsec-batch/<node> once empty, and dsec and dsec-batch with the host's
+/// last node.
 class node_cpu_placement {
  public:
   /// Moves the whole process (every thread) there; on failure it stays
@@ -92,6 +167,8 @@ class node_cpu_placement {
   std::string dir_;  ///< empty unless joined
   std::string back_; ///< the cpu group it came from
   std::string root_; ///< <cgroup root>/cpu
+  std::string node_;
+  bool left_ = false;
   error err_;
 };
 

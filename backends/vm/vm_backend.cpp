@@ -401,6 +401,7 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   parts.dir = p.dir;
   parts.env = p.spec.env;
   parts.inflight = inflight_;
+  parts.node_id = cfg_.node_id;
   parts.machine = machine(p, disks, accel.kvm);
   auto config = proto::encode(proto::config_msg{p.id, "/newroot", seccomp_,
                                                 p.spec.protect.readonly, p.spec.protect.hidden});

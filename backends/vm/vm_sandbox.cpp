@@ -317,9 +317,18 @@ status vm_sandbox::pause() {
     if (!died_of_.empty())
       return unavailable("pause " + parts_.id + ": " + died_of_);
   }
+  // A batch QEMU saves at normal priority: at SCHED_IDLE under the idle
+  // group a busy host would starve the save past its deadline. QEMU ends
+  // next; resume puts the new one back in the class.
+  if (cpu_class_ != "latency")
+    (void)place_process_in_class(parts_.qemu.pid, parts_.cgroup_root, parts_.node_id, parts_.id,
+                                 "latency");
   auto state = parts_.dir + "/state";
   qmp_client q(parts_.qemu.qmp.get(), parts_.qemu.qmp_ready);
   auto fail = [&](const error& e) -> status {
+    if (cpu_class_ != "latency") // it runs on in its class
+      (void)place_process_in_class(parts_.qemu.pid, parts_.cgroup_root, parts_.node_id,
+                                   parts_.id, cpu_class_);
     (void)q.command(R"({"execute":"cont"})");
     parts_.qemu.qmp_ready = q.ready();
     ::unlink(state.c_str());
@@ -362,6 +371,9 @@ status vm_sandbox::pause() {
   pollfd pfd{parts_.qemu.pidfd.get(), POLLIN, 0};
   ::poll(&pfd, 1, 5000);
   stop_qemu(parts_.qemu);
+  // An empty cpu group while paused would look stale to a starting node;
+  // resume makes it again.
+  remove_process_cpu_dir(parts_.cgroup_root, parts_.node_id, parts_.id);
   return {};
 }
 
@@ -418,9 +430,10 @@ status vm_sandbox::resume() {
   paused_ = false;
   watch_qemu_locked();
   if (cpu_class_ != "latency")
-    if (auto p = cpu_class_params_of(cpu_class_))
-      if (auto st = apply_cpu_policy_to_process(parts_.qemu.pid, *p); !st)
-        std::cerr << "dsec node: resume " << parts_.id << ": " << st.err().message << std::endl;
+    if (auto st = place_process_in_class(parts_.qemu.pid, parts_.cgroup_root, parts_.node_id,
+                                         parts_.id, cpu_class_);
+        !st)
+      std::cerr << "dsec node: resume " << parts_.id << ": " << st.err().message << std::endl;
   return {};
 }
 
@@ -439,7 +452,8 @@ status vm_sandbox::set_cpu_class(const std::string& cls) {
       return {};
     pid = parts_.qemu.pid;
   }
-  if (auto st = apply_cpu_policy_to_process(pid, *p); !st)
+  if (auto st = place_process_in_class(pid, parts_.cgroup_root, parts_.node_id, parts_.id, cls);
+      !st)
     return error{st.err().code, "set cpu class of " + parts_.id + ": " + st.err().message};
   return {};
 }
@@ -460,6 +474,7 @@ status vm_sandbox::destroy() {
   if (!inner_)
     return {};
   stop_qemu(parts_.qemu);
+  remove_process_cpu_dir(parts_.cgroup_root, parts_.node_id, parts_.id);
   pid_ = -1;
   uint64_t one = 1;
   (void)!::write(exit_event_.get(), &one, sizeof one); // the inner handle's "init" is gone

@@ -35,6 +35,9 @@ struct vm_parts {
   std::map<std::string, std::string> env;
   /// The node's in-flight QEMUs: a resume registers its restoring QEMU.
   std::shared_ptr<inflight_qemus> inflight;
+  /// Where a batch QEMU's cpu group goes: <cgroup_root>/cpu/dsec-batch/<node_id>/<id>.
+  std::string node_id;
+  std::string cgroup_root = "/sys/fs/cgroup";
 };
 
 class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_sandbox> {
@@ -59,8 +62,9 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   /// paused (QEMU has ended; the guest is a state file on disk).
   expected<usage_sample> usage() override;
   /// SCHED_IDLE / SCHED_OTHER on every QEMU thread (vCPUs included; threads
-  /// QEMU starts later inherit it); QEMU has no cgroup of its own here. A
-  /// QEMU started by resume gets the class too.
+  /// QEMU starts later inherit it), and for batch QEMU's process in a cpu
+  /// group of its own under the idle dsec-batch (cpu_class.hpp; latency moves
+  /// it back beside the node). A QEMU started by resume gets the class too.
   status set_cpu_class(const std::string& cls) override;
   // The guest's init answers ps and signal like a container's.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;

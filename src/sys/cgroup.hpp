@@ -7,6 +7,9 @@
 //
 // Layout: every controller directory is <root>/<ctrl>/<rel>, with rel =
 // "dsec/<node id>/<sandbox id>". Parents are created on demand and kept.
+// The cpu controller's directory may sit elsewhere (cpu_rel: a batch
+// sandbox's is under an idle top-level group, backends/container/cpu_class)
+// and move there and back with its tasks (move_cpu).
 #pragma once
 
 #include <sys/types.h>
@@ -111,6 +114,17 @@ class cgroup {
   /// Idempotent.
   virtual status remove() = 0;
 
+  /// Moves the cpu controller's directory to <root>/cpu/<rel> with every
+  /// task in it (the other controllers stay): makes the directory (keeping
+  /// one that exists), copies the CFS period and quota, moves every process
+  /// (re-reading the list until it is empty, so one forked meanwhile moves
+  /// too) and removes the old directory. On failure the tasks moved so far
+  /// go back and the group stays where it was. Blocking (small file writes).
+  virtual status move_cpu(const std::string& rel) {
+    (void)rel;
+    return unavailable("move cpu group: not supported by this cgroup");
+  }
+
   /// Every directory this group owns, for tests and diagnostics.
   virtual std::vector<std::string> paths() const = 0;
 
@@ -120,9 +134,11 @@ class cgroup {
 
 /// Creates (mkdir -p) the directories of `rel` under `root` in the v1
 /// controllers cpu, memory, pids, freezer and in the v2 hierarchy
-/// <root>/unified when it exists. On failure, what it made is removed.
+/// <root>/unified when it exists; the cpu directory at `cpu_rel` instead
+/// when that is not empty. On failure, what it made is removed.
 expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
-                                                   const std::string& rel);
+                                                   const std::string& rel,
+                                                   const std::string& cpu_rel = {});
 
 /// Removes the directories of `rel` and then of each of its parents (up to
 /// `root`) in every hierarchy, as long as they are empty: one rmdir each, no
@@ -130,7 +146,9 @@ expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
 void prune_cgroup_v1(const std::string& root, const std::string& rel);
 
 /// Opens existing directories of `rel` (after a node restart) without
-/// creating anything; remove() and memory() work on them.
-std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel);
+/// creating anything; remove() and memory() work on them. `cpu_rel` as for
+/// create_cgroup_v1.
+std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel,
+                                       const std::string& cpu_rel = {});
 
 } // namespace dsec::sys

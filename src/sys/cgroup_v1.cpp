@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "sys/cgroup.hpp"
 #include "sys/fd.hpp"
@@ -62,11 +63,17 @@ status remove_dir(const std::string& path) {
   }
 }
 
+bool valid_rel(const std::string& rel) {
+  return !rel.empty() && rel[0] != '/' && rel.find("..") == std::string::npos;
+}
+
 class cgroup_v1 final : public cgroup {
  public:
-  cgroup_v1(std::string root, std::string rel) : root_(std::move(root)), rel_(std::move(rel)) {
+  cgroup_v1(std::string root, std::string rel, std::string cpu_rel)
+    : root_(std::move(root)), rel_(std::move(rel)),
+      cpu_rel_(cpu_rel.empty() ? rel_ : std::move(cpu_rel)) {
     for (auto c : controllers)
-      dirs_.push_back(root_ + "/" + c + "/" + rel_);
+      dirs_.push_back(dir(c));
     if (exists(root_ + "/unified/cgroup.procs"))
       unified_ = root_ + "/unified/" + rel_;
   }
@@ -270,11 +277,72 @@ class cgroup_v1 final : public cgroup {
     return first;
   }
 
+  status move_cpu(const std::string& rel) override {
+    if (rel == cpu_rel_)
+      return {};
+    if (!valid_rel(rel))
+      return invalid_argument("move cpu group to " + rel + ": must be relative, without ..");
+    auto from = dir("cpu"), to = root_ + "/cpu/" + rel;
+    bool made = !exists(to);
+    if (auto st = make_dirs(to); !st)
+      return st;
+    status st;
+    for (auto knob : {"/cpu.cfs_period_us", "/cpu.cfs_quota_us"}) // period first: quota <= it
+      if (auto v = read_file(from + knob); v && st)
+        st = write_knob(to + knob, v->substr(0, v->find('\n')));
+    if (st)
+      st = move_tasks(from, to);
+    if (!st) {
+      (void)move_tasks(to, from);
+      if (made)
+        ::rmdir(to.c_str());
+      return error{st.err().code, "move cpu group " + from + " to " + to + ": " +
+                                    st.err().message};
+    }
+    cpu_rel_ = rel;
+    dirs_[0] = to; // controllers[0] is cpu
+    return remove_dir(from);
+  }
+
   std::vector<std::string> paths() const override { return all_dirs(); }
   std::string unified_path() const override { return unified_; }
 
  private:
-  std::string dir(const char* ctrl) const { return root_ + "/" + ctrl + "/" + rel_; }
+  std::string dir(const char* ctrl) const {
+    return root_ + "/" + ctrl + "/" + (std::string_view{ctrl} == "cpu" ? cpu_rel_ : rel_);
+  }
+
+  // Every process, then any thread left behind on its own (v1 lets threads
+  // of one process live in different groups), from `from` to `to`. Writing a
+  // process id moves all its threads at once, and a fork either completes
+  // before (the child is listed on the next read) or after (the child is
+  // born in `to`). A task that exits meanwhile (ESRCH) is skipped.
+  static status move_tasks(const std::string& from, const std::string& to) {
+    for (int pass = 0; pass < 64; ++pass) {
+      bool any = false;
+      for (auto file : {"/cgroup.procs", "/tasks"}) {
+        auto text = read_file(from + file);
+        if (!text)
+          return text.err();
+        unique_fd out{::open((to + file).c_str(), O_WRONLY | O_CLOEXEC)};
+        if (!out)
+          return sys_error("open", to + file, errno);
+        const char* p = text->c_str();
+        char* end = nullptr;
+        for (long v; (v = std::strtol(p, &end, 10)) > 0 && end != p; p = end) {
+          any = true;
+          auto id = std::to_string(v);
+          if (::write(out.get(), id.data(), id.size()) < 0 && errno != ESRCH)
+            return sys_error("write " + id + " to", to + file, errno);
+        }
+        if (any)
+          break; // re-read: the threads went with their processes
+      }
+      if (!any)
+        return {};
+    }
+    return sys_error("move tasks from", from, EAGAIN, errc::unavailable);
+  }
 
   std::vector<std::string> all_dirs() const {
     auto v = dirs_;
@@ -283,7 +351,7 @@ class cgroup_v1 final : public cgroup {
     return v;
   }
 
-  std::string root_, rel_;
+  std::string root_, rel_, cpu_rel_;
   std::vector<std::string> dirs_;
   std::string unified_;
 };
@@ -291,10 +359,12 @@ class cgroup_v1 final : public cgroup {
 } // namespace
 
 expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
-                                                   const std::string& rel) {
-  if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos)
-    return invalid_argument("cgroup path " + rel + ": must be relative, without ..");
-  auto cg = std::make_unique<cgroup_v1>(root, rel);
+                                                   const std::string& rel,
+                                                   const std::string& cpu_rel) {
+  if (!valid_rel(rel) || (!cpu_rel.empty() && !valid_rel(cpu_rel)))
+    return invalid_argument("cgroup path " + rel + " (cpu " + cpu_rel +
+                            "): must be relative, without ..");
+  auto cg = std::make_unique<cgroup_v1>(root, rel, cpu_rel);
   if (auto st = cg->make(); !st)
     return st.err();
   return std::unique_ptr<cgroup>(std::move(cg));
@@ -311,8 +381,9 @@ void prune_cgroup_v1(const std::string& root, const std::string& rel) {
   }
 }
 
-std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel) {
-  return std::make_unique<cgroup_v1>(root, rel);
+std::unique_ptr<cgroup> open_cgroup_v1(const std::string& root, const std::string& rel,
+                                       const std::string& cpu_rel) {
+  return std::make_unique<cgroup_v1>(root, rel, cpu_rel);
 }
 
 } // namespace dsec::sys

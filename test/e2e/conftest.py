@@ -164,11 +164,16 @@ def detached_dirs_held(pid):
 NODE_CPU_GROUP = "_node"
 
 
+# Batch sandboxes' cpu groups: <cpu>/dsec-batch/<node>/<sandbox> (cpu_class.hpp).
+BATCH_CPU_TOP = "dsec-batch"
+
+
 def cgroup_dirs(node_id, sandbox_id=None):
     """Existing cgroup dirs for the node (its sandboxes) or for one sandbox."""
     out = []
-    for root in CGROUP_ROOTS.values():
-        base = os.path.join(root, "dsec", node_id)
+    bases = [os.path.join(root, "dsec", node_id) for root in CGROUP_ROOTS.values()]
+    bases.append(os.path.join(CGROUP_ROOTS["cpu"], BATCH_CPU_TOP, node_id))
+    for base in bases:
         if sandbox_id is None:
             if os.path.isdir(base):
                 out += [os.path.join(base, d) for d in os.listdir(base)
@@ -179,11 +184,12 @@ def cgroup_dirs(node_id, sandbox_id=None):
 
 
 def procs_in_node_cgroups(node_id):
-    """(pid, cgroup line) of every process whose cgroup is under dsec/<node_id>.
+    """(pid, cgroup line) of every process whose cgroup is under dsec/<node_id>
+    (or dsec-batch/<node_id>, batch sandboxes' cpu groups).
     The node's own cpu group (dsec/<node_id>/_node) holds the node and what it
     runs beside the sandboxes (spare QEMUs, the fncall pool): skipped while the
     node runs in it, reported once it is gone."""
-    needle = f"/dsec/{node_id}/"
+    needles = (f"/dsec/{node_id}/", f"/{BATCH_CPU_TOP}/{node_id}/")
     own = f"/dsec/{node_id}/{NODE_CPU_GROUP}"
     out, node_alive = [], False
     for pid in os.listdir("/proc"):
@@ -195,7 +201,7 @@ def procs_in_node_cgroups(node_id):
         except OSError:
             continue
         for line in text.splitlines():
-            if needle in line + "/":
+            if any(n in line + "/" for n in needles):
                 in_own = line.endswith(own) or own + "/" in line
                 if in_own and _comm(pid) == "dsec":
                     node_alive = True

@@ -1,11 +1,15 @@
 # CPU classes (DESIGN.md §6; PATCH /v1/sandboxes/{id}): a batch sandbox runs
 # every process under SCHED_IDLE, init included (so whatever it forks later
-# inherits it), in a cpu cgroup of minimum weight marked idle; a latency one
-# runs SCHED_OTHER with the defaults. PATCH changes a running sandbox both
-# ways, for its existing and its future processes, and the class survives a
-# node restart. Everything is read from the host: the sandbox's cpu cgroup
-# (/sys/fs/cgroup/cpu/dsec/<node>/<id>) lists its tasks, /proc/<tid>/stat
-# field 41 is each task's policy.
+# inherits it), in a cpu cgroup of minimum weight marked idle, placed under
+# the top-level idle group dsec-batch so it loses to everything outside it
+# (clients in the root cgroup included); a latency one runs SCHED_OTHER with
+# the defaults under dsec. PATCH changes a running sandbox both ways, for its
+# existing and its future processes, moving its cpu group between the two
+# (the other controllers stay), and the class survives a node restart.
+# Everything is read from the host: the sandbox's cpu cgroup
+# (/sys/fs/cgroup/cpu/dsec-batch/<node>/<id> or .../cpu/dsec/<node>/<id>)
+# lists its tasks, /proc/<tid>/cgroup where each is, /proc/<tid>/stat field
+# 41 its policy.
 
 import json
 import os
@@ -15,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import CGROUP_ROOTS, assert_clean, assert_error, import_sdk, wait_for
+from conftest import CGROUP_ROOTS, assert_clean, assert_error, cgroup_dirs, import_sdk, wait_for
 
 SCHED_OTHER = 0
 SCHED_IDLE = 5
@@ -25,8 +29,33 @@ CPU_ROOT = CGROUP_ROOTS.get("cpu", "/sys/fs/cgroup/cpu")
 LOW_SHARES = 3
 
 
-def cpu_dir(node, sid):
+BATCH_TOP = os.path.join(CPU_ROOT, "dsec-batch")
+
+
+def latency_dir(node, sid):
     return os.path.join(CPU_ROOT, "dsec", node.node_id, sid)
+
+
+def batch_dir(node, sid):
+    return os.path.join(BATCH_TOP, node.node_id, sid)
+
+
+def cpu_dir(node, sid):
+    """The sandbox's cpu group, wherever its class put it."""
+    return batch_dir(node, sid) if os.path.isdir(batch_dir(node, sid)) else latency_dir(node, sid)
+
+
+def cgroup_of(tid, controller):
+    """The task's path in one v1 hierarchy (/proc/<tid>/cgroup); None if gone."""
+    try:
+        with open(f"/proc/{tid}/cgroup") as f:
+            for line in f:
+                _, ctrls, path = line.rstrip("\n").split(":", 2)
+                if controller in ctrls.split(","):
+                    return path
+    except OSError:
+        return None
+    return None
 
 
 def knob(node, sid, name):
@@ -121,7 +150,27 @@ def exec_policy(client, sid):
     return int(out["stdout"].rsplit(")", 1)[1].split()[38])
 
 
+def assert_place(node, sid, batch):
+    """The cpu group is at the class's place and only there; every task is in
+    it in the cpu hierarchy and under dsec/<node>/<sid> in the others; for
+    batch the top-level group is idle."""
+    want, other = (batch_dir, latency_dir) if batch else (latency_dir, batch_dir)
+    assert os.path.isdir(want(node, sid)), f"{want(node, sid)} missing"
+    assert not os.path.exists(other(node, sid)), f"{other(node, sid)} left behind"
+    rel = os.path.relpath(want(node, sid), CPU_ROOT)
+    for t in tasks(node, sid):
+        cpu, mem = cgroup_of(t, "cpu"), cgroup_of(t, "memory")
+        if cpu is None or mem is None:
+            continue  # exited meanwhile
+        assert cpu == "/" + rel, f"task {t} of {sid} in cpu group {cpu}"
+        assert mem == f"/dsec/{node.node_id}/{sid}", f"task {t} of {sid} in memory group {mem}"
+    if batch and has_idle_knob():
+        with open(os.path.join(BATCH_TOP, "cpu.idle")) as f:
+            assert f.read().strip() == "1", "dsec-batch is not an idle group"
+
+
 def assert_class(node, sid, want_policy):
+    assert_place(node, sid, want_policy == SCHED_IDLE)
     pols = policies(node, sid)
     assert pols, f"no tasks in {cpu_dir(node, sid)}"
     wrong = {t: p for t, p in pols.items() if p != want_policy}
@@ -226,6 +275,22 @@ def test_patch_on_a_paused_sandbox_resumes_it_first(client, node):
     assert_class(node, sid, SCHED_IDLE)
 
 
+def test_pause_and_resume_a_busy_batch_sandbox(client, node):
+    # Its tasks must run to freeze; under the idle dsec-batch a busy host
+    # would starve them past the freezer's deadline (the node moves the
+    # group out for the freeze). They stay batch across pause and resume.
+    sid = client.create_ok(cpu=1, memory_mb=128, cpu_class="batch")
+    background(client, sid, "while :; do :; done")
+    background(client, sid, "while :; do :; done")
+    status, out = client.call("POST", f"/v1/sandboxes/{sid}/pause")
+    assert status == 200 and out["state"] == "paused", out
+    assert_class(node, sid, SCHED_IDLE)
+    status, out = client.call("POST", f"/v1/sandboxes/{sid}/resume")
+    assert status == 200 and out["state"] == "running", out
+    assert_class(node, sid, SCHED_IDLE)
+    assert exec_policy(client, sid) == SCHED_IDLE
+
+
 @pytest.mark.parametrize("body,why", [
     ({"cpu_class": "fast"}, "cpu_class"),
     ({"cpu_class": 1}, "cpu_class"),
@@ -273,6 +338,58 @@ def test_class_survives_a_node_restart(node_factory):
     c.created.clear()
     # An adopted init is not the new node's child: its new parent reaps it.
     assert_clean(n, allow_layer_mounts=True)
+
+
+# -- the batch place: made, moved, removed, pruned ---------------------------------
+
+def test_batch_create_that_fails_leaves_no_group(client, node):
+    # init refuses the protected path after the cgroups (batch one included) exist.
+    status, out = client.create(cpu_class="batch", protect={"readonly": ["/no/such/dir"]})
+    assert_error(status, out, 400, "invalid_argument")
+    left = [d for d in cgroup_dirs(node.node_id) if d.startswith(BATCH_TOP + "/")]
+    assert not left, left
+    assert_clean(node, allow_layer_mounts=True)
+
+
+def test_batch_groups_go_with_destroy_and_clean_stop(node_factory):
+    n = node_factory.start()
+    c = n.client
+    born = c.create_ok(cpu=1, memory_mb=128, cpu_class="batch")
+    demoted = c.create_ok(cpu=1, memory_mb=128)
+    status, out = patch(c, demoted, {"cpu_class": "batch"})
+    assert status == 200, out
+    assert_place(n, born, True)
+    assert_place(n, demoted, True)
+    for sid in (born, demoted):
+        status, _ = c.delete(sid)
+        assert status == 200
+        assert not os.path.exists(batch_dir(n, sid)) and not os.path.exists(latency_dir(n, sid))
+    c.created.clear()
+    assert_clean(n, allow_layer_mounts=True)
+    c.create_ok(cpu=1, memory_mb=128, cpu_class="batch")  # left for the stop to destroy
+    n.stop_ok()
+    node_dir = os.path.join(BATCH_TOP, n.node_id)
+    assert not os.path.exists(node_dir), f"{node_dir} left after a clean stop"
+
+
+def test_stale_batch_groups_are_pruned_at_start(node_factory):
+    n = node_factory.start()
+    n.proc.kill()  # only this test's node
+    n.proc.wait(30)
+    # What a node killed with -9 leaves: its own batch groups whose tasks
+    # died (a microVM's QEMU), and another node's, which no longer runs.
+    own = os.path.join(BATCH_TOP, n.node_id, f"{n.node_id}.stale")
+    dead = os.path.join(BATCH_TOP, f"{n.node_id}-gone")
+    os.makedirs(own)
+    os.makedirs(dead, exist_ok=True)
+    try:
+        n.start()
+        assert not os.path.exists(own), f"{own} not pruned"
+        assert not os.path.exists(dead), f"{dead} not pruned"
+    finally:
+        for d in (own, dead):
+            if os.path.isdir(d):
+                os.rmdir(d)
 
 
 # -- the Python SDK and the CLI ------------------------------------------------------
@@ -370,10 +487,14 @@ def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
         [pid] = tm.qemu_pids(tm.sandbox_dir(n, sid))
         pols = qemu_thread_policies(pid)
         assert pols and all(p == SCHED_IDLE for p in pols.values()), pols
+        # QEMU's process in the batch place, in the cpu hierarchy only.
+        assert cgroup_of(pid, "cpu") == f"/dsec-batch/{n.node_id}/{sid}", cgroup_of(pid, "cpu")
         status, out = patch(c, sid, {"cpu_class": "latency"})
         assert status == 200 and out["cpu_class"] == "latency", out
         pols = qemu_thread_policies(pid)
         assert all(p == SCHED_OTHER for p in pols.values() if p is not None), pols
+        assert not cgroup_of(pid, "cpu").startswith("/dsec-batch/"), cgroup_of(pid, "cpu")
+        assert not os.path.exists(batch_dir(n, sid))
         status, out = patch(c, sid, {"cpu_class": "batch"})
         assert status == 200, out
         # A resumed microVM is a new QEMU: it gets the class too.
@@ -384,7 +505,9 @@ def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
         [pid] = tm.qemu_pids(tm.sandbox_dir(n, sid))
         pols = qemu_thread_policies(pid)
         assert all(p == SCHED_IDLE for p in pols.values() if p is not None), pols
+        assert cgroup_of(pid, "cpu") == f"/dsec-batch/{n.node_id}/{sid}", cgroup_of(pid, "cpu")
         c.delete(sid)
+        assert not os.path.exists(batch_dir(n, sid))
     finally:
         _finish_node(n)
 
