@@ -20,6 +20,10 @@ records:
   create_rate  creates/s of a burst of --burst creates made when N were
                resident (--concurrency callers; create + start of the idle
                process; the burst counts toward the next step);
+  cpu_ms_per_create  CPU time of that burst (node process plus the node's
+               sandbox cgroups, user + kernel) per create: what a create
+               costs, which other load on a shared machine inflates far less
+               than it inflates wall time;
   host_mb_per_sandbox  (MemTotal - MemAvailable) minus the figure with the
                node up and no sandbox, over N;
   node_rss_mb  the node process's resident set;
@@ -159,11 +163,31 @@ def kernel_kib():
     return out
 
 
+def cpu_ns(pid, node_id):
+    """CPU time (ns) of the node process (all threads) plus every sandbox
+    of node `node_id` (its cpuacct group): the work a create costs, which
+    other load on the machine does not inflate as it does wall time."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) * (10 ** 9 // os.sysconf("SC_CLK_TCK"))
+    except OSError:
+        pass
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/dsec/{node_id}/cpuacct.usage") as f:
+            total += int(f.read())
+    except (OSError, ValueError):
+        pass
+    return total
+
+
 class Node:
     def __init__(self, args, mode, variant=None):
         self.state = tempfile.mkdtemp(prefix="dsec-density-", dir="/var/tmp")
         self.port = free_port()
         self.listen = free_port()
+        self.node_id = f"density-{mode}"
         extra = args.reclaim_args if mode == "reclaim" else args.off_args
         self.log = open(self.state + ".log", "wb")
         env = dict(os.environ)
@@ -263,12 +287,13 @@ def series(args, kind, mode, variant=None):
         for step in args.steps:
             # Grow to `step`: the first --burst creates at the previous N are timed.
             need = step - len(ids)
-            burst_rate = None
+            burst_rate = burst_cpu = None
             while need > 0:
                 if meminfo()["MemAvailable"] < args.floor_mb:
                     stopped = f"MemAvailable under {args.floor_mb} MiB at N={len(ids)}"
                     break
                 batch = min(need, args.burst)
+                c0 = cpu_ns(node.proc.pid, node.node_id)
                 t0 = time.monotonic()
                 futs = [pool.submit(make_sandbox, node.port, kind, args) for _ in range(batch)]
                 try:
@@ -279,6 +304,7 @@ def series(args, kind, mode, variant=None):
                 dt = time.monotonic() - t0
                 if burst_rate is None:
                     burst_rate = batch / dt
+                    burst_cpu = (cpu_ns(node.proc.pid, node.node_id) - c0) / batch / 1e6
                 ids += [sid for sid, _ in made]
                 if kind == "python":
                     wait_agents_ready(node.port, made, timeout=600)
@@ -286,6 +312,7 @@ def series(args, kind, mode, variant=None):
             if points and burst_rate is not None:
                 # That burst started at the previous step's N: it is that N's rate.
                 points[-1]["create_rate"] = burst_rate
+                points[-1]["cpu_ms_per_create"] = burst_cpu
             if stopped:
                 break
             time.sleep(args.settle_s if ids else 0)
@@ -295,6 +322,7 @@ def series(args, kind, mode, variant=None):
             point = {
                 "n": len(ids),
                 "create_rate": None,
+                "cpu_ms_per_create": None,
                 "host_mb_per_sandbox": ((mi["MemTotal"] - mi["MemAvailable"] - base_used)
                                         / len(ids)) if ids else None,
                 "mem_available_mb": mi["MemAvailable"],
@@ -316,12 +344,15 @@ def series(args, kind, mode, variant=None):
             print(json.dumps({"kind": kind, "mode": mode, "variant": name, **point}), flush=True)
         # The rate at the last N (nothing grows after it).
         if not stopped and ids:
+            c0 = cpu_ns(node.proc.pid, node.node_id)
             t0 = time.monotonic()
             futs = [pool.submit(make_sandbox, node.port, kind, args) for _ in range(args.burst)]
             try:
                 for f in futs:
                     ids.append(f.result()[0])
                 points[-1]["create_rate"] = args.burst / (time.monotonic() - t0)
+                points[-1]["cpu_ms_per_create"] = (
+                    (cpu_ns(node.proc.pid, node.node_id) - c0) / args.burst / 1e6)
             except Exception as e:  # noqa: BLE001
                 stopped = f"create refused at N~{len(ids)}: {str(e)[:200]}"
     finally:
@@ -340,9 +371,10 @@ def plot(report, png):
     except ImportError:
         print("matplotlib not installed: no PNG", file=sys.stderr)
         return
-    keys = [("create_rate", "creates/s"), ("host_mb_per_sandbox", "host MiB per sandbox"),
+    keys = [("create_rate", "creates/s"), ("cpu_ms_per_create", "CPU ms per create"),
+            ("host_mb_per_sandbox", "host MiB per sandbox"),
             ("node_rss_mb", "node RSS MiB"), ("exec_p99_ms", "exec p99 ms"),
-            ("swap_used_mb", "swap used MiB"), ("mem_available_min_mb", "MemAvailable min MiB")]
+            ("mem_available_min_mb", "MemAvailable min MiB")]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (k, label) in zip(axes.flat, keys):
         for s in report["series"]:
