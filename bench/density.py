@@ -13,10 +13,17 @@ sandboxes step by step. A sandbox of kind
   python   base/python@3.11 with one idle python process that holds about
            --agent-mb MiB of ordinary heap objects (lists of dicts of ints and
            strings, as an agent's REPL holds), each sandbox its own data.
-At each step N it records:
+With --variants each series runs once per create-path variant (the node's
+DSEC_FLAT_OFF environment: which parts of the launch template are off), so
+the variants are measured side by side in one run. At each step N it
+records:
   create_rate  creates/s of a burst of --burst creates made when N were
                resident (--concurrency callers; create + start of the idle
                process; the burst counts toward the next step);
+  cpu_ms_per_create  CPU time of that burst (node process plus the node's
+               sandbox cgroups, user + kernel) per create: what a create
+               costs, which other load on a shared machine inflates far less
+               than it inflates wall time;
   host_mb_per_sandbox  (MemTotal - MemAvailable) minus the figure with the
                node up and no sandbox, over N;
   node_rss_mb  the node process's resident set;
@@ -26,7 +33,11 @@ At each step N it records:
                zram device holds uncompressed and costs in RAM;
   mem_available_min_mb  the lowest MemAvailable seen since the node started
                (sampled every 0.25 s);
-  failed  sandboxes not running (with the reasons, e.g. "oom").
+  failed  sandboxes not running (with the reasons, e.g. "oom");
+  kernel_kib_per_sandbox  growth of unreclaimable slab, kmalloc-1k (where
+               every memory cgroup's shrinker table lives: it grows with
+               the number of superblocks on the host), page tables, kernel
+               stacks and percpu since the node started, over N.
 A step that cannot be reached (create refused, MemAvailable under
 --floor-mb) ends that series and is recorded as where it stopped.
 JSON to --out (default bench/results/density-<date>.json) and a PNG with N on
@@ -131,18 +142,62 @@ class Sampler(threading.Thread):
             self.low = min(self.low, meminfo()["MemAvailable"])
 
 
+def kernel_kib():
+    """Kernel memory figures that grow per sandbox (KiB): unreclaimable slab,
+    the kmalloc-1k cache (per-memcg shrinker tables live there), page tables,
+    kernel stacks, percpu."""
+    m = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            m[k] = int(v.split()[0])
+    out = {k: m.get(k, 0) for k in ("SUnreclaim", "PageTables", "KernelStack", "Percpu")}
+    try:
+        with open("/proc/slabinfo") as f:
+            for line in f.readlines()[2:]:
+                p = line.split()
+                if p[0] == "kmalloc-1k":
+                    out["kmalloc_1k"] = int(p[1]) * int(p[3]) // 1024
+    except OSError:
+        pass
+    return out
+
+
+def cpu_ns(pid, node_id):
+    """CPU time (ns) of the node process (all threads) plus every sandbox
+    of node `node_id` (its cpuacct group): the work a create costs, which
+    other load on the machine does not inflate as it does wall time."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) * (10 ** 9 // os.sysconf("SC_CLK_TCK"))
+    except OSError:
+        pass
+    try:
+        with open(f"/sys/fs/cgroup/cpuacct/dsec/{node_id}/cpuacct.usage") as f:
+            total += int(f.read())
+    except (OSError, ValueError):
+        pass
+    return total
+
+
 class Node:
-    def __init__(self, args, mode):
+    def __init__(self, args, mode, variant=None):
         self.state = tempfile.mkdtemp(prefix="dsec-density-", dir="/var/tmp")
         self.port = free_port()
         self.listen = free_port()
+        self.node_id = f"density-{mode}"
         extra = args.reclaim_args if mode == "reclaim" else args.off_args
         self.log = open(self.state + ".log", "wb")
+        env = dict(os.environ)
+        if variant is not None:
+            env["DSEC_FLAT_OFF"] = variant
         self.proc = subprocess.Popen(
             [args.dsec_bin, "node", "--state-dir", self.state, "--store", args.store,
              "--rest", f"127.0.0.1:{self.port}", "--listen", f"127.0.0.1:{self.listen}",
              "--node-id", f"density-{mode}", *extra.split()],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -218,24 +273,27 @@ def failed(port):
     return bad
 
 
-def series(args, kind, mode):
-    node = Node(args, mode)
+def series(args, kind, mode, variant=None):
+    name, flat_off = variant if variant else (None, None)
+    node = Node(args, mode, flat_off)
     sampler = Sampler()
     sampler.start()
     time.sleep(1)
     base_used = meminfo()["MemTotal"] - meminfo()["MemAvailable"]
+    base_kernel = kernel_kib()
     ids, points, stopped = [], [], None
     pool = cf.ThreadPoolExecutor(args.concurrency)
     try:
         for step in args.steps:
             # Grow to `step`: the first --burst creates at the previous N are timed.
             need = step - len(ids)
-            burst_rate = None
+            burst_rate = burst_cpu = None
             while need > 0:
                 if meminfo()["MemAvailable"] < args.floor_mb:
                     stopped = f"MemAvailable under {args.floor_mb} MiB at N={len(ids)}"
                     break
                 batch = min(need, args.burst)
+                c0 = cpu_ns(node.proc.pid, node.node_id)
                 t0 = time.monotonic()
                 futs = [pool.submit(make_sandbox, node.port, kind, args) for _ in range(batch)]
                 try:
@@ -246,6 +304,7 @@ def series(args, kind, mode):
                 dt = time.monotonic() - t0
                 if burst_rate is None:
                     burst_rate = batch / dt
+                    burst_cpu = (cpu_ns(node.proc.pid, node.node_id) - c0) / batch / 1e6
                 ids += [sid for sid, _ in made]
                 if kind == "python":
                     wait_agents_ready(node.port, made, timeout=600)
@@ -253,6 +312,7 @@ def series(args, kind, mode):
             if points and burst_rate is not None:
                 # That burst started at the previous step's N: it is that N's rate.
                 points[-1]["create_rate"] = burst_rate
+                points[-1]["cpu_ms_per_create"] = burst_cpu
             if stopped:
                 break
             time.sleep(args.settle_s if ids else 0)
@@ -262,6 +322,7 @@ def series(args, kind, mode):
             point = {
                 "n": len(ids),
                 "create_rate": None,
+                "cpu_ms_per_create": None,
                 "host_mb_per_sandbox": ((mi["MemTotal"] - mi["MemAvailable"] - base_used)
                                         / len(ids)) if ids else None,
                 "mem_available_mb": mi["MemAvailable"],
@@ -275,24 +336,31 @@ def series(args, kind, mode):
                 "load1": os.getloadavg()[0],
                 "failed": failed(node.port) if ids else {},
             }
+            if ids:
+                now = kernel_kib()
+                point["kernel_kib_per_sandbox"] = {
+                    k: round((now.get(k, 0) - base_kernel.get(k, 0)) / len(ids), 1) for k in now}
             points.append(point)
-            print(json.dumps({"kind": kind, "mode": mode, **point}), flush=True)
+            print(json.dumps({"kind": kind, "mode": mode, "variant": name, **point}), flush=True)
         # The rate at the last N (nothing grows after it).
         if not stopped and ids:
+            c0 = cpu_ns(node.proc.pid, node.node_id)
             t0 = time.monotonic()
             futs = [pool.submit(make_sandbox, node.port, kind, args) for _ in range(args.burst)]
             try:
                 for f in futs:
                     ids.append(f.result()[0])
                 points[-1]["create_rate"] = args.burst / (time.monotonic() - t0)
+                points[-1]["cpu_ms_per_create"] = (
+                    (cpu_ns(node.proc.pid, node.node_id) - c0) / args.burst / 1e6)
             except Exception as e:  # noqa: BLE001
                 stopped = f"create refused at N~{len(ids)}: {str(e)[:200]}"
     finally:
         pool.shutdown(wait=True)
         sampler.stop.set()
         node.stop()
-    return {"kind": kind, "mode": mode, "points": points, "stopped": stopped,
-            "mem_available_min_mb": sampler.low}
+    return {"kind": kind, "mode": mode, "variant": name, "flat_off": flat_off,
+            "points": points, "stopped": stopped, "mem_available_min_mb": sampler.low}
 
 
 def plot(report, png):
@@ -303,15 +371,17 @@ def plot(report, png):
     except ImportError:
         print("matplotlib not installed: no PNG", file=sys.stderr)
         return
-    keys = [("create_rate", "creates/s"), ("host_mb_per_sandbox", "host MiB per sandbox"),
+    keys = [("create_rate", "creates/s"), ("cpu_ms_per_create", "CPU ms per create"),
+            ("host_mb_per_sandbox", "host MiB per sandbox"),
             ("node_rss_mb", "node RSS MiB"), ("exec_p99_ms", "exec p99 ms"),
-            ("swap_used_mb", "swap used MiB"), ("mem_available_min_mb", "MemAvailable min MiB")]
+            ("mem_available_min_mb", "MemAvailable min MiB")]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (k, label) in zip(axes.flat, keys):
         for s in report["series"]:
             xs = [p["n"] for p in s["points"] if p.get(k) is not None]
             ys = [p[k] for p in s["points"] if p.get(k) is not None]
-            ax.plot(xs, ys, marker="o", label=f"{s['kind']} / {s['mode']}")
+            label = f"{s['kind']} / {s['mode']}" + (f" / {s['variant']}" if s.get("variant") else "")
+            ax.plot(xs, ys, marker="o", label=label)
         ax.set_xlabel("resident sandboxes N")
         ax.set_title(label)
         ax.grid(True, alpha=0.3)
@@ -339,6 +409,13 @@ def main():
     ap.add_argument("--reclaim-args", default="--reclaim-idle-s 3",
                     help="node flags of the reclaim series")
     ap.add_argument("--off-args", default="--no-reclaim", help="node flags of the other series")
+    ap.add_argument("--variants", default="",
+                    help="busybox create-path variants side by side, name=DSEC_FLAT_OFF "
+                         "value, ';'-separated, e.g. 'flat=;no-template=template;"
+                         "no-sysfs=sysfs;before=template,sysfs' (runs in that order for "
+                         "every mode; empty: the node's defaults only)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the variants this many times, interleaved")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.steps = [int(x) for x in args.steps.split(",")]
@@ -348,11 +425,14 @@ def main():
               "cpus": os.cpu_count(), "mem_total_mb": meminfo()["MemTotal"],
               "args": {k: v for k, v in vars(args).items() if k not in ("dsec_bin", "out")},
               "series": []}
-    for kind in args.kinds.split(","):
-        for mode in args.modes.split(","):
-            report["series"].append(series(args, kind, mode))
-            with open(out, "w") as f:
-                json.dump(report, f, indent=1)
+    variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v] or [None]
+    for _ in range(args.rounds):
+        for kind in args.kinds.split(","):
+            for mode in args.modes.split(","):
+                for v in variants:
+                    report["series"].append(series(args, kind, mode, v))
+                    with open(out, "w") as f:
+                        json.dump(report, f, indent=1)
     plot(report, out[:-5] + ".png" if out.endswith(".json") else out + ".png")
     print(json.dumps(report, indent=1))
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include "backends/container/container_net.hpp"
 #include "backends/container/container_sandbox.hpp"
@@ -109,7 +110,12 @@ class container_backend final : public backend {
     else if (!init_error_)
       init_error_ = prog.err();
     // Before any sandbox exists: the thread's table starts from the node's.
-    launcher_ = init_launcher::start();
+    // DSEC_FLAT_OFF=template,sysfs turns parts of the launch template off
+    // (bench/density.py measures each against its absence).
+    const char* off = std::getenv("DSEC_FLAT_OFF");
+    std::string flat_off = off ? off : "";
+    launcher_ = init_launcher::start(flat_off.find("template") == std::string::npos,
+                                     flat_off.find("sysfs") == std::string::npos);
     // Once per node: load + verify of the eBPF programs takes ~50-90 ms.
     net_ = net::node_net::start(cfg.node_id, cfg.cgroup_root + "/unified", "dsec/" + cfg.node_id);
   }
@@ -184,9 +190,14 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   if (!sock)
     return sock.err();
   parts.ctl = std::move(sock->client);
+  // A sandbox with an allow-list gets eth0 at create: it mounts a sysfs of
+  // its own network namespace, where /sys/class/net shows it. Loopback-only
+  // sandboxes share the template's (its lo only).
+  bool in_template = launcher_ && launcher_->in_template();
+  bool shared_sysfs = launcher_ && launcher_->has_sysfs() && p.spec.network.allow.empty();
   auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_,
                                                p.spec.protect.readonly, p.spec.protect.hidden,
-                                               true});
+                                               true, in_template, shared_sysfs});
   if (::send(parts.ctl.get(), frame.data(), frame.size(), MSG_NOSIGNAL) != ssize_t(frame.size()))
     return sys_error("send config to init of", p.id, errno);
   auto join = open_cgroup_procs(*parts.cgroup);
@@ -195,7 +206,8 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   std::vector<int> join_fds;
   for (auto& fd : *join)
     join_fds.push_back(fd.get());
-  auto child = launcher_ ? launcher_->launch(init_, sock->listener.get(), join_fds, &root)
+  auto child = launcher_ ? launcher_->launch(init_, sock->listener.get(), join_fds, &root,
+                                             shared_sysfs)
                          : launch_init(init_, sock->listener.get(), join_fds, &root);
   if (!child)
     return child.err();

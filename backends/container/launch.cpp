@@ -44,6 +44,7 @@
 #include <linux/magic.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -185,6 +186,7 @@ namespace {
 struct child_args {
   int memfd, listener, devnull;
   int root_mount, root_view; ///< -1 when there is no overlay_root
+  int sysfs;                 ///< -1: none (only with a root)
   const int* join;
   size_t n_join;
 };
@@ -212,16 +214,21 @@ int child_main(void* p) {
     ::_exit(exit_fds_failed);
   // The root's two mounts at their fixed numbers (init marks them CLOEXEC
   // at once, so no agent process ever inherits them).
+  bool sysfs = a->root_mount >= 0 && a->sysfs >= 0;
   if (a->root_mount >= 0) {
     int m = ::fcntl(a->root_mount, F_DUPFD_CLOEXEC, 10);
     int v = ::fcntl(a->root_view, F_DUPFD_CLOEXEC, 10);
-    if (m < 0 || v < 0 || ::dup2(m, init_proto::root_mount_fd) < 0 ||
-        ::dup2(v, init_proto::root_view_fd) < 0)
+    int s = sysfs ? ::fcntl(a->sysfs, F_DUPFD_CLOEXEC, 10) : 0;
+    if (m < 0 || v < 0 || s < 0 || ::dup2(m, init_proto::root_mount_fd) < 0 ||
+        ::dup2(v, init_proto::root_view_fd) < 0 ||
+        (sysfs && ::dup2(s, init_proto::sysfs_tree_fd) < 0))
       ::_exit(exit_fds_failed);
   }
   // Everything else of the node closes at exec; the memfd too (the kernel
   // keeps the image mapped).
-  unsigned first = a->root_mount >= 0 ? init_proto::root_view_fd + 1 : init_proto::root_mount_fd;
+  unsigned first = sysfs                ? init_proto::sysfs_tree_fd + 1
+                   : a->root_mount >= 0 ? init_proto::root_view_fd + 1
+                                        : init_proto::root_mount_fd;
   ::syscall(SYS_close_range, first, ~0U, CLOSE_RANGE_CLOEXEC);
   static const char* const argv[] = {"dsec-init", nullptr};
   static const char* const envp[] = {nullptr};
@@ -241,7 +248,8 @@ const char* failed_step(int status) {
 } // namespace
 
 expected<launched> launch_init(const launch_image& img, int listener,
-                               const std::vector<int>& join, const overlay_root* root) {
+                               const std::vector<int>& join, const overlay_root* root,
+                               int sysfs) {
   // 64 KiB: child_main needs a few hundred bytes; the rest is headroom for
   // the libc clone trampoline and signal frames that cannot occur (blocked).
   constexpr size_t stack_size = 64 << 10;
@@ -251,6 +259,7 @@ expected<launched> launch_init(const launch_image& img, int listener,
                   img.devnull.get(),
                   root ? root->mount.get() : -1,
                   root ? root->node_view.get() : -1,
+                  sysfs,
                   join.data(),
                   join.size()};
   int pidfd = -1;
@@ -296,13 +305,16 @@ expected<launched> launch_init(const launch_image& img, int listener,
 struct init_launcher::job {
   int memfd, devnull, listener, root_mount, root_view;
   const std::vector<int>* join;
+  bool shared_sysfs;
   status error;
   pid_t pid = -1;
   int their_pidfd = -1;
 };
 
-std::unique_ptr<init_launcher> init_launcher::start() {
+std::unique_ptr<init_launcher> init_launcher::start(bool mount_template, bool sysfs_template) {
   std::unique_ptr<init_launcher> l(new init_launcher);
+  l->want_mount_template_ = mount_template;
+  l->want_sysfs_template_ = sysfs_template;
   auto* self = l.get();
   pid_t tid = -1;
   l->thread_ = std::thread([self, &tid] {
@@ -345,9 +357,17 @@ void init_launcher::run() {
     ::syscall(SYS_close_range, 3, ~0U, 0);
     node = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
   }
+  // Before the first launch, in this thread only (launch_template.cpp).
+  auto tmpl = node >= 0 ? enter_launch_template(want_mount_template_, want_sysfs_template_)
+                        : launch_template{};
+  if (!tmpl.error.empty())
+    std::fprintf(stderr, "dsec: launcher: %s%s\n", tmpl.error.c_str(),
+                 tmpl.broken ? " (inits are launched from the node's threads)"
+                             : " (that part is left out)");
   {
     std::lock_guard<std::mutex> g(m_);
-    thread_ok_ = node >= 0;
+    thread_ok_ = node >= 0 && !tmpl.broken;
+    template_ = std::move(tmpl);
     ready_ = true;
   }
   cv_.notify_all();
@@ -386,7 +406,8 @@ void init_launcher::run() {
     if (err) {
       j->error = sys_error("pidfd_getfd", "descriptors for dsec-init", err);
     } else {
-      auto r = launch_init(img, listener.get(), join, j->root_mount < 0 ? nullptr : &root);
+      int sysfs = j->shared_sysfs && template_.sysfs ? template_.sysfs.get() : -1;
+      auto r = launch_init(img, listener.get(), join, j->root_mount < 0 ? nullptr : &root, sysfs);
       if (r) {
         j->pid = r->pid;
         last_pidfd = j->their_pidfd = r->pidfd.release();
@@ -402,14 +423,19 @@ void init_launcher::run() {
     ::close(last_pidfd);
   if (node >= 0)
     ::close(node);
+  // SAFETY: the template's descriptors are numbers in THIS thread's table;
+  // closed here, never by ~init_launcher on another thread (where the same
+  // numbers name the node's own descriptors).
+  template_.sysfs.reset(); // (m_ is still held: g)
 }
 
 expected<launched> init_launcher::launch(const launch_image& img, int listener,
                                          const std::vector<int>& join,
-                                         const overlay_root* root) {
+                                         const overlay_root* root, bool shared_sysfs) {
   std::lock_guard<std::mutex> once(call_m_);
   job j{img.memfd.get(), img.devnull.get(), listener,
-        root ? root->mount.get() : -1, root ? root->node_view.get() : -1, &join, {}};
+        root ? root->mount.get() : -1, root ? root->node_view.get() : -1, &join,
+        shared_sysfs, {}};
   {
     std::unique_lock<std::mutex> g(m_);
     job_ = &j;

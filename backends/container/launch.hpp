@@ -32,8 +32,9 @@ expected<launch_image> seal_init_binary(const std::string& path);
 /// is in any mount namespace when create() holds them, so the host's mount
 /// table never grows with the sandboxes.
 struct overlay_root {
-  /// Handed to init, which attaches it at <dir>/rootfs inside its own mount
-  /// namespace (then pivots into it).
+  /// Handed to init, which attaches it inside its own mount namespace: on
+  /// "/" of the launch template (then chroots into it), or at <dir>/rootfs
+  /// (then pivots into it) when the node launches from the host namespace.
   sys::unique_fd mount;
   /// A clone of the same mount, attached nowhere: the node's O_PATH root for
   /// file calls. It has no submounts (no /proc, /dev or protect mounts of the
@@ -58,6 +59,26 @@ expected<control_socket> make_control_socket(const std::string& dir);
 /// Connects anew to <dir>/ctl.sock (recover); init takes the newest peer.
 expected<sys::unique_fd> connect_control_socket(const std::string& dir);
 
+/// The namespaces the launcher thread moves into before its first launch
+/// (launch_template.cpp says why and how).
+struct launch_template {
+  /// True: the thread's mount namespace holds only an empty read-only root;
+  /// init attaches the sandbox root on "/" and chroots (config_msg::
+  /// in_template) instead of pivot_root, and finds no host mount below.
+  bool mount_ns = false;
+  /// A detached read-only sysfs tree (masks included) of a network
+  /// namespace with only a loopback, cloned for every sandbox without
+  /// network (config_msg::shared_sysfs). Empty if not made.
+  sys::unique_fd sysfs;
+  /// True: setup stopped half-way in a namespace the thread cannot launch
+  /// from; the node launches from its own threads instead.
+  bool broken = false;
+  std::string error; ///< why a part is missing ("" if none was asked or all worked)
+};
+
+/// Run on the launcher thread (changes only that thread's namespaces).
+launch_template enter_launch_template(bool mount_ns, bool sysfs);
+
 /// A started init.
 struct launched {
   pid_t pid = -1;
@@ -70,9 +91,10 @@ struct launched {
 /// child writes itself into every `cgroup.procs` of `join` (open for
 /// writing), so init runs, and its memory is charged, inside the sandbox's
 /// cgroups from its first instruction.
+/// `sysfs` (if >= 0, with a root only) becomes init_proto::sysfs_tree_fd.
 expected<launched> launch_init(const launch_image& img, int listener,
                                const std::vector<int>& join,
-                               const overlay_root* root = nullptr);
+                               const overlay_root* root = nullptr, int sysfs = -1);
 
 /// Clones every init from one thread of the node whose descriptor table is
 /// private and nearly empty. Why: a clone copies the caller's table and the
@@ -85,13 +107,21 @@ expected<launched> launch_init(const launch_image& img, int listener,
 class init_launcher {
  public:
   /// Null if this kernel lacks what it needs (pidfd_getfd, thread pidfds):
-  /// callers then use launch_init directly.
-  static std::unique_ptr<init_launcher> start();
+  /// callers then use launch_init directly. `mount_template`, `sysfs_template`:
+  /// which parts of launch_template to set up (DSEC_FLAT_OFF turns them off
+  /// for benchmarks); a part that fails is logged and left out.
+  static std::unique_ptr<init_launcher> start(bool mount_template = true,
+                                              bool sysfs_template = true);
   ~init_launcher();
 
-  /// launch_init, run on the launcher thread.
+  /// launch_init, run on the launcher thread. `shared_sysfs`: hand init the
+  /// sysfs template (only if has_sysfs()).
   expected<launched> launch(const launch_image& img, int listener, const std::vector<int>& join,
-                            const overlay_root* root);
+                            const overlay_root* root, bool shared_sysfs = false);
+
+  /// Whether inits from this launcher start in the minimal mount template.
+  bool in_template() const { return template_.mount_ns; }
+  bool has_sysfs() const { return bool(template_.sysfs); }
 
   struct job; // INTERNAL
 
@@ -104,6 +134,10 @@ class init_launcher {
   std::condition_variable cv_;
   job* job_ = nullptr;
   bool done_ = false, stop_ = false, ready_ = false, thread_ok_ = false;
+  bool want_mount_template_ = true, want_sysfs_template_ = true;
+  /// Set by the thread before ready_; its descriptors are in the thread's
+  /// table and closed by the thread as it ends.
+  launch_template template_;
   sys::unique_fd thread_pidfd_; ///< of the launcher thread: reaches its table
   std::thread thread_;
 };

@@ -575,6 +575,7 @@ int main() {
   // root_view_fd stays open for good (a restarted node takes it back).
   ::fcntl(proto::root_mount_fd, F_SETFD, FD_CLOEXEC);
   ::fcntl(proto::root_view_fd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(proto::sysfs_tree_fd, F_SETFD, FD_CLOEXEC); // closed during setup
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

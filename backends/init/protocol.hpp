@@ -41,6 +41,11 @@ namespace dsec::init_proto {
 constexpr int root_mount_fd = 4;
 constexpr int root_view_fd = 5;
 static_assert(root_view_fd == root_mount_fd + 1, "launch_init closes from root_view_fd + 1");
+/// With config_msg::shared_sysfs: the node's detached read-only sysfs tree
+/// (a template network namespace's, masks included), which init clones onto
+/// /sys and closes during setup.
+constexpr int sysfs_tree_fd = 6;
+static_assert(sysfs_tree_fd == root_view_fd + 1, "launch_init closes from sysfs_tree_fd + 1");
 
 /// Frame types. Append only.
 enum class msg : uint8_t {
@@ -206,6 +211,14 @@ struct config_msg {
   /// making every mount there private. False (VM guests): `rootfs` is
   /// already a mount.
   bool attach_root = false;
+  /// With attach_root: init was cloned from the node's launch template (a
+  /// mount namespace holding only an empty read-only root), so it attaches
+  /// the root on "/" and chroots into it; `rootfs` is not used. False: the
+  /// root goes on `rootfs` and init pivots into it.
+  bool in_template = false;
+  /// With attach_root: /sys is a clone of sysfs_tree_fd instead of a new
+  /// sysfs mount.
+  bool shared_sysfs = false;
 };
 
 /// Body of `exec`.
@@ -225,6 +238,8 @@ inline std::string encode(const config_msg& m) {
     .strs(m.readonly)
     .strs(m.hidden)
     .u8(m.attach_root ? 1 : 0)
+    .u8(m.in_template ? 1 : 0)
+    .u8(m.shared_sysfs ? 1 : 0)
     .finish();
 }
 
@@ -236,6 +251,8 @@ inline bool decode(std::string_view body, config_msg& m) {
   m.readonly = r.strs(256);
   m.hidden = r.strs(256);
   m.attach_root = r.u8() != 0;
+  m.in_template = r.u8() != 0;
+  m.shared_sysfs = r.u8() != 0;
   return r.done();
 }
 

@@ -95,6 +95,9 @@ std::string scratch_parent, scratch_path;
 /// Attaches the scratch tmpfs at scratch_path so that clones of it work on
 /// an older kernel; scratch_fd then names the attached mount. 0 or errno.
 int attach_scratch_parent() {
+  // In the launch template the root is "/": no place outside it.
+  if (scratch_parent.empty())
+    return EINVAL;
   auto slash = scratch_parent.find_last_of('/');
   auto path = (slash == std::string::npos || slash == 0 ? std::string{}
                                                         : scratch_parent.substr(0, slash))
@@ -248,10 +251,31 @@ std::string setup_proc(const std::string& root) {
 
 // Read-only sysfs with runc's masked directories: firmware tables (ACPI,
 // DMI, EFI variables) and powercap (RAPL energy counters, a power side
-// channel readable by uid 0).
-std::string setup_sys(const std::string& root) {
+// channel readable by uid 0). Shared: a recursive clone of the node's sysfs
+// tree (those masks already on it), one superblock for every sandbox
+// without network (launch_template.cpp says why).
+bool sysfs_tree_open = false; ///< init_proto::sysfs_tree_fd, until setup_sys
+
+std::string setup_sys(const std::string& root, bool shared) {
   auto sys = root + "/sys";
   TRY(make_dir(sys, 0555));
+  if (shared) {
+    int fd = init_proto::sysfs_tree_fd;
+    int tree = ::open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    int err = errno;
+    ::close(fd);
+    sysfs_tree_open = false;
+    if (tree < 0)
+      return errno_message("clone shared sysfs onto", sys, err);
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+    int rc = ::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr);
+    if (rc == 0)
+      rc = ::move_mount(tree, "", AT_FDCWD, sys.c_str(), MOVE_MOUNT_F_EMPTY_PATH);
+    err = errno;
+    ::close(tree);
+    return rc == 0 ? std::string{} : errno_message("mount shared sysfs", sys, err);
+  }
   TRY(do_mount("sysfs", sys, "sysfs", MS_RDONLY | nosuid_nodev_noexec, nullptr));
   static const char* masked_dirs[] = {"firmware", "devices/virtual/powercap"};
   for (auto d : masked_dirs) {
@@ -360,6 +384,29 @@ std::string attach_root(const std::string& rootfs) {
   return rc == 0 ? std::string{} : errno_message("move_mount root", rootfs, err);
 }
 
+// SAFETY: init was cloned from the node's launch template, a mount
+// namespace that holds only an empty read-only tmpfs on "/" (no host mount).
+// The root goes on top of it and init chroots into it: pivot_root would
+// walk every task on the host under the host-wide mount lock
+// (launch_template.cpp). Below the root lies only the empty template, and
+// leaving a chroot takes chroot(2) again, i.e. CAP_SYS_CHROOT, which
+// drop_privileges takes away (and new user namespaces, where it could be
+// had, are refused by the seccomp filter).
+std::string attach_root_on_template() {
+  int fd = init_proto::root_mount_fd;
+  std::string e;
+  if (::move_mount(fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    e = errno_message("move_mount root", "/", errno);
+  else if (::fchdir(fd) != 0)
+    e = errno_message("chdir", "sandbox root", errno);
+  else if (::chroot(".") != 0)
+    e = errno_message("chroot", "sandbox root", errno);
+  else if (::chdir("/") != 0)
+    e = errno_message("chdir", "/", errno);
+  ::close(fd);
+  return e;
+}
+
 // SAFETY: pivot_root(".", ".") stacks the old root under the new one; the
 // detach then drops every host mount from this namespace.
 std::string enter_root(const std::string& root) {
@@ -400,19 +447,30 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
     return errno_message("unshare", "cgroup namespace", errno);
   // Private before anything is mounted: nothing below reaches the host.
   TRY(do_mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr));
-  if (cfg.attach_root)
+  // In the template the sandbox root is "/" from here on (paths below are
+  // root + "/dev" and so on, so root is "").
+  bool chrooted = cfg.attach_root && cfg.in_template;
+  sysfs_tree_open = cfg.attach_root && cfg.shared_sysfs;
+  std::string root = chrooted ? std::string{} : cfg.rootfs;
+  if (chrooted)
+    TRY(attach_root_on_template());
+  else if (cfg.attach_root)
     TRY(attach_root(cfg.rootfs));
-  auto e = setup_dev(cfg.rootfs);
+  auto e = setup_dev(root);
   if (e.empty())
-    e = setup_proc(cfg.rootfs);
+    e = setup_proc(root);
   if (e.empty())
-    e = setup_sys(cfg.rootfs);
+    e = setup_sys(root, cfg.attach_root && cfg.shared_sysfs);
   if (e.empty())
-    e = setup_protect(cfg.rootfs, cfg.readonly, cfg.hidden);
+    e = setup_protect(chrooted ? "/" : root, cfg.readonly, cfg.hidden);
   close_scratch();
+  if (sysfs_tree_open) // setup failed before /sys
+    ::close(init_proto::sysfs_tree_fd);
+  sysfs_tree_open = false;
   if (!e.empty())
     return e;
-  TRY(enter_root(cfg.rootfs));
+  if (!chrooted)
+    TRY(enter_root(cfg.rootfs));
   auto host = cfg.hostname.substr(0, 64);
   if (::sethostname(host.data(), host.size()) != 0)
     return errno_message("sethostname", host, errno);

@@ -4,7 +4,9 @@
 # sandbox's mount table names no other sandbox, the trainer's file calls and
 # exec work as before (protected paths included), a node restart finds the
 # roots again, and a destroy leaves no mount, held descriptor, process or
-# directory.
+# directory. Inits come from the node's launch template (no host mount
+# below the root, no pivot_root) and loopback-only sandboxes share one
+# read-only sysfs.
 
 import os
 import signal
@@ -152,3 +154,58 @@ def test_restart_reaps_a_sandbox_whose_init_died(node_factory):
     c.created.clear()
     assert_clean(n, allow_layer_mounts=True)
     assert not os.path.exists(sandbox_dir(n, sid))
+
+
+def mount_line(table, mountpoint):
+    return [l for l in table if l.split()[4] == mountpoint]
+
+
+def test_root_sits_on_an_empty_template_with_no_way_out(node_factory):
+    # Inits are cloned from the node's launch template (a mount namespace
+    # that holds only an empty read-only root) and chroot onto their root
+    # instead of pivot_root: nothing of the host lies below it, and the agent
+    # cannot leave the chroot (chroot itself needs CAP_SYS_CHROOT).
+    n = node_factory.start()
+    c = n.client
+    sid = c.create_ok(memory_mb=64)
+    table = mountinfo_in(c, sid)
+    assert len(mount_line(table, "/")) == 1 and " - overlay " in mount_line(table, "/")[0], table
+    # Only the sandbox's own mounts: its root, /dev, /proc, /sys and their
+    # masks; no path of the host's table (e.g. the node's state dir as a
+    # mount point, or /run).
+    state = os.path.realpath(n.state_dir)
+    for line in table:
+        mp = line.split()[4]
+        assert mp == "/" or mp.startswith(("/dev", "/proc", "/sys")), (mp, table)
+        assert state not in mp, line
+    r = c.sh(sid, "chroot / /bin/true 2>&1; echo rc=$?")
+    assert "rc=0" not in r["stdout"], r
+    assert c.sh(sid, "ls -a /.. | sort")["stdout"] == c.sh(sid, "ls -a / | sort")["stdout"]
+    assert c.sh(sid, "cd /../../..; pwd")["stdout"].strip() == "/"
+
+
+def test_loopback_sandboxes_share_one_read_only_sysfs(node_factory):
+    # One sysfs superblock for every sandbox without network (a sysfs per
+    # sandbox made each create compare against all of them, and grew every
+    # memory cgroup's shrinker table); /sys reads as before.
+    n = node_factory.start()
+    c = n.client
+    a, b = c.create_ok(memory_mb=64), c.create_ok(memory_mb=64)
+    devs = set()
+    for sid in (a, b):
+        sys_line = mount_line(mountinfo_in(c, sid), "/sys")
+        assert len(sys_line) == 1 and " - sysfs " in sys_line[0], sys_line
+        assert sys_line[0].split()[5].startswith("ro,"), sys_line
+        devs.add(sys_line[0].split()[2])
+        assert c.sh(sid, "ls /sys/class/net")["stdout"].split() == ["lo"]
+        assert c.sh(sid, "cat /sys/class/net/lo/flags")["stdout"].strip() == "0x9"
+        assert c.sh(sid, "ls /sys/firmware | wc -l")["stdout"].strip() == "0"
+        r = c.sh(sid, "echo x > /sys/kernel/uevent_helper 2>&1; echo rc=$?")
+        assert "rc=0" not in r["stdout"], r
+        assert c.sh(sid, "cat /sys/devices/system/cpu/online")["stdout"].strip()
+    assert len(devs) == 1, devs
+    for sid in (a, b):
+        status, out = c.delete(sid)
+        assert status == 200, out
+    c.created.clear()
+    assert_clean(n, allow_layer_mounts=True)
