@@ -309,8 +309,10 @@ status swap_tier::detach() {
       return sys_error("swapoff", rec->file, err);
     }
   }
-  if (!rec->file.empty() && inode_of(rec->file) == rec->file_ino)
+  if (!rec->file.empty() && inode_of(rec->file) == rec->file_ino) {
     ::unlink(rec->file.c_str());
+    ::rmdir(rec->file.substr(0, rec->file.rfind('/')).c_str()); // when empty
+  }
   if (rec->zswap) {
     auto plock = lock_host_file(opts_.run_dir, "swaptier.pause.lock");
     if (auto st = zswap_apply(rec->saved); !st) {
