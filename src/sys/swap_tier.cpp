@@ -274,8 +274,8 @@ expected<std::shared_ptr<swap_tier>> swap_tier::attach(const swap_tier_options& 
          + "node out)";
   else
     w += "; zswap untouched" + (zswap_note.empty() ? std::string{} : " (" + zswap_note + ")");
-  if (!rec.file.empty() && rec.zswap)
-    w += "; pause writes straight to the file";
+  if (rec.zswap)
+    w += std::string{"; pause goes past zswap, to "} + (rec.file.empty() ? "zram" : "the file");
   w += "; record " + rec_path;
   t->what_ = w;
   std::lock_guard<std::mutex> g(current_m);
@@ -331,7 +331,7 @@ swap_tier::direct_guard::~direct_guard() {
 }
 
 std::optional<swap_tier::direct_guard> swap_tier::pause_direct() const {
-  if (file_.empty() || !zswap_)
+  if (!zswap_)
     return std::nullopt;
   auto lock = lock_host_file(opts_.run_dir, "swaptier.pause.lock");
   if (!lock)
