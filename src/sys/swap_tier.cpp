@@ -178,6 +178,12 @@ expected<std::shared_ptr<swap_tier>> swap_tier::attach(const swap_tier_options& 
     t->what_ = "swap tier: off (no swap file and no zram: the node manages no swap)";
     return t;
   }
+  if (o.file_mb <= 0 && !want_zswap) {
+    // Asks nothing of the tier: it does not join another node's either (that
+    // node's last clean stop still takes it down).
+    t->what_ = "swap tier: off (--swap-file-mb 0 and --zswap-compressor off)";
+    return t;
+  }
   std::string zswap_note;
   if (want_zswap && !exists(zswap_dir + "/enabled")) {
     want_zswap = false;
