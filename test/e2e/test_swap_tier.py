@@ -215,3 +215,27 @@ def test_zram_mb_0_alone_means_no_node_managed_swap(dsec_bin, store, host):
         assert zswap_params() == host["zswap"]
     finally:
         stop_and_clean(n)
+
+
+def test_with_zram_too_the_file_comes_first_and_zswap_sits_in_front(dsec_bin, store, host):
+    n = Node(dsec_bin, store, extra_args=["--zram-mb", "256", "--swap-file-mb", "256",
+                                          "--swap-dir", host["dir"]]).start()
+    try:
+        assert tier_line(n)[1] == host["file"]
+        prio = {l.split()[0]: int(l.split()[4]) for l in open("/proc/swaps").read().splitlines()[1:]}
+        zram = dsec_zram()
+        assert zram in prio, f"no dsec zram in {prio}:\n{n.log_tail()}"
+        assert prio[host["file"]] > prio[zram], prio
+        assert zswap_params()["enabled"] == "Y"
+        assert "pause goes past zswap, to the file" in n.log_tail()
+        # A node that asks nothing of the tier does not join it.
+        m = Node(dsec_bin, store, extra_args=["--zram-mb", "256", "--swap-file-mb", "0",
+                                              "--zswap-compressor", "off"]).start()
+        try:
+            assert "swap tier: off (--swap-file-mb 0 and --zswap-compressor off)" in m.log_tail()
+        finally:
+            stop_and_clean(m)
+        assert host["file"] in active_swaps()
+    finally:
+        stop_and_clean(n)
+    assert_host_restored(host)
