@@ -68,7 +68,7 @@ struct node_config {
   /// compressor ("off" = leave zswap alone) and pool share.
   int64_t swap_file_mb = -1;
   std::string swap_dir = "/var/lib/dsec/swap";
-  std::string zswap_compressor = "deflate";
+  std::string zswap_compressor = "lzo";
   int zswap_pool_percent = 40;
 };
 

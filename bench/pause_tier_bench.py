@@ -7,10 +7,11 @@ pause and resume take, and that its heap and files are intact after resume.
 Root; the store must hold base/python@3.11. Each configuration runs on a node
 of its own, one after the other (swap and zswap are host-wide):
   zram        --zram-mb 1024 --swap-file-mb 0 --zswap-compressor off
-  zswap+zram  --zram-mb 1024 --swap-file-mb 0 (zswap deflate in front of zram:
-              pause goes through zswap, which keeps random pages whole)
-  tier        --zram-mb 0 --swap-file-mb 2048 (zswap deflate, a disk file;
-              pause writes past zswap to the file)
+  zswap+zram  --zram-mb 1024 --swap-file-mb 0 --zswap-compressor deflate
+              (zswap in front of zram; measured when pause still went through
+              zswap, which keeps random pages whole; it now goes past it)
+  tier        --zram-mb 0 --swap-file-mb 2048 --zswap-compressor deflate (a
+              disk file; pause writes past zswap to the file)
   tier+zram   --zram-mb 1024 --swap-file-mb 2048 (the default layout)
     python3 bench/pause_tier_bench.py --dsec-bin build/src/dsec \\
         --store /var/lib/dsec-test/store [--holders 3] [--configs zram,tier]
@@ -71,9 +72,9 @@ SHM_HASH = ("python3 -c \"import hashlib;print(hashlib.sha256("
 
 CONFIGS = {
     "zram": ["--zram-mb", "1024", "--swap-file-mb", "0", "--zswap-compressor", "off"],
-    "zswap+zram": ["--zram-mb", "1024", "--swap-file-mb", "0"],
-    "tier": ["--zram-mb", "0", "--swap-file-mb", "2048"],
-    "tier+zram": ["--zram-mb", "1024", "--swap-file-mb", "2048"],
+    "zswap+zram": ["--zram-mb", "1024", "--swap-file-mb", "0", "--zswap-compressor", "deflate"],
+    "tier": ["--zram-mb", "0", "--swap-file-mb", "2048", "--zswap-compressor", "deflate"],
+    "tier+zram": ["--zram-mb", "1024", "--swap-file-mb", "2048", "--zswap-compressor", "deflate"],
 }
 
 

@@ -3,10 +3,11 @@
 // dsec uses them, and the way pause sends a frozen sandbox's pages past zswap.
 //
 // Why two parts (measured here, kernel 6.18, cgroup v1; bench/reclaim_bench.py):
-// - zswap compresses pages on their way to swap into a RAM pool, with a
-//   stronger compressor than zram offers on this kernel (deflate: idle python
-//   heaps 5.6:1 against lz4's 3.15:1). Idle sandboxes that the reclaim actor
-//   pages out land there and come back from RAM on their next touch.
+// - zswap compresses pages on their way to swap into a RAM pool (lzo by
+//   default, 3.6:1 on idle python heaps against zram's lz4 3.05:1; deflate,
+//   5.6:1, when the host has CPU to spare), and writes its oldest pages to the
+//   file when the pool is full. Idle sandboxes that the reclaim actor pages
+//   out land there and come back from RAM on their next touch.
 // - zswap in 6.18 keeps a page that does not compress as it is (full size) in
 //   its pool, and on cgroup v1 its shrinker never writes a group's pages back
 //   (the per-group zswap counters it reads are kept on cgroup v2 only), so
@@ -119,11 +120,14 @@ struct swap_tier_options {
   int64_t file_mb = 0;
   /// Where the file is made (its filesystem must take swap files: ext4, xfs).
   std::string dir = "/var/lib/dsec/swap";
-  /// zswap's compressor; "off" leaves zswap alone. deflate: the best ratio
-  /// this kernel offers on idle heaps (5.6:1 against lzo/lz4's ~3:1), at a
-  /// CPU cost (~45 MB/s per core to compress) paid by the reclaim actor in
-  /// the background; a faster one (lzo) frees about half as much.
-  std::string compressor = "deflate";
+  /// zswap's compressor; "off" leaves zswap alone. lzo: ~10x faster than
+  /// deflate, and on a busy host that matters more than deflate's ratio
+  /// (5.6:1 on idle python heaps against lzo's 3.6:1): with 400 agents made on
+  /// this loaded 2-core machine the reclaim actor had 5.4 GiB in swap with
+  /// lzo and 0.55 GiB with deflate (bench/results/density-python-swaptier-*).
+  /// deflate suits a host with spare CPU; what the pool cannot hold goes to
+  /// the file either way.
+  std::string compressor = "lzo";
   /// zswap's max_pool_percent: its RAM pool may grow to this share of RAM;
   /// past it zswap writes its oldest pages to the swap devices. 40: enough
   /// for 3,200 idle 20 MB heaps at 5.6:1 (11 GiB of 24); more leaves too

@@ -51,7 +51,7 @@ SWAP_DIR = os.path.join(os.environ.get("DSEC_E2E_TMP", "/var/tmp"), "dsec-pause-
 KINDS = {
     # zram alone: no file, zswap left as it is.
     "zram": ["--zram-mb", "1024", "--swap-file-mb", "0", "--zswap-compressor", "off"],
-    # The tier: a 1 GiB file with zswap (deflate) in front, no zram.
+    # The tier: a 1 GiB file with zswap (lzo) in front, no zram.
     "tier": ["--zram-mb", "0", "--swap-file-mb", "1024", "--swap-dir", SWAP_DIR],
 }
 
