@@ -160,7 +160,7 @@ class Node:
     def stop(self):
         self.proc.terminate()
         rc = self.proc.wait(timeout=300)
-        subprocess.run(["rm", "-rf", self.state, self.swap_dir])
+        subprocess.run(["rm", "-rf", self.state, self.swap_dir, self.log_path])
         return rc
 
 
