@@ -84,6 +84,8 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   }
   if (g.ctx && g.ctx->zram) // a few sysfs reads
     out += g.ctx->zram->metrics_text(s.node_id);
+  if (g.ctx && g.ctx->swap_tier)
+    out += g.ctx->swap_tier->metrics_text(s.node_id);
   return out;
 }
 
@@ -143,6 +145,8 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
           auto& ctx = self->state.ctx; // the node's zram swap, appended (a few sysfs reads)
           if (ctx && ctx->zram && body.size() > 2 && body.back() == '}')
             body.insert(body.size() - 1, "," + ctx->zram->health_json());
+          if (ctx && ctx->swap_tier && body.size() > 2 && body.back() == '}')
+            body.insert(body.size() - 1, "," + ctx->swap_tier->health_json());
           return reply(c, 200, std::move(body));
         }
         auto text = std::make_shared<std::string>(metrics_text(st, self->state));

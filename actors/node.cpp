@@ -436,17 +436,50 @@ int run_node(node_config cfg) {
   }
   auto& node = **ctx;
   node.gossip_net = std::move(gossip_net);
+  std::shared_ptr<sys::zram_swap> zram;
+  std::shared_ptr<sys::swap_tier> tier;
   {
     // Compressed swap for pause and reclaim (sys/zram.hpp): made, joined or
     // taken back; a host with its own swap or without zram runs without it.
+    // The swap tier (sys/swap_tier.hpp: a disk file, zswap in front) beside
+    // it; its file is not the host's swap to zram. Bad tier settings stop the
+    // node (after zram is given back).
+    int64_t ram = int64_t(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+    auto& c = node.config;
     sys::zram_options zo;
-    zo.node = node.config.node_id;
-    zo.size_mb = node.config.zram_mb >= 0
-                   ? node.config.zram_mb
-                   : sys::default_zram_mb(int64_t(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE));
-    node.zram = sys::zram_swap::attach(zo);
-    std::cout << "dsec node " << node.config.node_id << ": " << node.zram->describe() << std::endl;
+    zo.node = c.node_id;
+    zo.size_mb = c.zram_mb >= 0 ? c.zram_mb : sys::default_zram_mb(ram);
+    zo.also_ours = {sys::swap_tier::recorded_file(zo.run_dir), c.swap_dir + "/swapfile"};
+    zram = sys::zram_swap::attach(zo);
+    std::cout << "dsec node " << c.node_id << ": " << zram->describe() << std::endl;
+    sys::swap_tier_options so;
+    so.node = c.node_id;
+    so.dir = c.swap_dir;
+    so.compressor = c.zswap_compressor;
+    so.pool_percent = c.zswap_pool_percent;
+    so.zram_active = zram->active();
+    so.file_mb = c.swap_file_mb;
+    if (so.file_mb < 0) {
+      struct statvfs vfs{};
+      auto probe = c.swap_dir;
+      while (::statvfs(probe.c_str(), &vfs) != 0 && probe.size() > 1)
+        probe = probe.substr(0, std::max<size_t>(1, probe.rfind('/')));
+      so.file_mb = sys::default_swap_file_mb(ram, int64_t(vfs.f_bavail) * int64_t(vfs.f_frsize));
+    }
+    auto made = sys::swap_tier::attach(so);
+    if (!made) {
+      std::cerr << "dsec node " << c.node_id << ": " << made.err().message << "\n";
+      (void)zram->detach();
+      (void)node.mounts->unmount_all();
+      if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
+        (void)node.quota->unmount();
+      return 2;
+    }
+    tier = *made;
+    std::cout << "dsec node " << c.node_id << ": " << tier->describe() << std::endl;
   }
+  node.zram = std::move(zram);
+  node.swap_tier = std::move(tier);
   // Beside its sandboxes in the cpu hierarchy, so batch ones never delay it.
   backends::node_cpu_placement cpu_place{"/sys/fs/cgroup", node.config.node_id};
   if (cpu_place.err())
@@ -473,6 +506,8 @@ int run_node(node_config cfg) {
   if (auto st = sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + node.config.node_id)->remove(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
   sys::prune_cgroup_v1("/sys/fs/cgroup", "dsec");
+  if (auto st = node.swap_tier->detach(); !st) // the last node out puts zswap back
+    std::cerr << "dsec node: swap tier: " << st.err().message << "\n";
   if (auto st = node.zram->detach(); !st) // the last dsec node out removes the zram
     std::cerr << "dsec node: zram: " << st.err().message << "\n";
   return rc;

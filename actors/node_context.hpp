@@ -18,6 +18,7 @@
 #include "gossip/udp_transport.hpp"
 #include "sys/quota_volume.hpp"
 #include "sys/worker_pool.hpp"
+#include "sys/swap_tier.hpp"
 #include "sys/zram.hpp"
 
 namespace dsec {
@@ -75,6 +76,13 @@ struct node_config {
   bool trajectory_fsync = false;
   /// --trajectory-keep-days: how long a destroyed sandbox's log stays.
   int64_t trajectory_keep_days = 7;
+  /// The swap tier (sys/swap_tier.hpp): its disk file in MiB (--swap-file-mb;
+  /// 0 = none, -1 = sys::default_swap_file_mb), where it lives, zswap's
+  /// compressor ("off" = leave zswap alone) and pool share.
+  int64_t swap_file_mb = -1;
+  std::string swap_dir = "/var/lib/dsec/swap";
+  std::string zswap_compressor = "lzo";
+  int zswap_pool_percent = 40;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its
@@ -142,6 +150,8 @@ struct node_context {
   std::shared_ptr<gossip::udp_transport> gossip_net;
   /// The node's use of dsec's zram swap (sys/zram.hpp); null in tests.
   std::shared_ptr<sys::zram_swap> zram;
+  /// The node's use of dsec's swap tier (sys/swap_tier.hpp); null in tests.
+  std::shared_ptr<sys::swap_tier> swap_tier;
   int64_t started_at_ms = 0;
   std::atomic<int64_t> execs_total{0};
   /// Where the trajectory logs are (dir empty = no log).

@@ -112,7 +112,7 @@ class Node:
         self.proc = subprocess.Popen(
             [args.dsec_bin, "node", "--state-dir", self.state, "--store", args.store,
              "--rest", f"127.0.0.1:{self.port}", "--listen", "127.0.0.1:0",
-             "--node-id", self.node_id, "--zram-mb", str(args.zram_mb)],
+             "--node-id", self.node_id, "--zram-mb", str(args.zram_mb), *args.node_args.split()],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -292,6 +292,9 @@ def main():
     ap.add_argument("--sandboxes", type=int, default=4)
     ap.add_argument("--hold-mb", type=int, default=64)
     ap.add_argument("--zram-mb", type=int, default=2048)
+    ap.add_argument("--node-args", default="--swap-file-mb 0 --zswap-compressor off",
+                    help="more node flags; the default keeps zram alone (no swap tier): "
+                         "bench/pause_tier_bench.py compares the tier")
     ap.add_argument("--mechanisms", default="pageout,squeeze,force_empty,pause")
     ap.add_argument("--after-read", action="store_true",
                     help="read each sandbox's /dev/shm file back just before reclaiming it")

@@ -8,8 +8,12 @@
 // stay as they are (memsw caps RAM + swap at memory_mb). Clean file pages
 // are dropped at once (layer pages shared with other sandboxes too: they
 // come back from the local EROFS image when touched), anonymous and tmpfs
-// memory goes to swap when the node has any (its zram). Resume thaws; pages
-// come back as they are touched. A paused sandbox costs no CPU and, with
+// memory goes to swap when the node has any. With the node's swap tier
+// (sys/swap_tier.hpp: a disk file, zswap in front) pause sends the frozen
+// sandbox's pages past zswap straight to the file: zswap on this kernel keeps
+// random pages at full size in RAM, the file does not (a 200 MiB holder gave
+// back 66% through zswap, ~100% to the file, bench/reclaim_bench.py). Without
+// the tier they go to zram. Resume thaws; pages come back as they are touched. A paused sandbox costs no CPU and, with
 // swap, little memory; its state is intact.
 //
 // The changes of a sandbox are its overlayfs upper directory: new and
@@ -22,6 +26,7 @@
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/cpu_class.hpp"
 #include "sys/page_out.hpp"
+#include "sys/swap_tier.hpp"
 
 namespace dsec::backends {
 
@@ -44,6 +49,8 @@ status container_sandbox::pause() {
   // (73 MiB left); force_empty after it, once the memcg statistics are
   // fresh, frees all but ~1 MiB (bench/reclaim_bench.py compares them).
   // Best effort: a paused sandbox that kept memory is still paused.
+  auto tier = sys::swap_tier::current();
+  auto direct = tier ? tier->pause_direct() : std::nullopt; // zswap off until the scope ends
   sys::page_out(parts_.cgroup->processes());
   if (!parts_.cgroup->reclaim_all_memory())
     (void)parts_.cgroup->squeeze_memory(0);

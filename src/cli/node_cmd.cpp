@@ -6,6 +6,7 @@
 #include "actors/node.hpp"
 #include "cli/args.hpp"
 #include "sys/http_client.hpp"
+#include "sys/swap_tier.hpp"
 
 namespace dsec::cli {
 
@@ -85,18 +86,75 @@ int parse_trajectory_flags(const args& a, node_config& cfg) {
   return 0;
 }
 
+/// Swap flags: --zram-mb and the swap tier's (sys/swap_tier.hpp says why
+/// each default); 0 or 2 (usage).
+int parse_swap_flags(const args& a, node_config& cfg) {
+  // --zram-mb: the compressed swap a node makes when the host has none, so
+  // pause and reclaim can move anonymous and tmpfs memory out of RAM. Default
+  // a quarter of RAM, at most 8 GiB (sys::default_zram_mb says why); 0 = none.
+  if (a.has("zram-mb")) {
+    auto n = to_int("zram-mb", a.get("zram-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --zram-mb must be a whole number of MiB (0 = no zram swap; "
+                   "default a quarter of RAM, at most 8192)\n";
+      return 2;
+    }
+    cfg.zram_mb = *n;
+  }
+  // --swap-file-mb: the swap tier's disk file (pause writes there); default
+  // sys::default_swap_file_mb, but none when --zram-mb 0 stands alone (no
+  // node-managed swap at all, what test suites ask for); 0 = none.
+  if (a.has("swap-file-mb")) {
+    auto n = to_int("swap-file-mb", a.get("swap-file-mb"));
+    if (!n || *n < 0) {
+      std::cerr << "dsec node: --swap-file-mb must be a whole number of MiB (0 = no swap file; "
+                   "default a quarter of RAM, at most a tenth of the disk's free space)\n";
+      return 2;
+    }
+    cfg.swap_file_mb = *n;
+  } else if (cfg.zram_mb == 0) {
+    cfg.swap_file_mb = 0;
+  }
+  cfg.swap_dir = a.get("swap-dir", cfg.swap_dir);
+  if (cfg.swap_dir.empty() || cfg.swap_dir[0] != '/') {
+    std::cerr << "dsec node: --swap-dir must be an absolute path\n";
+    return 2;
+  }
+  if (a.has("zswap-compressor")) {
+    cfg.zswap_compressor = a.get("zswap-compressor");
+    if (auto st = sys::parse_zswap_compressor(cfg.zswap_compressor); !st) {
+      std::cerr << "dsec node: " << st.err().message << "\n";
+      return 2;
+    }
+  }
+  if (a.has("zswap-pool-percent")) {
+    auto n = to_int("zswap-pool-percent", a.get("zswap-pool-percent"));
+    if (auto st = n ? sys::check_zswap_pool_percent(*n)
+                    : status{invalid_argument("--zswap-pool-percent must be a whole number")};
+        !st) {
+      std::cerr << "dsec node: " << st.err().message << "\n";
+      return 2;
+    }
+    cfg.zswap_pool_percent = static_cast<int>(*n);
+  }
+  return 0;
+}
+
 } // namespace
 
 int run_node_command(const std::vector<std::string>& words) {
   const char* text = "dsec node [--state-dir DIR] [--rest HOST:PORT] [--listen HOST:PORT] "
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
-                     "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N] [--reclaim-idle-s S] "
+                     "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N] [--swap-file-mb N] "
+                     "[--swap-dir DIR] [--zswap-compressor NAME|off] [--zswap-pool-percent P] "
+                     "[--reclaim-idle-s S] "
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
                      "[--overcommit X] [--trajectory-dir DIR] [--no-trajectory] "
                      "[--trajectory-fsync] [--trajectory-keep-days N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
-                       "max-sandboxes", "layer-cache-mb", "zram-mb",
+                       "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
+                       "zswap-compressor", "zswap-pool-percent",
                        // reclaim and memory admission
                        "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit",
                        "trajectory-dir", "trajectory-keep-days"},
@@ -128,18 +186,8 @@ int run_node_command(const std::vector<std::string>& words) {
     }
     cfg.layer_cache_mb = static_cast<uint64_t>(*n);
   }
-  // --zram-mb: the compressed swap a node makes when the host has none, so
-  // pause and reclaim can move anonymous and tmpfs memory out of RAM. Default
-  // a quarter of RAM, at most 8 GiB (sys::default_zram_mb says why); 0 = none.
-  if (a->has("zram-mb")) {
-    auto n = to_int("zram-mb", a->get("zram-mb"));
-    if (!n || *n < 0) {
-      std::cerr << "dsec node: --zram-mb must be a whole number of MiB (0 = no zram swap; "
-                   "default a quarter of RAM, at most 8192)\n";
-      return 2;
-    }
-    cfg.zram_mb = *n;
-  }
+  if (auto rc = parse_swap_flags(*a, cfg); rc != 0)
+    return rc;
   if (auto rc = parse_reclaim_flags(*a, cfg); rc != 0)
     return rc;
   if (auto rc = parse_trajectory_flags(*a, cfg); rc != 0)

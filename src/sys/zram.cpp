@@ -17,6 +17,7 @@
 
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
+#include "sys/host_lock.hpp"
 
 namespace dsec::sys {
 
@@ -123,23 +124,7 @@ int64_t read_int(const std::string& path) {
   return t ? std::atoll(t->c_str()) : -1;
 }
 
-/// /proc/<pid>/stat field 22 (start time in ticks); -1 if the process is gone.
-int64_t start_time_of(int64_t pid) {
-  auto t = read_file("/proc/" + std::to_string(pid) + "/stat");
-  if (!t)
-    return -1;
-  auto close = t->rfind(')'); // the command may hold spaces and parens
-  if (close == std::string::npos)
-    return -1;
-  std::istringstream in{t->substr(close + 2)};
-  std::string field;
-  for (int i = 3; i <= 22 && (in >> field); ++i)
-    if (i == 22)
-      return std::atoll(field.c_str());
-  return -1;
-}
-
-bool alive(const zram_user& u) { return u.pid > 0 && start_time_of(u.pid) == u.start_time; }
+bool alive(const zram_user& u) { return process_alive(u.pid, u.start_time); }
 
 bool swapped_on(const std::string& dev) {
   auto t = read_file("/proc/swaps");
@@ -217,16 +202,10 @@ expected<zram_record> make_device(const zram_options& o, int64_t bytes, std::str
 struct run_lock {
   unique_fd fd;
   static expected<run_lock> take(const std::string& dir) {
-    if (auto st = make_dirs(dir, 0755); !st)
-      return st.err();
-    auto path = dir + "/zram.lock";
-    run_lock l{unique_fd{::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)}};
-    if (!l.fd)
-      return sys_error("open", path, errno);
-    while (::flock(l.fd.get(), LOCK_EX) != 0)
-      if (errno != EINTR)
-        return sys_error("flock", path, errno);
-    return l;
+    auto fd = lock_host_file(dir, "zram.lock");
+    if (!fd)
+      return fd.err();
+    return run_lock{std::move(*fd)};
   }
 };
 
@@ -268,10 +247,13 @@ std::shared_ptr<zram_swap> zram_swap::attach(const zram_options& o) {
   if (rec && !same_device(*rec))
     rec.reset(); // the device went (reboot, hot_remove by hand): the record is stale
   auto swaps_text = read_file("/proc/swaps");
-  for (auto& e : parse_proc_swaps(swaps_text ? *swaps_text : ""))
-    if (!rec || e.path != "/dev/" + rec->device)
+  for (auto& e : parse_proc_swaps(swaps_text ? *swaps_text : "")) {
+    bool ours = (rec && e.path == "/dev/" + rec->device)
+                || std::find(o.also_ours.begin(), o.also_ours.end(), e.path) != o.also_ours.end();
+    if (!ours)
       return off("the host has swap " + e.path + ", using it");
-  zram_user me{o.node, ::getpid(), start_time_of(::getpid())};
+  }
+  zram_user me{o.node, ::getpid(), process_start_time(::getpid())};
   std::string verb = "joined";
   std::string algo;
   if (rec && !swapped_on(rec->device)) {

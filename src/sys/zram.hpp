@@ -108,6 +108,9 @@ struct zram_options {
   std::string algorithm = "lz4";
   /// Above any disk swap an operator adds later, so pages go to RAM first.
   int priority = 100;
+  /// Other swaps of dsec's (the swap tier's file, swap_tier.hpp): not the
+  /// host's own swap, so they do not turn zram off.
+  std::vector<std::string> also_ours;
 };
 
 /// The node's use of dsec's zram device (or why it has none).

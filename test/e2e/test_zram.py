@@ -18,6 +18,9 @@ import pytest
 from conftest import Node, wait_for
 
 RECORD = "/run/dsec/zram"
+# zram alone: no swap tier file and zswap left as it is (test_swap_tier.py
+# covers those).
+ZRAM_ONLY = ["--swap-file-mb", "0", "--zswap-compressor", "off"]
 CONTROL = "/sys/class/zram-control"
 
 
@@ -69,7 +72,7 @@ def stop_and_clean(node):
 
 def test_node_makes_lz4_zram_when_the_host_has_no_swap_and_removes_it_on_stop(
         dsec_bin, store, no_swap):
-    n = Node(dsec_bin, store, extra_args=["--zram-mb", "256"]).start()
+    n = Node(dsec_bin, store, extra_args=["--zram-mb", "256", *ZRAM_ONLY]).start()
     try:
         verb, dev = zram_line(n)
         assert verb == "made"
@@ -102,11 +105,11 @@ def test_node_makes_lz4_zram_when_the_host_has_no_swap_and_removes_it_on_stop(
 
 
 def test_a_second_node_joins_the_zram_and_the_last_one_out_removes_it(dsec_bin, store, no_swap):
-    a = Node(dsec_bin, store, extra_args=["--zram-mb", "128"]).start()
+    a = Node(dsec_bin, store, extra_args=["--zram-mb", "128", *ZRAM_ONLY]).start()
     b = None
     try:
         _, dev = zram_line(a)
-        b = Node(dsec_bin, store, extra_args=["--zram-mb", "128"]).start()
+        b = Node(dsec_bin, store, extra_args=["--zram-mb", "128", *ZRAM_ONLY]).start()
         verb, dev_b = zram_line(b)
         assert (verb, dev_b) == ("joined", dev)
         assert len(zram_devices()) == len(no_swap) + 1, "a second device was made"
@@ -122,7 +125,7 @@ def test_a_second_node_joins_the_zram_and_the_last_one_out_removes_it(dsec_bin, 
 
 
 def test_a_node_killed_with_minus_9_takes_its_zram_back(dsec_bin, store, no_swap):
-    n = Node(dsec_bin, store, extra_args=["--zram-mb", "128"]).start()
+    n = Node(dsec_bin, store, extra_args=["--zram-mb", "128", *ZRAM_ONLY]).start()
     try:
         _, dev = zram_line(n)
         n.proc.send_signal(signal.SIGKILL)
@@ -140,7 +143,7 @@ def test_a_node_killed_with_minus_9_takes_its_zram_back(dsec_bin, store, no_swap
 
 
 def test_zram_mb_0_runs_without_swap(dsec_bin, store, no_swap):
-    n = Node(dsec_bin, store, extra_args=["--zram-mb", "0"]).start()
+    n = Node(dsec_bin, store, extra_args=["--zram-mb", "0", *ZRAM_ONLY]).start()
     try:
         assert "zram: off (--zram-mb 0)" in n.log_tail()
         z = n.client.healthz()[1]["zram"]
@@ -161,7 +164,7 @@ def test_a_host_swap_is_used_and_left_alone(dsec_bin, store, no_swap):
             f.write(str(64 << 20))
         subprocess.run(["mkswap", dev], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["swapon", dev], check=True)
-        n = Node(dsec_bin, store, extra_args=["--zram-mb", "128"]).start()
+        n = Node(dsec_bin, store, extra_args=["--zram-mb", "128", *ZRAM_ONLY]).start()
         try:
             assert f"zram: off (the host has swap {dev}, using it)" in n.log_tail()
             assert zram_devices() == sorted(no_swap + [f"zram{idx}"])
@@ -185,7 +188,7 @@ def test_zram_mb_must_be_a_whole_number(dsec_bin, tmp_path):
 
 def test_nodes_starting_at_once_share_one_device(dsec_bin, store, no_swap):
     import threading
-    nodes = [Node(dsec_bin, store, extra_args=["--zram-mb", "128"]) for _ in range(3)]
+    nodes = [Node(dsec_bin, store, extra_args=["--zram-mb", "128", *ZRAM_ONLY]) for _ in range(3)]
     threads = [threading.Thread(target=n.start) for n in nodes]
     try:
         for t in threads:
