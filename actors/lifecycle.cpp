@@ -108,8 +108,7 @@ reclaim::admission_input admission_input_for(const lifecycle_state& st, const sa
   auto& last = st.memory.last;
   in.host = last.host;
   in.reserved_mb = st.memory.reserved_mb;
-  for (auto& [id, e] : st.sandboxes)
-    in.committed_mb += e.spec.memory_mb;
+  in.committed_mb = st.committed_mb;
   in.memory_mb = spec.memory_mb;
   in.need_mb = reclaim::expected_need_mb(spec.memory_mb, last.mean_resident_bytes >> 20);
   in.reclaim_tried = reclaim_tried;
@@ -224,6 +223,7 @@ void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
   if (!spec.request_id.empty())
     st.by_request[spec.request_id] = id;
   entry.spec = std::move(spec);
+  st.committed_mb += entry.spec.memory_mb;
   st.sandboxes.emplace(id, std::move(entry));
   // Answered through here, not delegated: a failed create leaves the table
   // before its caller hears of it, so the caller's next list never shows it.
@@ -250,6 +250,7 @@ void adopt_recovered(lifecycle_actor_ptr self) {
       st.by_request[rec.spec.request_id] = id;
     entry.actor = self->spawn(adopted_sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self),
                               std::move(rec));
+    st.committed_mb += entry.spec.memory_mb;
     st.sandboxes.emplace(id, std::move(entry));
   }
 }
@@ -265,6 +266,7 @@ void on_gone(lifecycle_actor_ptr self, const std::string& id) {
     ++st.destroys_total;
   if (!it->second.spec.request_id.empty())
     st.by_request.erase(it->second.spec.request_id);
+  st.committed_mb -= it->second.spec.memory_mb;
   st.sandboxes.erase(it);
   if (st.shutting_down && st.sandboxes.empty()) {
     for (auto& rp : st.shutdown_waiters)

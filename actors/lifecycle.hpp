@@ -64,6 +64,9 @@ struct lifecycle_state {
   static inline const char* name = "lifecycle";
   node_context_ptr ctx;
   std::unordered_map<std::string, sandbox_entry> sandboxes;
+  /// Sum of memory_mb over `sandboxes`, kept as they come and go: admission
+  /// reads it on every create, which must not walk the table (3,200 entries).
+  int64_t committed_mb = 0;
   /// request_id -> sandbox id (idempotent creates).
   std::unordered_map<std::string, std::string> by_request;
   int64_t creates_total = 0;
