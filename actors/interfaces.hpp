@@ -39,6 +39,11 @@
 //                                             -> sandbox_info | error (PATCH: the class
 //                                                if not empty, then the policy if
 //                                                set_network; a paused sandbox resumes first)
+//   (fsop_atom, id, op, path, to, int32_t depth) -> std::vector<fs_entry> | error
+//                                                (core/fs_entry.hpp: stat, list, mkdir,
+//                                                move, remove; the E2B filesystem service)
+//   (setttl_atom, id, int64_t ttl_s)          -> sandbox_info | error (expires ttl_s
+//                                                from now; 0 = never)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)

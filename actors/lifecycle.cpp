@@ -11,6 +11,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/sandbox.hpp"
 #include "core/ids.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/validate.hpp"
 
@@ -526,6 +527,18 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       max_bytes = std::min<uint64_t>(max_bytes, self->state.ctx->config.max_file_bytes);
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
+      });
+    },
+    [self](fsop_atom, const std::string& id, std::string& op, std::string& path, std::string& to,
+           int32_t depth) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, fsop_atom::value, std::move(op), std::move(path),
+                              std::move(to), depth);
+      });
+    },
+    [self](setttl_atom, const std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, setttl_atom::value, ttl_s);
       });
     },
     [self](layers_atom) {

@@ -62,6 +62,10 @@ struct node_config {
   /// Size in MiB of the zram swap the node makes when the host has no swap
   /// (--zram-mb); 0 = none, -1 = sys::default_zram_mb (a quarter of RAM).
   int64_t zram_mb = -1;
+  // -- API keys (actors/api_keys.hpp) -----------------------------------------
+  /// Keys every REST and E2B call must carry (--api-key-file); empty = no
+  /// check, which a node allows only on a loopback --rest or with --insecure.
+  std::vector<std::string> api_keys;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its

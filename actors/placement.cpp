@@ -11,6 +11,7 @@
 #include "actors/image_fetch.hpp"
 #include "actors/interfaces.hpp"
 #include "core/ids.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "sys/http_client.hpp"
 
@@ -481,6 +482,18 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
       return routed<std::string>(self, id,
                                  caf::make_message(rfile_atom::value, id, std::move(path), max_bytes),
                                  caf::duration{peer_timeout});
+    },
+    [self](fsop_atom, std::string& id, std::string& op, std::string& path, std::string& to,
+           int32_t depth) -> caf::result<caf::message> {
+      return routed<std::vector<fs_entry>>(
+        self, id,
+        caf::make_message(fsop_atom::value, id, std::move(op), std::move(path), std::move(to),
+                          depth),
+        caf::duration{peer_timeout});
+    },
+    [self](setttl_atom, std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
+      return routed<sandbox_info>(self, id, caf::make_message(setttl_atom::value, id, ttl_s),
+                                  caf::duration{peer_timeout});
     },
     [self](pause_atom, std::string& id) -> caf::result<caf::message> {
       return routed<sandbox_info>(self, id, caf::make_message(pause_atom::value, id),

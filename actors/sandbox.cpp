@@ -13,6 +13,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_update.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -596,6 +597,25 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         return sb.read_file(path, static_cast<size_t>(max_bytes));
       });
     },
+    [self](fsop_atom, std::string& op, std::string& path, std::string& to, int32_t depth) {
+      file_op(self, self->make_response_promise(),
+              [op, path, to, depth](backends::sandbox& sb) {
+                return sb.file_op(op, path, to, depth);
+              });
+    },
+    // A new TTL from now (E2B setTimeout / connect); 0 = none. The timer
+    // armed before stays, and (ttl_atom) checks the time.
+    [self](setttl_atom, int64_t ttl_s) -> caf::result<sandbox_info> {
+      auto& st = self->state;
+      if (ttl_s < 0 || ttl_s > spec_limits::max_ttl_s)
+        return to_caf(invalid_argument("timeout: must be between 0 and 2592000 seconds"));
+      if (st.destroying || st.destroyed)
+        return to_caf(not_running(st));
+      st.info.expires_at_ms = ttl_s > 0 ? now_ms() + ttl_s * 1000 : 0;
+      arm_ttl(self);
+      notify_lifecycle(self);
+      return st.info;
+    },
     [self](info_atom) {
       auto& st = self->state;
       if (st.sb)
@@ -629,6 +649,10 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       maybe_quit(self);
     },
     [self](ttl_atom) {
+      // A TTL moved later (setttl) leaves an earlier timer behind.
+      auto at = self->state.info.expires_at_ms;
+      if (at == 0 || now_ms() + 5 < at)
+        return;
       if (!self->state.destroying)
         begin_destroy(self, "ttl expired");
     },

@@ -6,6 +6,7 @@
 
 #include "actors/caf_error.hpp"
 #include "core/error.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec {
@@ -32,6 +33,8 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<process_info>("dsec::process_info");
   cfg.add_message_type<std::vector<process_info>>("std::vector<dsec::process_info>");
   cfg.add_message_type<background_process>("dsec::background_process");
+  cfg.add_message_type<fs_entry>("dsec::fs_entry");
+  cfg.add_message_type<std::vector<fs_entry>>("std::vector<dsec::fs_entry>");
   cfg.add_error_category(dsec_error_category(),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            return "dsec: " + std::string{to_string(static_cast<errc>(code))}

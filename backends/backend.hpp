@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fs_entry.hpp"
 #include "core/types.hpp"
 
 namespace dsec::backends {
@@ -118,6 +119,16 @@ class sandbox {
   virtual status set_cpu_class(const std::string& cls) {
     (void)cls;
     return unsupported("set cpu class");
+  }
+
+  /// Stat, list, mkdir, move or remove (`fs_ops` in core/fs_entry.hpp) at
+  /// absolute `path` inside the sandbox, resolved inside its root like the
+  /// file calls; `to` is a move's destination, `depth` a list's levels.
+  /// Blocking.
+  virtual expected<std::vector<fs_entry>> file_op(const std::string& op, const std::string& path,
+                                                  const std::string& to, int32_t depth) {
+    (void)op, (void)path, (void)to, (void)depth;
+    return unsupported("filesystem operations (stat, list, mkdir, move, remove)");
   }
 
   /// What the sandbox tried and was refused, so far.

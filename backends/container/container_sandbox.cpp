@@ -6,6 +6,7 @@
 // why ("oom" when the memory controller counted an OOM kill). destroy()
 // tears everything down in the reverse order of create().
 #include "backends/container/container_sandbox.hpp"
+#include "backends/container/fs_ops.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -405,6 +406,19 @@ expected<std::string> container_sandbox::read_file(const std::string& path, size
   if (!root || !*root)
     return unavailable("read " + path + " in " + parts_.id + ": sandbox destroyed");
   return read_in_root(root->get(), path, max_bytes);
+}
+
+expected<std::vector<fs_entry>> container_sandbox::file_op(const std::string& op,
+                                                           const std::string& path,
+                                                           const std::string& to, int32_t depth) {
+  std::shared_ptr<sys::unique_fd> root;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    root = root_;
+  }
+  if (!root || !*root)
+    return unavailable(op + " " + path + " in " + parts_.id + ": sandbox destroyed");
+  return file_op_in_root(root->get(), op, path, to, depth);
 }
 
 void container_sandbox::on_exit(std::function<void(std::string)> f) {
