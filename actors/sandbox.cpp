@@ -612,6 +612,10 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       if (st.destroying || st.destroyed)
         return to_caf(not_running(st));
       st.info.expires_at_ms = ttl_s > 0 ? now_ms() + ttl_s * 1000 : 0;
+      st.ttl_not_before_ns =
+        (self->clock().now() + std::chrono::seconds(ttl_s) - std::chrono::milliseconds(5))
+          .time_since_epoch()
+          .count();
       arm_ttl(self);
       notify_lifecycle(self);
       return st.info;
@@ -649,9 +653,9 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       maybe_quit(self);
     },
     [self](ttl_atom) {
-      // A TTL moved later (setttl) leaves an earlier timer behind.
-      auto at = self->state.info.expires_at_ms;
-      if (at == 0 || now_ms() + 5 < at)
+      // A TTL moved (setttl) leaves an earlier timer behind.
+      if (self->state.info.expires_at_ms == 0
+          || self->clock().now().time_since_epoch().count() < self->state.ttl_not_before_ns)
         return;
       if (!self->state.destroying)
         begin_destroy(self, "ttl expired");

@@ -52,6 +52,8 @@ struct sandbox_actor_state {
   std::shared_ptr<backends::sandbox> sb;
   /// Layer digests whose mounts this sandbox holds.
   std::vector<std::string> digests;
+  /// Actor-clock ns before which (ttl_atom) is a timer a setttl replaced.
+  int64_t ttl_not_before_ns = 0;
   /// Execs started and not yet reported back.
   int inflight = 0;
   /// Caller tokens of running execs -> backend exec ids (for cancel).
