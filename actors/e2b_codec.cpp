@@ -384,11 +384,15 @@ expected<std::string> unwrap_request(std::string_view body) {
 
 // -- process.Process -------------------------------------------------------------
 
-expected<exec_request> parse_start(std::string_view body, bool& pty) {
+expected<exec_request> parse_start(std::string_view body, bool& pty, bool* keep_stdin) {
   auto j = parse_object(body, "process start");
   if (!j)
     return j.err();
   pty = j->contains("pty") && !(*j)["pty"].is_null();
+  if (keep_stdin) {
+    auto s = j->find("stdin");
+    *keep_stdin = s != j->end() && s->is_boolean() && s->get<bool>();
+  }
   auto p = j->find("process");
   if (p == j->end() || !p->is_object())
     return invalid_argument("process start: process (cmd, args, envs, cwd) is required");
@@ -467,6 +471,62 @@ expected<std::pair<int32_t, int32_t>> parse_signal(std::string_view body) {
   if (signo == 0)
     return invalid_argument("process: signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
   return std::make_pair(*pid, signo);
+}
+
+expected<std::pair<int32_t, std::string>> parse_input(std::string_view body) {
+  auto pid = parse_selector(body);
+  if (!pid)
+    return pid.err();
+  auto j = json::parse(body, nullptr, false);
+  auto in = j.find("input");
+  if (in == j.end() || !in->is_object())
+    return invalid_argument("send input: input {\"stdin\": base64} is required");
+  if (in->contains("pty"))
+    return invalid_argument("send input: no PTYs here, send stdin");
+  auto s = in->find("stdin");
+  if (s == in->end() || !s->is_string())
+    return invalid_argument("send input: input.stdin (base64) is required");
+  auto data = unbase64(s->get<std::string>());
+  if (!data)
+    return data.err();
+  return std::make_pair(*pid, std::move(*data));
+}
+
+expected<std::string> unbase64(std::string_view in) {
+  std::string out;
+  out.reserve(in.size() / 4 * 3 + 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t pad = 0;
+  for (char ch : in) {
+    int v;
+    if (ch >= 'A' && ch <= 'Z')
+      v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z')
+      v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9')
+      v = ch - '0' + 52;
+    else if (ch == '+' || ch == '-')
+      v = 62;
+    else if (ch == '/' || ch == '_')
+      v = 63;
+    else if (ch == '=') {
+      ++pad;
+      continue;
+    } else
+      return invalid_argument("base64: invalid character");
+    if (pad)
+      return invalid_argument("base64: data after padding");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  if (pad > 2 || bits >= 6)
+    return invalid_argument("base64: truncated");
+  return out;
 }
 
 std::string start_event(int32_t pid) {

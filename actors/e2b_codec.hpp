@@ -18,11 +18,12 @@
 
 namespace dsec::e2b {
 
-/// The envd version we claim: the SDK gates features on it. 0.4.0 has
-/// everything implemented here (Start/Connect/List/SendSignal, filesystem
-/// RPCs, multipart uploads, no default user); 0.5.2 would promise
-/// closeStdin and 0.5.7 octet-stream uploads, which we do not implement.
-constexpr const char* envd_version = "0.4.0";
+/// The envd version we claim: the SDK gates features on it. 0.5.2 has
+/// everything implemented here (Start/Connect/List/SendSignal/SendInput/
+/// CloseStdin, filesystem RPCs, multipart uploads, no default user); 0.5.7
+/// would promise octet-stream uploads, 0.6.x file metadata and watch
+/// entries, which we do not implement.
+constexpr const char* envd_version = "0.5.2";
 /// The port the SDK names in E2b-Sandbox-Port for envd.
 constexpr const char* envd_port = "49983";
 /// Label that keeps the templateID a sandbox was created from (hidden from
@@ -98,7 +99,16 @@ std::string end_of_stream(const char* code = nullptr, std::string_view message =
 
 /// StartRequest: the command to run (`/bin/bash -l -c CMD` from the SDK
 /// becomes a /bin/sh wrapper that uses bash when the layers have it).
-[[nodiscard]] expected<exec_request> parse_start(std::string_view json, bool& pty);
+/// `keep_stdin`: the request's `stdin` (true: stdin stays open for SendInput).
+[[nodiscard]] expected<exec_request> parse_start(std::string_view json, bool& pty,
+                                                 bool* keep_stdin = nullptr);
+
+/// SendInputRequest: pid and the stdin bytes (base64 in JSON); a pty input is
+/// invalid_argument (no PTYs).
+[[nodiscard]] expected<std::pair<int32_t, std::string>> parse_input(std::string_view json);
+
+/// Standard base64 (padding optional); invalid_argument on other characters.
+[[nodiscard]] expected<std::string> unbase64(std::string_view text);
 
 /// The pid of a ProcessSelector in `{"process":{"pid":N}}` (tags unsupported).
 [[nodiscard]] expected<int32_t> parse_selector(std::string_view json);

@@ -165,7 +165,8 @@ void process_start(const gateway_ref& g, const http_call& c, const std::string& 
   if (!msg)
     return stream_error(c, msg.err());
   bool pty = false;
-  auto req = parse_start(*msg, pty);
+  bool keep_stdin = false;
+  auto req = parse_start(*msg, pty, &keep_stdin);
   if (!req)
     return stream_error(c, req.err());
   if (pty)
@@ -175,7 +176,7 @@ void process_start(const gateway_ref& g, const http_call& c, const std::string& 
   if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos)
     req->timeout_s = static_cast<double>(std::stoll(tmo)) / 1000.0;
   auto self = g.self;
-  self->request(g.front, call_timeout, bgexec_atom::value, id, std::move(*req))
+  self->request(g.front, call_timeout, bgexec_atom::value, id, std::move(*req), keep_stdin)
     .then([g, c, id](background_process& p) { open_stream(g, c, id, p.pid); },
           [c](caf::error& err) { stream_error(c, from_caf(err)); });
 }
@@ -210,6 +211,26 @@ void process_signal(const gateway_ref& g, const http_call& c, const std::string&
   if (!req)
     return rpc_error(c, req.err());
   g.self->request(g.front, call_timeout, signal_atom::value, id, req->first, req->second, true)
+    .then([c](bool) { answer(c, 200, "{}"); }, on_rpc_error(c));
+}
+
+/// SendInput (`close` false) and CloseStdin (`close` true).
+void process_stdin(const gateway_ref& g, const http_call& c, const std::string& id, bool close) {
+  int32_t pid = 0;
+  std::string data;
+  if (close) {
+    auto sel = parse_selector(c->body);
+    if (!sel)
+      return rpc_error(c, sel.err());
+    pid = *sel;
+  } else {
+    auto in = parse_input(c->body);
+    if (!in)
+      return rpc_error(c, in.err());
+    pid = in->first;
+    data = std::move(in->second);
+  }
+  g.self->request(g.front, call_timeout, stdin_atom::value, id, pid, std::move(data), close)
     .then([c](bool) { answer(c, 200, "{}"); }, on_rpc_error(c));
 }
 
@@ -358,7 +379,9 @@ void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
       return process_list(g, c, id);
     if (method == "SendSignal")
       return process_signal(g, c, id);
-    if (method == "SendInput" || method == "CloseStdin" || method == "Update")
+    if (method == "SendInput" || method == "CloseStdin")
+      return process_stdin(g, c, id, method == "CloseStdin");
+    if (method == "Update")
       return unimplemented(c, "process.Process/" + method, false);
   } else if (is_fs) {
     auto method = std::string{p.substr(fs.size())};

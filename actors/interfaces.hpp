@@ -20,6 +20,11 @@
 //      remote clients pick random 64-bit tokens so they never collide)
 //   (bgexec_atom, id, exec_request)           -> background_process | error: a
 //     background exec, answered once init reported its pid; it runs on
+//   (bgexec_atom, id, exec_request, bool keep_stdin) -> the same; stdin stays
+//                                                open for (stdin_atom) (E2B stdin: true)
+//   (stdin_atom, id, int32_t pid, std::string data, bool close) -> bool | error
+//                                                (more stdin for such a command; EOF if
+//                                                close; not_found once it ended)
 //   (procs_atom, id)                          -> std::vector<process_info> | error
 //     (every process of the sandbox)
 //   (proc_atom, id, int32_t pid, int64_t wait_ms) -> background_process | error

@@ -488,6 +488,20 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return self->delegate(e.actor, bgexec_atom::value, std::move(req));
       });
     },
+    [self](bgexec_atom, const std::string& id, exec_request& req,
+           bool keep_stdin) -> caf::result<caf::message> {
+      if (auto valid = validate(req); !valid)
+        return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, bgexec_atom::value, std::move(req), keep_stdin);
+      });
+    },
+    [self](stdin_atom, const std::string& id, int32_t pid, std::string& data,
+           bool close) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, stdin_atom::value, pid, std::move(data), close);
+      });
+    },
     [self](procs_atom, const std::string& id) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, procs_atom::value);

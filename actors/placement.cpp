@@ -445,6 +445,19 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                                          caf::make_message(bgexec_atom::value, id, std::move(req)),
                                          caf::duration{peer_timeout});
     },
+    [self](bgexec_atom, std::string& id, exec_request& req,
+           bool keep_stdin) -> caf::result<caf::message> {
+      stamp(req);
+      return routed<background_process>(
+        self, id, caf::make_message(bgexec_atom::value, id, std::move(req), keep_stdin),
+        caf::duration{peer_timeout});
+    },
+    [self](stdin_atom, std::string& id, int32_t pid, std::string& data,
+           bool close) -> caf::result<caf::message> {
+      return routed<bool>(self, id,
+                          caf::make_message(stdin_atom::value, id, pid, std::move(data), close),
+                          caf::duration{peer_timeout});
+    },
     [self](procs_atom, std::string& id) -> caf::result<caf::message> {
       return routed<std::vector<process_info>>(self, id, caf::make_message(procs_atom::value, id),
                                                caf::duration{peer_timeout});

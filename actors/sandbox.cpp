@@ -665,6 +665,12 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     [self](bgexec_atom, exec_request& req) {
       start_background(self, self->make_response_promise(), std::move(req));
     },
+    [self](bgexec_atom, exec_request& req, bool keep_stdin) {
+      start_background(self, self->make_response_promise(), std::move(req), keep_stdin);
+    },
+    [self](stdin_atom, int32_t pid, std::string& data, bool close) {
+      send_stdin(self, self->make_response_promise(), pid, std::move(data), close);
+    },
     [self](procs_atom) { list_processes(self, self->make_response_promise()); },
     [self](proc_atom, int32_t pid, int64_t wait_ms) {
       get_process(self, self->make_response_promise(), pid, wait_ms);

@@ -51,6 +51,9 @@ struct exec_callbacks {
   /// what on_output gave it), so a long-running command's output is not held
   /// twice. Truncation is reported either way.
   bool keep_output = true;
+  /// True: stdin stays open after exec_request::stdin_data, for send_stdin()
+  /// (E2B's `stdin: true`); false: closed once stdin_data is written.
+  bool keep_stdin = false;
 };
 
 /// One live sandbox. Thread-safe.
@@ -65,6 +68,14 @@ class sandbox {
   /// Kills the process group of a running exec (its on_done still comes,
   /// with the signal as exit code). Unknown or finished ids are ignored.
   virtual void cancel(uint64_t exec_id) = 0;
+
+  /// Writes `data` to the stdin of a running exec started with keep_stdin,
+  /// then closes it if `close`. Never blocks (queued to init). not_found if
+  /// the exec has ended.
+  virtual status send_stdin(uint64_t exec_id, std::string_view data, bool close) {
+    (void)exec_id, (void)data, (void)close;
+    return unsupported("stdin to a running command");
+  }
 
   /// Writes a file at absolute `path` inside the sandbox, creating parent
   /// directories. Resolved inside the sandbox root: no symlink leads out.

@@ -140,6 +140,25 @@ TEST_CASE("process selectors and signals", "[unit][e2b]") {
         == errc::invalid_argument);
 }
 
+TEST_CASE("send input decodes base64 stdin", "[unit][e2b]") {
+  auto in = parse_input(R"({"process":{"pid":7},"input":{"stdin":"aGkK"}})");
+  REQUIRE(in);
+  CHECK(in->first == 7);
+  CHECK(in->second == "hi\n");
+  CHECK(*unbase64("YQ==") == "a");
+  CHECK(*unbase64("YWI") == "ab");
+  CHECK(*unbase64("") == "");
+  CHECK(*unbase64(base64(std::string("\x00\xff\x10\x80", 4))) == std::string("\x00\xff\x10\x80", 4));
+  for (auto bad : {"Y", "YQ=a", "Y*==", "YQ==="})
+    CHECK(unbase64(bad).err().code == errc::invalid_argument);
+  for (auto bad : {R"({"process":{"pid":7}})", R"({"process":{"pid":7},"input":{"pty":"aA=="}})",
+                   R"({"process":{"pid":7},"input":{"stdin":"%%"}})"})
+    CHECK(parse_input(bad).err().code == errc::invalid_argument);
+  bool pty = false, keep = false;
+  REQUIRE(parse_start(R"({"process":{"cmd":"cat"},"stdin":true})", pty, &keep));
+  CHECK(keep);
+}
+
 TEST_CASE("process events carry base64 output and the exit", "[unit][e2b]") {
   CHECK(json::parse(start_event(12))["event"]["start"]["pid"] == 12);
   CHECK(json::parse(data_event(2, "hi\n"))["event"]["data"]["stderr"] == "aGkK");

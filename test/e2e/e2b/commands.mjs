@@ -1,7 +1,7 @@
 // Commands through the unmodified SDK: output, exit codes, streaming
 // callbacks, cwd, envs (create-time and per command), timeouts, background
-// commands with list and kill, and connecting to a running command.
-import { Sandbox, CommandExitError, TimeoutError, assert, template, report, rejects } from './lib.mjs';
+// commands with list and kill, connecting to a running command, and stdin.
+import { Sandbox, CommandExitError, TimeoutError, NotFoundError, assert, template, report, rejects } from './lib.mjs';
 
 const sbx = await Sandbox.create(template, { metadata: { suite: 'commands' }, envs: { AT_CREATE: 'yes' } });
 try {
@@ -42,6 +42,17 @@ try {
   assert.equal(await sbx.commands.kill(h.pid), false, 'a second kill finds nothing');
   const after = await sbx.commands.list();
   assert.ok(!after.some((p) => p.pid === h.pid));
+
+  // stdin: kept open with stdin: true, fed with sendStdin, ended by closeStdin.
+  const cat = await sbx.commands.run('cat; echo done', { background: true, stdin: true });
+  await sbx.commands.sendStdin(cat.pid, 'line one\n');
+  await sbx.commands.sendStdin(cat.pid, new Uint8Array([0x74, 0x77, 0x6f, 0x0a]));
+  await sbx.commands.closeStdin(cat.pid);
+  const fed = await cat.wait();
+  assert.equal(fed.stdout, 'line one\ntwo\ndone\n');
+  // Without stdin: true, stdin is closed at once (cat sees EOF).
+  assert.equal((await sbx.commands.run('cat; echo eof')).stdout, 'eof\n');
+  await rejects(() => sbx.commands.sendStdin(cat.pid, 'late'), NotFoundError, 'stdin after exit');
 
   // Output larger than one event, binary-safe.
   r = await sbx.commands.run('head -c 3000000 /dev/zero | tr "\\0" a; echo');
