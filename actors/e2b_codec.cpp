@@ -607,6 +607,20 @@ expected<fs_request> parse_fs(std::string_view body, bool move) {
   return r;
 }
 
+expected<fs_request> parse_watch(std::string_view body) {
+  auto r = parse_fs(body, false);
+  if (!r)
+    return r.err();
+  auto j = json::parse(body, nullptr, false);
+  auto rec = j.find("recursive");
+  r->depth = rec != j.end() && rec->is_boolean() && rec->get<bool>() ? 16 : 1;
+  return r;
+}
+
+std::string watch_event(const std::string& name, const char* type) {
+  return json{{"filesystem", {{"name", name}, {"type", type}}}}.dump();
+}
+
 std::string encode_entry(const fs_entry& e) {
   const char* type = e.type == "file"      ? "FILE_TYPE_FILE"
                      : e.type == "dir"     ? "FILE_TYPE_DIRECTORY"

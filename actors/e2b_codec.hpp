@@ -137,6 +137,11 @@ struct fs_request {
 
 [[nodiscard]] expected<fs_request> parse_fs(std::string_view json, bool move);
 
+/// WatchDirRequest: the directory and how deep (recursive = 16 levels).
+[[nodiscard]] expected<fs_request> parse_watch(std::string_view json);
+/// A WatchDirResponse filesystem event; `type` an EventType name.
+std::string watch_event(const std::string& name, const char* type);
+
 /// EntryInfo as JSON.
 std::string encode_entry(const fs_entry& e);
 /// `{"entry":...}`.

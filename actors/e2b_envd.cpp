@@ -15,6 +15,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/e2b_codec.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
@@ -260,6 +261,106 @@ void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
       on_rpc_error(c));
 }
 
+/// One WatchDir stream: the directory is listed every `watch_every` and the
+/// differences become create, write and remove events.
+struct dir_watch {
+  gateway_ref g;
+  http_call c;
+  std::string id;
+  std::string path;
+  int32_t depth = 1;
+  /// path -> (size, mtime ns) of the last listing.
+  std::map<std::string, std::pair<int64_t, int64_t>> seen;
+  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::atomic<bool> gone{false};
+};
+
+constexpr auto watch_every = std::chrono::milliseconds(300);
+
+std::map<std::string, std::pair<int64_t, int64_t>> snapshot(const std::vector<fs_entry>& v) {
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  for (auto& e : v)
+    out[e.path] = {e.size, e.mtime_ns};
+  return out;
+}
+
+void watch_step(std::shared_ptr<dir_watch> w) {
+  w->g.self->request(w->g.front, call_timeout, fsop_atom::value, w->id, std::string{fs_ops::list},
+                     w->path, std::string{}, w->depth)
+    .then(
+      [w](std::vector<fs_entry>& v) {
+        if (w->gone)
+          return;
+        auto now = snapshot(v);
+        auto rel = [&](const std::string& p) {
+          return p.size() > w->path.size() ? p.substr(w->path == "/" ? 1 : w->path.size() + 1) : p;
+        };
+        auto emit = [&](const std::string& p, const char* type) {
+          w->c->write_chunk(envelope(0, watch_event(rel(p), type)));
+          w->last_write = std::chrono::steady_clock::now();
+        };
+        for (auto& [p, v] : now) {
+          auto it = w->seen.find(p);
+          if (it == w->seen.end())
+            emit(p, "EVENT_TYPE_CREATE");
+          else if (it->second != v)
+            emit(p, "EVENT_TYPE_WRITE");
+        }
+        for (auto& [p, v] : w->seen)
+          if (!now.count(p))
+            emit(p, "EVENT_TYPE_REMOVE");
+        w->seen = std::move(now);
+        auto t = std::chrono::steady_clock::now();
+        if (t >= w->deadline) {
+          w->c->write_chunk(end_of_stream());
+          return w->c->end_stream();
+        }
+        if (t - w->last_write > keepalive_every) {
+          w->c->write_chunk(envelope(0, R"({"keepalive":{}})"));
+          w->last_write = t;
+        }
+        w->g.self->delayed_send(w->g.self, watch_every, cont_atom::value,
+                                continuation{[w] { watch_step(w); }});
+      },
+      [w](caf::error& err) {
+        auto e = from_caf(err);
+        w->c->write_chunk(end_of_stream(connect_code(e.code), e.message));
+        w->c->end_stream();
+      });
+}
+
+void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto msg = stream_message(c);
+  if (!msg)
+    return stream_error(c, msg.err());
+  auto req = parse_watch(*msg);
+  if (!req)
+    return stream_error(c, req.err());
+  auto w = std::make_shared<dir_watch>();
+  w->g = g;
+  w->c = c;
+  w->id = id;
+  w->path = req->path;
+  w->depth = req->depth;
+  auto tmo = c->header("connect-timeout-ms");
+  if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos
+      && std::stoll(tmo) > 0)
+    w->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoll(tmo));
+  g.self->request(g.front, call_timeout, fsop_atom::value, id, std::string{fs_ops::list}, w->path,
+                  std::string{}, w->depth)
+    .then(
+      [w](std::vector<fs_entry>& v) {
+        w->seen = snapshot(v);
+        w->c->on_disconnect([w] { w->gone = true; });
+        w->c->begin_stream(200, connect_json);
+        w->c->write_chunk(envelope(0, R"({"start":{}})"));
+        w->g.self->delayed_send(w->g.self, watch_every, cont_atom::value,
+                                continuation{[w] { watch_step(w); }});
+      },
+      [c](caf::error& err) { stream_error(c, from_caf(err)); });
+}
+
 // -- GET/POST /files, /health -----------------------------------------------------------
 
 void read_file(const gateway_ref& g, const http_call& c, const std::string& id,
@@ -386,7 +487,7 @@ void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
   } else if (is_fs) {
     auto method = std::string{p.substr(fs.size())};
     if (method == "WatchDir")
-      return unimplemented(c, "filesystem.Filesystem/WatchDir", true);
+      return watch_dir(g, c, id);
     if (auto st = unary_content_type(c); !st)
       return rpc_error(c, st.err());
     if (method == "Stat" || method == "ListDir" || method == "MakeDir" || method == "Move"

@@ -478,6 +478,8 @@ caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::a
   self->state.front = std::move(front);
   return {
     [self](http_atom, http_call& c) { dispatch(self, c); },
+    // INTERNAL: timed steps of E2B streams (WatchDir polls, actors/e2b_envd.cpp).
+    [](cont_atom, continuation& k) { k.fn(); },
   };
 }
 

@@ -308,3 +308,13 @@ def test_any_peer_answers_for_any_sandbox(e2b_module, e2b_cluster):
     assert out["killed"] is True
     status, _ = a.client.get(made["id"])
     assert status == 404
+
+
+def test_cli_sends_the_api_key(dsec_bin, e2b_node):
+    env = dict(os.environ, DSEC_REST=e2b_node.rest)
+    env.pop("DSEC_API_KEY", None)
+    p = subprocess.run([dsec_bin, "ls"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "API key" in p.stderr, (p.returncode, p.stderr)
+    p = subprocess.run([dsec_bin, "ls"], env=dict(env, DSEC_API_KEY=API_KEY), capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr

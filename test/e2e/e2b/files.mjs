@@ -39,6 +39,22 @@ try {
   await rejects(() => sbx.files.list('/work/none'), NotFoundError, 'list missing');
   await rejects(() => sbx.files.remove('/work/none'), NotFoundError, 'remove missing');
 
+  // watchDir: a file made, changed and removed under the watched directory.
+  const events = [];
+  const watch = await sbx.files.watchDir('/work', (e) => events.push(`${e.type}:${e.name}`));
+  await sbx.files.write('/work/w.txt', 'x');
+  const until = async (what) => {
+    for (let i = 0; i < 100 && !events.includes(what); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    assert.ok(events.includes(what), `no ${what} event in ${JSON.stringify(events)}`);
+  };
+  await until('create:w.txt');
+  await sbx.commands.run('echo more >> /work/w.txt');
+  await until('write:w.txt');
+  await sbx.files.remove('/work/w.txt');
+  await until('remove:w.txt');
+  await watch.stop();
+
   // A symlink the agent plants does not lead the file API out of the sandbox.
   await sbx.commands.run('ln -s / /work/root && ln -s /etc/hostname /work/host');
   const escaped = process.env.HOST_ONLY_FILE.replace(/^\//, '');
