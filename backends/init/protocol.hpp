@@ -217,7 +217,7 @@ struct exec_msg {
   std::string cwd;
   std::string stdin_data;
   uint64_t timeout_ms = 0; ///< 0 = none
-  /// Keep stdin open after stdin_data for `stdin_data` frames (appended field).
+  /// Keep stdin open after stdin_data for `stdin_data` frames.
   uint8_t keep_stdin = 0;
 };
 
@@ -268,8 +268,7 @@ inline bool decode(std::string_view body, exec_msg& m) {
   m.cwd = r.str();
   m.stdin_data = r.str();
   m.timeout_ms = r.u64();
-  if (!r.done())
-    m.keep_stdin = r.u8();
+  m.keep_stdin = r.u8();
   return r.done() && !m.argv.empty();
 }
 
