@@ -79,16 +79,6 @@ json sandbox_json(const sandbox_info& info) {
               {"domain", nullptr}};
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 /// application/x-www-form-urlencoded decoding ('+' is a space).
 expected<std::string> form_decode(std::string_view s) {
   std::string plus;
