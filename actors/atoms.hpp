@@ -34,6 +34,10 @@ using bgexec_atom = caf::atom_constant<caf::atom("bgexec")>;
 using procs_atom = caf::atom_constant<caf::atom("procs")>;
 using proc_atom = caf::atom_constant<caf::atom("proc")>;
 using signal_atom = caf::atom_constant<caf::atom("signal")>;
+// E2B API (actors/e2b_*): filesystem operations and a new TTL.
+using fsop_atom = caf::atom_constant<caf::atom("fsop")>;
+using setttl_atom = caf::atom_constant<caf::atom("setttl")>;
+using stdin_atom = caf::atom_constant<caf::atom("stdin")>;
 // Layers: catalog entries and blobs between peers (image fetch).
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using blob_atom = caf::atom_constant<caf::atom("blob")>;

@@ -9,7 +9,9 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/api_keys.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/e2b_gateway.hpp"
 #include "actors/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -445,6 +447,20 @@ void handle_layers(gateway_actor_ptr self, const http_call& c) {
 
 void dispatch(gateway_actor_ptr self, const http_call& c) {
   ++self->state.requests_total;
+  // The E2B API (actors/e2b_gateway.hpp) checks its own keys and tokens.
+  if (e2b::dispatch({self, self->state.front, self->state.ctx}, c))
+    return;
+  if (auto& keys = self->state.ctx->config.api_keys;
+      !keys.empty() && !key_matches(keys, c->header("x-api-key"))
+      && !key_matches(keys, bearer_key(c->header("authorization")))) {
+    ++self->state.errors_total;
+    http_answer a;
+    a.status = 401;
+    a.body = "{\"error\":{\"code\":\"unauthenticated\",\"message\":\"a valid API key is "
+             "required (X-API-Key: KEY or Authorization: Bearer KEY)\"}}";
+    a.headers.emplace_back("WWW-Authenticate", "Bearer");
+    return c->respond(std::move(a));
+  }
   bool not_allowed = false;
   auto r = parse_route(c->method, c->target, not_allowed);
   if (!r) {
@@ -493,6 +509,8 @@ caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::a
   self->state.front = std::move(front);
   return {
     [self](http_atom, http_call& c) { dispatch(self, c); },
+    // INTERNAL: timed steps of E2B streams (WatchDir polls, actors/e2b_envd.cpp).
+    [](cont_atom, continuation& k) { k.fn(); },
   };
 }
 

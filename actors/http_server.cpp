@@ -2,6 +2,7 @@
 // time per connection, raw-formatted answers (plain and chunked).
 #include "actors/http_server.hpp"
 
+#include <cctype>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -116,6 +117,13 @@ class session : public std::enable_shared_from_this<session> {
     ex->method = std::string(req.method_string().data(), req.method_string().size());
     ex->target = std::string(req.target().data(), req.target().size());
     ex->body = std::move(req.body());
+    for (auto& field : req) {
+      std::string name(field.name_string().data(), field.name_string().size());
+      for (auto& ch : name)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      ex->headers.emplace_back(std::move(name),
+                               std::string(field.value().data(), field.value().size()));
+    }
     handler_(std::move(ex));
   }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,16 @@ class http_exchange {
   /// Path and query, as sent ("/v1/sandboxes?label=a%3Db").
   std::string target;
   std::string body;
+  /// Request headers in arrival order, names lower-cased.
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  /// The first value of header `lower_name`, or "" if absent.
+  std::string header(std::string_view lower_name) const {
+    for (auto& [k, v] : headers)
+      if (k == lower_name)
+        return v;
+    return {};
+  }
 
   virtual void respond(http_answer answer) = 0;
   /// Starts a chunked answer.

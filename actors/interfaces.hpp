@@ -20,6 +20,11 @@
 //      remote clients pick random 64-bit tokens so they never collide)
 //   (bgexec_atom, id, exec_request)           -> background_process | error: a
 //     background exec, answered once init reported its pid; it runs on
+//   (bgexec_atom, id, exec_request, bool keep_stdin) -> the same; stdin stays
+//                                                open for (stdin_atom) (E2B stdin: true)
+//   (stdin_atom, id, int32_t pid, std::string data, bool close) -> bool | error
+//                                                (more stdin for such a command; EOF if
+//                                                close; not_found once it ended)
 //   (procs_atom, id)                          -> std::vector<process_info> | error
 //     (every process of the sandbox)
 //   (proc_atom, id, int32_t pid, int64_t wait_ms) -> background_process | error
@@ -45,6 +50,11 @@
 //   (rebuilt_atom, id, std::string source, uint64_t upto) -> bool | error (notes in
 //                                                id's trajectory log that it was
 //                                                rebuilt from source's, up to seq upto)
+//   (fsop_atom, id, op, path, to, int32_t depth) -> std::vector<fs_entry> | error
+//                                                (core/fs_entry.hpp: stat, list, mkdir,
+//                                                move, remove; the E2B filesystem service)
+//   (setttl_atom, id, int64_t ttl_s)          -> sandbox_info | error (expires ttl_s
+//                                                from now; 0 = never)
 //   (layers_atom)                             -> std::vector<layer_info> | error
 //   (status_atom)                             -> node_status
 //   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)

@@ -12,6 +12,7 @@
 #include "actors/job_ops.hpp"
 #include "actors/sandbox.hpp"
 #include "core/ids.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/validate.hpp"
 
@@ -497,6 +498,20 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         return self->delegate(e.actor, bgexec_atom::value, std::move(req));
       });
     },
+    [self](bgexec_atom, const std::string& id, exec_request& req,
+           bool keep_stdin) -> caf::result<caf::message> {
+      if (auto valid = validate(req); !valid)
+        return to_caf(valid.err());
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, bgexec_atom::value, std::move(req), keep_stdin);
+      });
+    },
+    [self](stdin_atom, const std::string& id, int32_t pid, std::string& data,
+           bool close) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, stdin_atom::value, pid, std::move(data), close);
+      });
+    },
     [self](procs_atom, const std::string& id) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, procs_atom::value);
@@ -543,6 +558,18 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
            uint64_t upto) -> caf::result<caf::message> {
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
         return self->delegate(e.actor, rebuilt_atom::value, std::move(source), upto);
+      });
+    },
+    [self](fsop_atom, const std::string& id, std::string& op, std::string& path, std::string& to,
+           int32_t depth) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, fsop_atom::value, std::move(op), std::move(path),
+                              std::move(to), depth);
+      });
+    },
+    [self](setttl_atom, const std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+        return self->delegate(e.actor, setttl_atom::value, ttl_s);
       });
     },
     [self](layers_atom) {

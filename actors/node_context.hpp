@@ -83,6 +83,10 @@ struct node_config {
   std::string swap_dir = "/var/lib/dsec/swap";
   std::string zswap_compressor = "lzo";
   int zswap_pool_percent = 40;
+  // -- API keys (actors/api_keys.hpp) -----------------------------------------
+  /// Keys every REST and E2B call must carry (--api-key-file); empty = no
+  /// check, which a node allows only on a loopback --rest or with --insecure.
+  std::vector<std::string> api_keys;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its

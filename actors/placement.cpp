@@ -13,6 +13,7 @@
 #include "actors/job_ops.hpp"
 #include "actors/sandbox_replay.hpp"
 #include "core/ids.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 #include "sys/http_client.hpp"
@@ -478,6 +479,19 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
                                          caf::make_message(bgexec_atom::value, id, std::move(req)),
                                          caf::duration{peer_timeout});
     },
+    [self](bgexec_atom, std::string& id, exec_request& req,
+           bool keep_stdin) -> caf::result<caf::message> {
+      stamp(req);
+      return routed<background_process>(
+        self, id, caf::make_message(bgexec_atom::value, id, std::move(req), keep_stdin),
+        caf::duration{peer_timeout});
+    },
+    [self](stdin_atom, std::string& id, int32_t pid, std::string& data,
+           bool close) -> caf::result<caf::message> {
+      return routed<bool>(self, id,
+                          caf::make_message(stdin_atom::value, id, pid, std::move(data), close),
+                          caf::duration{peer_timeout});
+    },
     [self](procs_atom, std::string& id) -> caf::result<caf::message> {
       return routed<std::vector<process_info>>(self, id, caf::make_message(procs_atom::value, id),
                                                caf::duration{peer_timeout});
@@ -515,6 +529,18 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
       return routed<std::string>(self, id,
                                  caf::make_message(rfile_atom::value, id, std::move(path), max_bytes),
                                  caf::duration{peer_timeout});
+    },
+    [self](fsop_atom, std::string& id, std::string& op, std::string& path, std::string& to,
+           int32_t depth) -> caf::result<caf::message> {
+      return routed<std::vector<fs_entry>>(
+        self, id,
+        caf::make_message(fsop_atom::value, id, std::move(op), std::move(path), std::move(to),
+                          depth),
+        caf::duration{peer_timeout});
+    },
+    [self](setttl_atom, std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
+      return routed<sandbox_info>(self, id, caf::make_message(setttl_atom::value, id, ttl_s),
+                                  caf::duration{peer_timeout});
     },
     [self](pause_atom, std::string& id) -> caf::result<caf::message> {
       return routed<sandbox_info>(self, id, caf::make_message(pause_atom::value, id),

@@ -15,6 +15,7 @@
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
@@ -609,6 +610,24 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
         return sb.read_file(path, static_cast<size_t>(max_bytes));
       });
     },
+    [self](fsop_atom, std::string& op, std::string& path, std::string& to, int32_t depth) {
+      file_op(self, self->make_response_promise(),
+              [op, path, to, depth](backends::sandbox& sb) {
+                return sb.file_op(op, path, to, depth);
+              });
+    },
+    // A new TTL from now (E2B setTimeout / connect); 0 = none. Counts
+    // running time like any TTL: on a paused sandbox it starts at resume.
+    [self](setttl_atom, int64_t ttl_s) -> caf::result<sandbox_info> {
+      auto& st = self->state;
+      if (ttl_s < 0 || ttl_s > spec_limits::max_ttl_s)
+        return to_caf(invalid_argument("timeout: must be between 0 and 2592000 seconds"));
+      if (st.destroying || st.destroyed)
+        return to_caf(not_running(st));
+      ttl_set(self, ttl_s);
+      notify_lifecycle(self);
+      return st.info;
+    },
     [self](info_atom) {
       auto& st = self->state;
       if (st.sb)
@@ -651,6 +670,12 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     // Processes: background execs, the process table, signals (sandbox_procs.cpp).
     [self](bgexec_atom, exec_request& req) {
       start_background(self, self->make_response_promise(), std::move(req));
+    },
+    [self](bgexec_atom, exec_request& req, bool keep_stdin) {
+      start_background(self, self->make_response_promise(), std::move(req), keep_stdin);
+    },
+    [self](stdin_atom, int32_t pid, std::string& data, bool close) {
+      send_stdin(self, self->make_response_promise(), pid, std::move(data), close);
     },
     [self](procs_atom) { list_processes(self, self->make_response_promise()); },
     [self](proc_atom, int32_t pid, int64_t wait_ms) {

@@ -41,6 +41,8 @@ struct deferred_op {
 /// A background command the sandbox actor keeps (sandbox_procs.cpp).
 struct background_entry {
   background_process proc;
+  /// The backend's exec id (for send_stdin).
+  uint64_t exec_id = 0;
   /// wait() callers, by waiter id, answered when it ends (or their time is up).
   std::map<uint64_t, caf::response_promise> waiters;
 };

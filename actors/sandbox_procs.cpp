@@ -29,6 +29,7 @@ struct launch {
   std::vector<std::string> argv;
   int64_t started_at_ms = 0;
   int32_t pid = 0; // 0 until init reported it
+  uint64_t exec_id = 0;
 };
 
 void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
@@ -50,6 +51,7 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   e.proc.argv = l.argv;
   e.proc.started_at_ms = l.started_at_ms;
   e.proc.running = true;
+  e.exec_id = l.exec_id;
   l.rp.deliver(e.proc);
 }
 
@@ -106,8 +108,11 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
 
 } // namespace
 
-void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req) {
-  auto retry = [self, req](caf::response_promise rp) { start_background(self, rp, req); };
+void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
+                      bool keep_stdin) {
+  auto retry = [self, req, keep_stdin](caf::response_promise rp) {
+    start_background(self, rp, req, keep_stdin);
+  };
   if (!procs_ready(self, rp, retry))
     return;
   auto& st = self->state;
@@ -119,6 +124,7 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   auto hdl = caf::actor_cast<caf::actor>(self);
   backends::exec_callbacks cb;
   cb.keep_output = false; // kept here, as it comes
+  cb.keep_stdin = keep_stdin;
   cb.on_started = [hdl, self, l](int32_t pid) {
     run_in(hdl, [self, l, pid] { on_started(self, *l, pid); });
   };
@@ -128,7 +134,27 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   cb.on_done = [hdl, self, l](expected<exec_result> res) {
     run_in(hdl, [self, l, res = std::move(res)]() mutable { on_done(self, *l, res); });
   };
-  (void)st.sb->exec(std::move(req), std::move(cb));
+  // The continuations run later, in this actor: the id is set before them.
+  l->exec_id = st.sb->exec(std::move(req), std::move(cb));
+}
+
+void send_stdin(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                std::string data, bool close) {
+  auto retry = [self, pid, data, close](caf::response_promise rp) {
+    send_stdin(self, rp, pid, data, close);
+  };
+  if (!procs_ready(self, rp, retry))
+    return;
+  auto& st = self->state;
+  auto it = st.background.find(pid);
+  if (it == st.background.end() || !it->second.proc.running)
+    return rp.deliver(to_caf(not_found("stdin of process " + std::to_string(pid) + " in "
+                                       + st.info.id + ": no such running background command")));
+  auto res = st.sb->send_stdin(it->second.exec_id, data, close);
+  if (res)
+    rp.deliver(true);
+  else
+    rp.deliver(to_caf(res.err()));
 }
 
 void list_processes(sandbox_actor_ptr self, caf::response_promise rp) {

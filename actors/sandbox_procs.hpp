@@ -26,7 +26,8 @@ bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
 
 /// (bgexec_atom, exec_request): starts `req` and answers a running
 /// background_process with its pid once init reported it.
-void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req);
+void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
+                      bool keep_stdin = false);
 
 /// (procs_atom): every process of the sandbox, background ones marked.
 void list_processes(sandbox_actor_ptr self, caf::response_promise rp);
@@ -44,6 +45,11 @@ void signal_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pi
 
 /// Answers every wait() in progress with `why` (the sandbox is being
 /// destroyed: its background commands die with it).
+/// (stdin_atom, pid, data, close): writes to a background command started
+/// with keep_stdin, then closes its stdin if `close`.
+void send_stdin(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid, std::string data,
+                bool close);
+
 void fail_waiters(sandbox_actor_ptr self, const error& why);
 
 /// INTERNAL (pwait_atom, pid, waiter): a wait's time is up; answers it with

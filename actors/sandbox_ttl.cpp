@@ -77,6 +77,19 @@ void ttl_on_resumed(sandbox_actor_ptr self) {
   persist(self, 0);
 }
 
+void ttl_set(sandbox_actor_ptr self, int64_t ttl_s) {
+  auto& info = self->state.info;
+  info.ttl_s = ttl_s;
+  if (info.state == sandbox_state::paused) {
+    info.ttl_left_ms = ttl_s * 1000;
+    persist(self, info.paused_expires_at_ms - info.paused_ttl_s * 1000);
+  } else {
+    info.expires_at_ms = ttl_s > 0 ? now_ms() + ttl_s * 1000 : 0;
+    persist(self, 0);
+  }
+  ttl_arm(self);
+}
+
 std::string ttl_due(sandbox_actor_ptr self, uint64_t gen) {
   auto& st = self->state;
   if (gen != st.ttl.gen || st.destroying)

@@ -55,6 +55,10 @@ void ttl_on_paused(sandbox_actor_ptr self);
 /// The sandbox just became running again: its TTL goes on from the time left.
 void ttl_on_resumed(sandbox_actor_ptr self);
 
+/// A new TTL of ttl_s seconds of running time from now (0 = none; E2B's
+/// setTimeout): the timer before it goes stale, ttl.json keeps the new one.
+void ttl_set(sandbox_actor_ptr self, int64_t ttl_s);
+
 /// A (ttl_atom, gen) arrived: why the sandbox must go now ("ttl expired",
 /// "paused ttl expired: paused_ttl_s N"; core/error_kind.hpp reads both as
 /// the spec's doing), or empty if the timer is stale. Logs a paused

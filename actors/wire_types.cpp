@@ -6,6 +6,7 @@
 
 #include "actors/caf_error.hpp"
 #include "core/error.hpp"
+#include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 
@@ -36,6 +37,8 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<job_item_error>("dsec::job_item_error");
   cfg.add_message_type<std::vector<job_item_error>>("std::vector<dsec::job_item_error>");
   cfg.add_message_type<job_result>("dsec::job_result");
+  cfg.add_message_type<fs_entry>("dsec::fs_entry");
+  cfg.add_message_type<std::vector<fs_entry>>("std::vector<dsec::fs_entry>");
   cfg.add_error_category(dsec_error_category(),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            return "dsec: " + std::string{to_string(static_cast<errc>(code))}

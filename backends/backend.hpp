@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fs_entry.hpp"
 #include "core/types.hpp"
 
 namespace dsec::backends {
@@ -50,6 +51,9 @@ struct exec_callbacks {
   /// what on_output gave it), so a long-running command's output is not held
   /// twice. Truncation is reported either way.
   bool keep_output = true;
+  /// True: stdin stays open after exec_request::stdin_data, for send_stdin()
+  /// (E2B's `stdin: true`); false: closed once stdin_data is written.
+  bool keep_stdin = false;
 };
 
 /// One live sandbox. Thread-safe.
@@ -64,6 +68,14 @@ class sandbox {
   /// Kills the process group of a running exec (its on_done still comes,
   /// with the signal as exit code). Unknown or finished ids are ignored.
   virtual void cancel(uint64_t exec_id) = 0;
+
+  /// Writes `data` to the stdin of a running exec started with keep_stdin,
+  /// then closes it if `close`. Never blocks (queued to init). not_found if
+  /// the exec has ended.
+  virtual status send_stdin(uint64_t exec_id, std::string_view data, bool close) {
+    (void)exec_id, (void)data, (void)close;
+    return unsupported("stdin to a running command");
+  }
 
   /// Writes a file at absolute `path` inside the sandbox, creating parent
   /// directories. Resolved inside the sandbox root: no symlink leads out.
@@ -118,6 +130,16 @@ class sandbox {
   virtual status set_cpu_class(const std::string& cls) {
     (void)cls;
     return unsupported("set cpu class");
+  }
+
+  /// Stat, list, mkdir, move or remove (`fs_ops` in core/fs_entry.hpp) at
+  /// absolute `path` inside the sandbox, resolved inside its root like the
+  /// file calls; `to` is a move's destination, `depth` a list's levels.
+  /// Blocking.
+  virtual expected<std::vector<fs_entry>> file_op(const std::string& op, const std::string& path,
+                                                  const std::string& to, int32_t depth) {
+    (void)op, (void)path, (void)to, (void)depth;
+    return unsupported("filesystem operations (stat, list, mkdir, move, remove)");
   }
 
   /// What the sandbox tried and was refused, so far.

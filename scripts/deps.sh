@@ -12,7 +12,11 @@ packages=(
   crun bubblewrap util-linux
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
   e2fsprogs
+  nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
 )
+# npm: Debian's package, unless the installed nodejs brings its own (NodeSource's
+# does, and Debian's npm would conflict with it).
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "deps.sh: run as root (apt-get, mounts and cgroups need it)" >&2

@@ -6,6 +6,7 @@
 // why ("oom" when the memory controller counted an OOM kill). destroy()
 // tears everything down in the reverse order of create().
 #include "backends/container/container_sandbox.hpp"
+#include "backends/container/fs_ops.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -36,7 +37,8 @@ const std::map<std::string, std::string> default_env = {
 };
 
 expected<std::string> encode_exec(uint32_t id, exec_request& req,
-                                  const std::map<std::string, std::string>& spec_env) {
+                                  const std::map<std::string, std::string>& spec_env,
+                                  bool keep_stdin = false) {
   if (req.argv.empty() || req.argv[0].empty())
     return invalid_argument("exec: empty argv");
   if (!(req.timeout_s >= 0) || req.timeout_s > 1e9)
@@ -58,6 +60,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   m.cwd = std::move(req.cwd);
   m.stdin_data = std::move(req.stdin_data);
   m.timeout_ms = static_cast<uint64_t>(std::ceil(req.timeout_s * 1000));
+  m.keep_stdin = keep_stdin ? 1 : 0;
   auto frame = proto::encode(id, m);
   if (frame.size() - proto::header_size > proto::max_body)
     return too_large("exec: request larger than the channel's frame limit");
@@ -139,7 +142,7 @@ void container_sandbox::on_oom() {
 uint64_t container_sandbox::exec(exec_request req, exec_callbacks cb) {
   std::unique_lock<std::mutex> g(m_);
   uint32_t id = next_id_++;
-  auto frame = encode_exec(id, req, parts_.env);
+  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin);
   error err;
   if (!frame)
     err = frame.err();
@@ -163,6 +166,23 @@ uint64_t container_sandbox::exec(exec_request req, exec_callbacks cb) {
   if (was_empty)
     flush_locked();
   return id;
+}
+
+status container_sandbox::send_stdin(uint64_t exec_id, std::string_view data, bool close) {
+  std::lock_guard<std::mutex> g(m_);
+  auto id = static_cast<uint32_t>(exec_id);
+  if (destroyed_ || dead_ || !channel_open_)
+    return unavailable("stdin in " + parts_.id + ": " + (destroyed_ ? "sandbox destroyed" : death_));
+  if (exec_id > UINT32_MAX || !pending_.count(id))
+    return not_found("stdin in " + parts_.id + ": the command has ended");
+  if (data.size() > proto::max_body / 2)
+    return too_large("stdin in " + parts_.id + ": more than " + std::to_string(proto::max_body / 2)
+                     + " bytes at once");
+  bool was_empty = out_.empty();
+  out_ += proto::writer(proto::msg::stdin_data, id).str(data).u8(close ? 1 : 0).finish();
+  if (was_empty)
+    flush_locked();
+  return {};
 }
 
 void container_sandbox::cancel(uint64_t exec_id) {
@@ -405,6 +425,19 @@ expected<std::string> container_sandbox::read_file(const std::string& path, size
   if (!root || !*root)
     return unavailable("read " + path + " in " + parts_.id + ": sandbox destroyed");
   return read_in_root(root->get(), path, max_bytes);
+}
+
+expected<std::vector<fs_entry>> container_sandbox::file_op(const std::string& op,
+                                                           const std::string& path,
+                                                           const std::string& to, int32_t depth) {
+  std::shared_ptr<sys::unique_fd> root;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    root = root_;
+  }
+  if (!root || !*root)
+    return unavailable(op + " " + path + " in " + parts_.id + ": sandbox destroyed");
+  return file_op_in_root(root->get(), op, path, to, depth);
 }
 
 void container_sandbox::on_exit(std::function<void(std::string)> f) {

@@ -54,8 +54,11 @@ class container_sandbox final : public sandbox,
 
   uint64_t exec(exec_request req, exec_callbacks cb) override;
   void cancel(uint64_t exec_id) override;
+  status send_stdin(uint64_t exec_id, std::string_view data, bool close) override;
   status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
   expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
+  expected<std::vector<fs_entry>> file_op(const std::string& op, const std::string& path,
+                                          const std::string& to, int32_t depth) override;
   void on_exit(std::function<void(std::string reason)> f) override;
   status destroy() override;
   int init_pid() const override { return parts_.pid; }

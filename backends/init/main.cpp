@@ -89,6 +89,9 @@ struct job {
   int64_t grace = 0;    // pipe EOF wait after exit
   bool exited = false, timed_out = false, truncated = false;
   int status = 0;
+  // keep_stdin: stdin stays open for stdin_data frames until one says close
+  // (stdin_eof); in_watched: `in` is in the epoll set for EPOLLOUT.
+  bool keep_stdin = false, stdin_eof = false, in_watched = false;
 };
 
 struct state {
@@ -301,6 +304,7 @@ void start_exec(uint32_t req, proto::exec_msg m) {
   j.err = err[0];
   j.start = start;
   j.stdin_data = std::move(m.stdin_data);
+  j.keep_stdin = m.keep_stdin != 0;
   if (m.timeout_ms)
     j.deadline = now_ms() + int64_t(m.timeout_ms);
   S.by_pid[pid] = id;
@@ -308,10 +312,11 @@ void start_exec(uint32_t req, proto::exec_msg m) {
     send_frame(proto::writer(msg::started, req).i32(int32_t(pid)).finish());
   ep_add(j.out, EPOLLIN, key(k_stdout, id));
   ep_add(j.err, EPOLLIN, key(k_stderr, id));
-  if (j.stdin_data.empty())
+  if (j.stdin_data.empty() && !j.keep_stdin)
     close_fd(j.in);
-  else {
+  else if (!j.stdin_data.empty()) {
     ep_add(j.in, EPOLLOUT, key(k_stdin, id));
+    j.in_watched = true;
     write_stdin(id);
   }
 }
@@ -331,6 +336,15 @@ void write_stdin(uint32_t id) {
       return;
     else
       break; // EPIPE: the command does not read its stdin
+  }
+  if (j.keep_stdin && !j.stdin_eof && j.in >= 0 && j.stdin_off >= j.stdin_data.size()) {
+    // Drained; wait for more (level-triggered epoll would spin on EPOLLOUT).
+    if (j.in_watched)
+      ::epoll_ctl(S.ep, EPOLL_CTL_DEL, j.in, nullptr);
+    j.in_watched = false;
+    j.stdin_data.clear();
+    j.stdin_off = 0;
+    return;
   }
   close_fd(j.in);
   std::string().swap(j.stdin_data);
@@ -407,6 +421,31 @@ void handle_frame(const proto::header& h, std::string_view body) {
     job* j = find_req(h.id);
     if (j && !j->exited)
       ::kill(-j->pid, SIGKILL);
+  } else if (h.type == msg::stdin_data) {
+    proto::reader r(body);
+    auto data = r.str();
+    bool eof = r.u8() != 0;
+    if (!r.done()) {
+      drop_connection();
+      return;
+    }
+    uint32_t slot = 0;
+    for (auto& [s, j] : S.jobs)
+      if (j.req == h.id && j.gen == S.gen)
+        slot = s;
+    job* j = slot ? find_job(slot) : nullptr;
+    // A job that ended, never kept stdin, or closed it: the bytes go nowhere.
+    if (!j || !j->keep_stdin || j->in < 0 || j->stdin_eof)
+      return;
+    if (j->stdin_data.size() - j->stdin_off + data.size() > proto::max_body)
+      return; // the command is not reading: drop, as a full pipe would block
+    j->stdin_data.append(data);
+    j->stdin_eof = eof;
+    if (!j->in_watched && j->stdin_off < j->stdin_data.size()) {
+      ep_add(j->in, EPOLLOUT, key(k_stdin, slot));
+      j->in_watched = true;
+    }
+    write_stdin(slot);
   } else if (h.type == msg::ps && body.empty()) {
     send_frame(proto::encode_ps(h.id, dsec::init::list_processes()));
   } else if (h.type == msg::signal) {

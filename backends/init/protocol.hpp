@@ -55,6 +55,8 @@ enum class msg : uint8_t {
   kill = 3,   ///< SIGKILL the process group of request `id`
   ps = 4,     ///< list the sandbox's processes; answered by ps_list
   signal = 5, ///< i32 pid, i32 signo, u8 group; answered by signal_done
+  stdin_data = 6, ///< string data, u8 close: more stdin for exec `id` (keep_stdin),
+                  ///< then EOF if close; no answer
   // init -> node
   ready = 10,       ///< setup done; body: init's pid-ns view of nothing (empty)
   failed = 11,      ///< setup failed; body: message
@@ -228,6 +230,8 @@ struct exec_msg {
   std::string cwd;
   std::string stdin_data;
   uint64_t timeout_ms = 0; ///< 0 = none
+  /// Keep stdin open after stdin_data for `stdin_data` frames.
+  uint8_t keep_stdin = 0;
 };
 
 inline std::string encode(const config_msg& m) {
@@ -270,7 +274,7 @@ inline const char* filter_shape_error(std::string_view prog) {
 
 inline std::string encode(uint32_t id, const exec_msg& m) {
   return writer(msg::exec, id)
-    .strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms)
+    .strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms).u8(m.keep_stdin)
     .finish();
 }
 
@@ -281,6 +285,7 @@ inline bool decode(std::string_view body, exec_msg& m) {
   m.cwd = r.str();
   m.stdin_data = r.str();
   m.timeout_ms = r.u64();
+  m.keep_stdin = r.u8();
   return r.done() && !m.argv.empty();
 }
 

@@ -52,6 +52,8 @@ expected<sys::http_response> call(const args& a, const std::string& method,
   if (!hp)
     return hp.err();
   sys::http_client client{hp->first, hp->second};
+  if (auto key = ::getenv("DSEC_API_KEY"); key && *key) // a node with --api-key-file
+    client.add_header("X-API-Key", key);
   auto res = client.request(method, target, body, ctype, std::chrono::hours(24));
   if (!res)
     return res.err();

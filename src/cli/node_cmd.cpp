@@ -3,6 +3,7 @@
 
 #include <iostream>
 
+#include "actors/api_keys.hpp"
 #include "actors/node.hpp"
 #include "cli/args.hpp"
 #include "sys/http_client.hpp"
@@ -150,15 +151,16 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--reclaim-idle-s S] "
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
                      "[--overcommit X] [--trajectory-dir DIR] [--no-trajectory] "
-                     "[--trajectory-fsync] [--trajectory-keep-days N]";
+                     "[--trajectory-fsync] [--trajectory-keep-days N] "
+                     "[--api-key-file FILE] [--insecure]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
                        "zswap-compressor", "zswap-pool-percent",
                        // reclaim and memory admission
                        "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit",
-                       "trajectory-dir", "trajectory-keep-days"},
-                      {"no-reclaim", "no-trajectory", "trajectory-fsync"});
+                       "trajectory-dir", "trajectory-keep-days", "api-key-file"},
+                      {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure"});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
               << "\nusage: " << text << "\n";
@@ -192,6 +194,23 @@ int run_node_command(const std::vector<std::string>& words) {
     return rc;
   if (auto rc = parse_trajectory_flags(*a, cfg); rc != 0)
     return rc;
+  // API keys: required for a REST address other hosts can reach, because
+  // whoever reaches it can create sandboxes and run code in them.
+  if (a->has("api-key-file")) {
+    auto keys = load_api_keys(a->get("api-key-file"));
+    if (!keys) {
+      std::cerr << "dsec node: --api-key-file: " << keys.err().message << "\n";
+      return 2;
+    }
+    cfg.api_keys = std::move(*keys);
+  }
+  if (auto hp = sys::parse_host_port(cfg.rest, true);
+      hp && cfg.api_keys.empty() && !a->has("insecure") && !is_loopback_host(hp->first)) {
+    std::cerr << "dsec node: --rest " << cfg.rest
+              << " is reachable from other hosts: give --api-key-file FILE (one key per line), "
+                 "or --insecure to serve it without keys\n";
+    return 2;
+  }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {
     if (auto hp = sys::parse_host_port(seed, false); !hp) {

@@ -414,7 +414,7 @@ expected<http_response> http_client::request(std::string_view method, std::strin
   std::string wire;
   wire.reserve(128 + target.size() + body.size());
   wire.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: ");
-  wire.append(endpoint_).append("\r\n");
+  wire.append(endpoint_).append("\r\n").append(extra_headers_);
   if (!body.empty())
     wire.append("Content-Type: ").append(content_type).append("\r\n");
   if (!body.empty() || (method != "GET" && method != "HEAD"))

@@ -116,6 +116,11 @@ class http_client {
                                   std::string_view content_type = "application/json",
                                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+  /// Adds `name: value` to every request (an API key).
+  void add_header(std::string_view name, std::string_view value) {
+    extra_headers_.append(name).append(": ").append(value).append("\r\n");
+  }
+
   /// Closes the connection; the next request opens a new one.
   void close() { fd_.reset(); }
 
@@ -123,6 +128,8 @@ class http_client {
   [[nodiscard]] const std::string& endpoint() const { return endpoint_; }
 
  private:
+  /// Lines add_header() appends to every request.
+  std::string extra_headers_;
   using clock = std::chrono::steady_clock;
 
   status connect(clock::time_point deadline);

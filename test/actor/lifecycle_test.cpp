@@ -887,3 +887,27 @@ TEST_CASE_METHOD(fixture, "job pause and resume act on every matching sandbox, i
   CHECK(ask<job_result>(job_atom::value, lbl{}, true).err().code == errc::invalid_argument);
   CHECK(ask<job_result>(job_atom::value, lbl{{"job", "none"}}, true)->done.empty());
 }
+
+TEST_CASE_METHOD(fixture, "setttl moves the end of a sandbox from now", "[actor][e2b]") {
+  auto s = spec();
+  s.ttl_s = 5;
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  sched->advance_time(std::chrono::seconds(1));
+  drive();
+  auto moved = ask<sandbox_info>(setttl_atom::value, a->id, int64_t{60});
+  REQUIRE(moved.ok());
+  CHECK(moved->expires_at_ms > a->expires_at_ms);
+  // The first timer fires and is ignored.
+  sched->advance_time(std::chrono::seconds(10));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).ok());
+  sched->advance_time(std::chrono::seconds(55));
+  drive();
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+  CHECK(ask<sandbox_info>(setttl_atom::value, a->id, int64_t{5}).err().code == errc::not_found);
+  auto b = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(b.ok());
+  CHECK(ask<sandbox_info>(setttl_atom::value, b->id, int64_t{-1}).err().code
+        == errc::invalid_argument);
+}

@@ -1,0 +1,174 @@
+// The E2B wire formats, as the unmodified `e2b` SDK (npm 2.x) speaks them:
+// the control plane's JSON (POST /v2/sandboxes, GET /v2/sandboxes, ...), its
+// error shape `{"code":404,"message":"..."}`, and envd's Connect protocol with
+// the JSON codec (5-byte envelopes for streams, `{"code":"not_found",...}`
+// errors), the process and filesystem messages, and multipart uploads.
+// Pure functions: no CAF, no Beast, so unit tests take every hostile input.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/fs_entry.hpp"
+#include "core/types.hpp"
+
+namespace dsec::e2b {
+
+/// The envd version we claim: the SDK gates features on it. 0.5.2 has
+/// everything implemented here (Start/Connect/List/SendSignal/SendInput/
+/// CloseStdin, filesystem RPCs, multipart uploads, no default user); 0.5.7
+/// would promise octet-stream uploads, 0.6.x file metadata and watch
+/// entries, which we do not implement.
+constexpr const char* envd_version = "0.5.2";
+/// The port the SDK names in E2b-Sandbox-Port for envd.
+constexpr const char* envd_port = "49983";
+/// Label that keeps the templateID a sandbox was created from (hidden from
+/// E2B metadata, visible in the native API).
+constexpr const char* template_label = "e2b.template";
+/// Sandbox lifetime when a create names none (E2B's default, 5 minutes).
+constexpr int64_t default_timeout_s = 300;
+
+// -- control plane ------------------------------------------------------------
+
+/// POST /sandboxes and /v2/sandboxes.
+struct create_request {
+  std::string template_id;
+  int64_t timeout_s = default_timeout_s;
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> env;
+};
+
+[[nodiscard]] expected<create_request> parse_create(std::string_view body);
+
+/// The layers a templateID names: a layer ref (`base/python@3.11`) as is,
+/// or an alias: `base` and `python` = base/python@3.11 (Debian with bash and
+/// python 3.11, the nearest to E2B's base image), `busybox` = base/busybox@1.
+[[nodiscard]] expected<std::vector<std::string>> template_layers(const std::string& template_id);
+
+/// `{"timeout": N}` of POST .../timeout and .../connect (absent = -1).
+[[nodiscard]] expected<int64_t> parse_timeout(std::string_view body);
+
+/// A sandbox as E2B's API answers it (create, connect, get, list items).
+/// `access_token`: the envd token (omitted when empty).
+std::string encode_sandbox(const sandbox_info& info, const std::string& access_token);
+std::string encode_sandbox_list(const std::vector<sandbox_info>& list);
+
+/// E2B's error body `{"code":<status>,"message":...}`.
+std::string error_body(int status, std::string_view message);
+/// HTTP status for a dsec error on the control plane.
+int http_status(errc code);
+
+/// GET /v2/sandboxes query: metadata (one parameter, `k=v&k2=v2` encoded
+/// again), state (comma list), limit, nextToken.
+struct list_query {
+  std::map<std::string, std::string> metadata;
+  std::vector<std::string> states;
+  size_t limit = 100;
+  size_t offset = 0;
+};
+
+[[nodiscard]] expected<list_query> parse_list_query(const std::map<std::string, std::string>& q);
+
+/// Applies the filters and the page; sets `next_token` when more follow.
+std::vector<sandbox_info> select_page(std::vector<sandbox_info> all, const list_query& q,
+                                      std::string& next_token);
+
+// -- Connect protocol -----------------------------------------------------------
+
+/// Connect's code name for a dsec error ("not_found", ...).
+const char* connect_code(errc code);
+/// HTTP status of a unary Connect error with that code.
+int connect_status(const char* code);
+/// `{"code":..,"message":..}` (unary error body / end-of-stream error).
+std::string connect_error(const char* code, std::string_view message);
+
+/// One envelope: flags byte, big-endian length, payload.
+std::string envelope(uint8_t flags, std::string_view payload);
+/// The end-of-stream envelope (flags 0x02): `{}` or `{"error":...}`.
+std::string end_of_stream(const char* code = nullptr, std::string_view message = {});
+
+/// The one message of a server-streaming request (a single envelope with
+/// flags 0; compressed or oversized ones are refused).
+[[nodiscard]] expected<std::string> unwrap_request(std::string_view body);
+
+// -- process.Process -------------------------------------------------------------
+
+/// StartRequest: the command to run (`/bin/bash -l -c CMD` from the SDK
+/// becomes a /bin/sh wrapper that uses bash when the layers have it).
+/// `keep_stdin`: the request's `stdin` (true: stdin stays open for SendInput).
+[[nodiscard]] expected<exec_request> parse_start(std::string_view json, bool& pty,
+                                                 bool* keep_stdin = nullptr);
+
+/// SendInputRequest: pid and the stdin bytes (base64 in JSON); a pty input is
+/// invalid_argument (no PTYs).
+[[nodiscard]] expected<std::pair<int32_t, std::string>> parse_input(std::string_view json);
+
+/// Standard base64 (padding optional); invalid_argument on other characters.
+[[nodiscard]] expected<std::string> unbase64(std::string_view text);
+
+/// The pid of a ProcessSelector in `{"process":{"pid":N}}` (tags unsupported).
+[[nodiscard]] expected<int32_t> parse_selector(std::string_view json);
+
+/// SendSignalRequest: pid and signal number (enum name or number).
+[[nodiscard]] expected<std::pair<int32_t, int32_t>> parse_signal(std::string_view json);
+
+std::string start_event(int32_t pid);
+/// stream 1 stdout, 2 stderr.
+std::string data_event(int stream, std::string_view bytes);
+std::string end_event(const exec_result& res);
+std::string keepalive_event();
+
+/// ListResponse of the sandbox's background commands.
+std::string encode_process_list(const std::vector<process_info>& procs);
+
+// -- filesystem.Filesystem ---------------------------------------------------------
+
+/// `path` of Stat/MakeDir/Remove/ListDir (+ depth), or Move's source and
+/// destination. Relative paths are taken from "/".
+struct fs_request {
+  std::string path;
+  std::string to;
+  int32_t depth = 1;
+};
+
+[[nodiscard]] expected<fs_request> parse_fs(std::string_view json, bool move);
+
+/// WatchDirRequest: the directory and how deep (recursive = 16 levels).
+[[nodiscard]] expected<fs_request> parse_watch(std::string_view json);
+/// A WatchDirResponse filesystem event; `type` an EventType name.
+std::string watch_event(const std::string& name, const char* type);
+
+/// EntryInfo as JSON.
+std::string encode_entry(const fs_entry& e);
+/// `{"entry":...}`.
+std::string encode_entry_response(const fs_entry& e);
+/// `{"entries":[...]}`.
+std::string encode_entries(const std::vector<fs_entry>& v);
+
+/// An absolute sandbox path from an envd `path` (relative = from "/").
+[[nodiscard]] expected<std::string> sandbox_path(std::string_view path);
+
+// -- GET/POST /files -------------------------------------------------------------------
+
+/// One uploaded file: its target path and bytes.
+struct upload {
+  std::string path;
+  std::string data;
+};
+
+/// The files of a multipart/form-data body (parts named "file"); a part's
+/// filename is its path unless `query_path` is given (one file).
+[[nodiscard]] expected<std::vector<upload>> parse_multipart(std::string_view content_type,
+                                                            std::string_view body,
+                                                            const std::string& query_path);
+
+/// `[{"name","type":"file","path"}...]` answered by POST /files.
+std::string encode_written(const std::vector<std::string>& paths);
+
+std::string base64(std::string_view bytes);
+
+} // namespace dsec::e2b

@@ -1,0 +1,276 @@
+// E2B control plane (e2b_gateway.hpp): create, connect, get, list, kill,
+// timeout, pause, as the `e2b` SDK calls them, answered in E2B's shapes and
+// with the status codes its SDK maps (404 not found, 409 already paused, 429
+// with an integer Retry-After, 401 without a valid X-API-Key).
+#include "actors/e2b_gateway.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/api_keys.hpp"
+#include "actors/atoms.hpp"
+#include "actors/caf_error.hpp"
+#include "actors/e2b_codec.hpp"
+#include "actors/gateway_routes.hpp"
+#include "core/inspect.hpp"
+
+namespace dsec::e2b {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A create waits for layers to mount and init to start; a stuck backend
+/// answers 504 after this.
+constexpr auto create_timeout = std::chrono::seconds(300);
+constexpr auto call_timeout = std::chrono::seconds(60);
+
+void reply_error(const http_call& c, const error& err) {
+  int status = http_status(err.code);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (status == 429)
+    headers.emplace_back("Retry-After", "1");
+  answer(c, status, error_body(status, err.message), "application/json", std::move(headers));
+}
+
+auto on_error(const http_call& c) {
+  return [c](caf::error& err) { reply_error(c, from_caf(err)); };
+}
+
+void no_content(const http_call& c) { answer(c, 204, "", "application/json"); }
+
+std::vector<std::string> split(std::string_view path) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    auto next = path.find('/', pos);
+    if (next == std::string_view::npos)
+      next = path.size();
+    if (next > pos)
+      out.emplace_back(path.substr(pos, next - pos));
+    pos = next + 1;
+  }
+  return out;
+}
+
+bool parse_query(std::string_view q, std::map<std::string, std::string>& out) {
+  size_t pos = 0;
+  while (pos < q.size()) {
+    auto amp = q.find('&', pos);
+    if (amp == std::string_view::npos)
+      amp = q.size();
+    auto item = q.substr(pos, amp - pos);
+    pos = amp + 1;
+    if (item.empty())
+      continue;
+    auto eq = item.find('=');
+    auto k = url_decode(item.substr(0, eq));
+    auto v = url_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
+    if (!k || !v)
+      return false;
+    out[*k] = *v;
+  }
+  return true;
+}
+
+bool api_key_ok(const node_config& cfg, const http_call& c) {
+  return cfg.api_keys.empty() || key_matches(cfg.api_keys, c->header("x-api-key"))
+         || key_matches(cfg.api_keys, bearer_key(c->header("authorization")));
+}
+
+void create(const gateway_ref& g, const http_call& c) {
+  auto req = parse_create(c->body);
+  if (!req)
+    return reply_error(c, req.err());
+  auto layers = template_layers(req->template_id);
+  if (!layers)
+    return reply_error(c, layers.err());
+  sandbox_spec spec;
+  spec.layers = std::move(*layers);
+  spec.ttl_s = req->timeout_s;
+  spec.labels = std::move(req->metadata);
+  spec.labels[template_label] = req->template_id;
+  spec.env = std::move(req->env);
+  auto cfg = g.ctx;
+  g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
+    .then(
+      [c, cfg](sandbox_info& info) {
+        answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id)));
+      },
+      on_error(c));
+}
+
+void get(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto cfg = g.ctx;
+  g.self->request(g.front, call_timeout, info_atom::value, id)
+    .then([c, cfg](sandbox_info& info) {
+            answer(c, 200, encode_sandbox(info, access_token(cfg->config, info.id)));
+          },
+          on_error(c));
+}
+
+void list(const gateway_ref& g, const http_call& c,
+          const std::map<std::string, std::string>& query, bool running_only) {
+  auto q = parse_list_query(query);
+  if (!q)
+    return reply_error(c, q.err());
+  if (running_only && q->states.empty())
+    q->states = {"running"};
+  g.self->request(g.front, call_timeout, list_atom::value, std::map<std::string, std::string>{})
+    .then(
+      [c, q = *q](std::vector<sandbox_info>& all) {
+        std::string next;
+        auto page = select_page(std::move(all), q, next);
+        std::vector<std::pair<std::string, std::string>> headers;
+        if (!next.empty())
+          headers.emplace_back("X-Next-Token", next);
+        answer(c, 200, encode_sandbox_list(page), "application/json", std::move(headers));
+      },
+      on_error(c));
+}
+
+void kill(const gateway_ref& g, const http_call& c, const std::string& id) {
+  g.self->request(g.front, create_timeout, destroy_atom::value, id)
+    .then(
+      [c, id](bool existed) {
+        if (existed)
+          return no_content(c);
+        answer(c, 404, error_body(404, "sandbox " + id + " not found"));
+      },
+      on_error(c));
+}
+
+void set_timeout(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto t = parse_timeout(c->body);
+  if (!t)
+    return reply_error(c, t.err());
+  if (*t < 0)
+    return reply_error(c, invalid_argument("timeout: an integer number of seconds is required"));
+  g.self->request(g.front, call_timeout, setttl_atom::value, id, *t)
+    .then([c](sandbox_info&) { no_content(c); }, on_error(c));
+}
+
+void pause(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto self = g.self;
+  auto front = g.front;
+  self->request(front, call_timeout, info_atom::value, id)
+    .then(
+      [self, front, c, id](sandbox_info& info) {
+        if (info.state == sandbox_state::paused)
+          return answer(c, 409, error_body(409, "sandbox " + id + " is already paused"));
+        self->request(front, create_timeout, pause_atom::value, id)
+          .then([c](sandbox_info&) { no_content(c); }, on_error(c));
+      },
+      on_error(c));
+}
+
+/// POST .../connect and .../resume: resumes a paused sandbox (a running one
+/// answers at once) and, with a timeout, sets it from now.
+void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto t = parse_timeout(c->body);
+  if (!t)
+    return reply_error(c, t.err());
+  auto self = g.self;
+  auto front = g.front;
+  auto cfg = g.ctx;
+  self->request(front, create_timeout, resume_atom::value, id)
+    .then(
+      [self, front, cfg, c, id, secs = *t](sandbox_info& info) {
+        auto done = [c, cfg](sandbox_info& i) {
+          answer(c, 200, encode_sandbox(i, access_token(cfg->config, i.id)));
+        };
+        if (secs < 0)
+          return done(info);
+        self->request(front, call_timeout, setttl_atom::value, id, secs).then(done, on_error(c));
+      },
+      on_error(c));
+}
+
+} // namespace
+
+std::string access_token(const node_config& cfg, const std::string& id) {
+  return cfg.api_keys.empty() ? std::string{} : envd_token(cfg.api_keys.front(), id);
+}
+
+void serve_control(const gateway_ref& g, const http_call& c, const std::vector<std::string>& seg,
+                   const std::map<std::string, std::string>& query) {
+  const auto& m = c->method;
+  auto not_allowed = [&] {
+    answer(c, 405, error_body(405, "method " + m + " is not allowed here"));
+  };
+  if (seg.size() == 1) {
+    if (m == "POST")
+      return create(g, c);
+    if (m == "GET")
+      return list(g, c, query, false);
+    return not_allowed();
+  }
+  auto id = url_decode(seg[1]);
+  if (!id || id->empty() || id->size() > 256)
+    return reply_error(c, invalid_argument("sandbox id: invalid"));
+  if (seg.size() == 2) {
+    if (m == "GET")
+      return get(g, c, *id);
+    if (m == "DELETE")
+      return kill(g, c, *id);
+    return not_allowed();
+  }
+  if (seg.size() == 3) {
+    const auto& op = seg[2];
+    if (op == "metrics" || op == "logs")
+      return m == "GET" ? answer(c, 200, op == "logs" ? R"({"logs":[]})" : "[]") : not_allowed();
+    if (m != "POST")
+      return not_allowed();
+    if (op == "timeout")
+      return set_timeout(g, c, *id);
+    if (op == "pause")
+      return pause(g, c, *id);
+    if (op == "connect" || op == "resume")
+      return connect(g, c, *id);
+  }
+  answer(c, 404, error_body(404, "no E2B route for " + m + " " + c->target.substr(0, 200)));
+}
+
+bool dispatch(const gateway_ref& g, const http_call& c) {
+  auto qpos = c->target.find('?');
+  std::string path = c->target.substr(0, qpos);
+  std::map<std::string, std::string> query;
+  bool query_ok = qpos == std::string::npos
+                  || parse_query(std::string_view{c->target}.substr(qpos + 1), query);
+  const auto& cfg = g.ctx->config;
+  if (auto id = c->header("e2b-sandbox-id"); !id.empty()) {
+    bool rpc = path.find(".Process/") != std::string::npos
+               || path.find(".Filesystem/") != std::string::npos;
+    if (!cfg.api_keys.empty() && !envd_token_matches(cfg.api_keys, id, c->header("x-access-token"))
+        && !api_key_ok(cfg, c)) {
+      auto msg = "sandbox " + id + ": a valid X-Access-Token (from create/connect) is required";
+      if (rpc)
+        answer(c, 401, connect_error("unauthenticated", msg));
+      else
+        answer(c, 401, error_body(401, msg));
+      return true;
+    }
+    if (!query_ok) {
+      answer(c, 400, error_body(400, "query: invalid percent-encoding"));
+      return true;
+    }
+    serve_envd(g, c, id, path, query);
+    return true;
+  }
+  auto seg = split(path);
+  if (!seg.empty() && seg[0] == "v2")
+    seg.erase(seg.begin());
+  if (seg.empty() || seg[0] != "sandboxes")
+    return false;
+  if (!api_key_ok(cfg, c)) {
+    answer(c, 401, error_body(401, "a valid X-API-Key is required"));
+    return true;
+  }
+  if (!query_ok) {
+    answer(c, 400, error_body(400, "query: invalid percent-encoding"));
+    return true;
+  }
+  serve_control(g, c, seg, query);
+  return true;
+}
+
+} // namespace dsec::e2b

@@ -1,0 +1,60 @@
+// The E2B API of a node, on the REST port, for the unmodified `e2b` SDK:
+// the control plane (POST /v2/sandboxes, GET /v2/sandboxes, ...; e2b_control.cpp)
+// and envd (Connect RPCs, GET/POST /files, GET /health; e2b_envd.cpp), which
+// the SDK routes to a sandbox with the E2b-Sandbox-Id header. Every call turns
+// into the same messages to the node's front actor (placement) as the native
+// REST API, so a sandbox made through E2B is a dsec sandbox: same id, same
+// limits, denial counters and logs, reachable from any peer of a cluster.
+// Formats live in e2b_codec.hpp; HTTP stays in the gateway actor, which calls
+// dispatch() first.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/http_server.hpp"
+#include "actors/node_context.hpp"
+
+namespace dsec::e2b {
+
+/// What the E2B handlers use of the gateway actor they run in.
+struct gateway_ref {
+  caf::event_based_actor* self = nullptr;
+  /// The placement actor.
+  caf::actor front;
+  node_context_ptr ctx;
+};
+
+/// Serves `c` if it is an E2B call (an E2b-Sandbox-Id header, or a path
+/// under /sandboxes or /v2/sandboxes) and returns true; false otherwise.
+bool dispatch(const gateway_ref& g, const http_call& c);
+
+/// The control plane; `seg` are the path segments, "v2" stripped.
+void serve_control(const gateway_ref& g, const http_call& c, const std::vector<std::string>& seg,
+                   const std::map<std::string, std::string>& query);
+
+/// envd of sandbox `id`: `path` without the query.
+void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
+                const std::string& path, const std::map<std::string, std::string>& query);
+
+/// The envd access token the SDK gets for sandbox `id` ("" without keys).
+std::string access_token(const node_config& cfg, const std::string& id);
+
+/// An answer with a body and a content type.
+inline void answer(const http_call& c, int status, std::string body,
+                   std::string content_type = "application/json",
+                   std::vector<std::pair<std::string, std::string>> headers = {}) {
+  http_answer a;
+  a.status = status;
+  a.body = std::move(body);
+  a.content_type = std::move(content_type);
+  a.headers = std::move(headers);
+  c->respond(std::move(a));
+}
+
+} // namespace dsec::e2b
