@@ -12,6 +12,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/sandbox_trajectory.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec {
@@ -30,6 +31,8 @@ struct launch {
   int64_t started_at_ms = 0;
   int32_t pid = 0; // 0 until init reported it
   uint64_t exec_id = 0;
+  /// Its trajectory record (null: no log), appended once it started.
+  std::shared_ptr<trajectory::record> rec;
 };
 
 void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
@@ -52,6 +55,7 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   e.proc.started_at_ms = l.started_at_ms;
   e.proc.running = true;
   e.exec_id = l.exec_id;
+  trajectory_background_started(self, std::move(l.rec), pid);
   l.rp.deliver(e.proc);
 }
 
@@ -88,6 +92,7 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     e.proc.result.exit_code = -1;
     e.proc.result.stderr_data += "\ndsec: " + res.err().message + "\n";
   }
+  trajectory_background_ended(self, l.pid, e.proc.result);
   for (auto& [id, w] : e.waiters)
     w.deliver(e.proc);
   e.waiters.clear();
@@ -121,6 +126,7 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   l->rp = rp;
   l->argv = req.argv;
   l->started_at_ms = unix_ms();
+  l->rec = trajectory_begin(self, req);
   auto hdl = caf::actor_cast<caf::actor>(self);
   backends::exec_callbacks cb;
   cb.keep_output = false; // kept here, as it comes

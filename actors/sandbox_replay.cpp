@@ -63,7 +63,7 @@ void fail(replay_ptr self, const error& err) {
 }
 
 error at_record(replay_ptr self, const trajectory::record& r, const error& err) {
-  auto what = r.kind == "exec" ? "exec" : "write " + r.path;
+  auto what = r.kind == "exec" ? (r.background ? "background exec" : "exec") : "write " + r.path;
   return error{err.code, who(self) + " into " + self->state.id + " at seq "
                            + std::to_string(r.seq) + " (" + what + "): " + err.message};
 }
@@ -74,6 +74,7 @@ trajectory::record label_of(const trajectory::record& r) {
   out.seq = r.seq;
   out.kind = r.kind;
   out.path = r.path;
+  out.background = r.background;
   return out;
 }
 
@@ -97,6 +98,11 @@ void apply(replay_ptr self, trajectory::record& r) {
   req.stdin_data = std::move(r.stdin_data.data);
   req.timeout_s = r.timeout_s;
   req.step = r.step;
+  if (r.background) { // started again in the background, in its place in the log
+    self->request(st.front, caf::duration{op_timeout}, bgexec_atom::value, st.id, std::move(req))
+      .then([self](background_process&) { next_op(self); }, on_err);
+    return;
+  }
   caf::duration bound = caf::infinite;
   if (req.timeout_s > 0)
     bound = caf::duration{std::chrono::milliseconds(static_cast<int64_t>(req.timeout_s * 1000))

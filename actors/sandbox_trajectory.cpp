@@ -168,6 +168,47 @@ void trajectory_exec_done(sandbox_actor_ptr self, caf::response_promise rp,
             });
 }
 
+namespace {
+
+void append_quietly(sandbox_actor_ptr self, trajectory::record rec, const char* what) {
+  on_strand(self, [rec = std::move(rec)](trajectory::sandbox_log& log) mutable {
+              return log.append(std::move(rec));
+            },
+            [self, what](expected<uint64_t>& seq) {
+              if (!seq)
+                warn(self, what, seq.err());
+              end_op(self);
+            });
+}
+
+} // namespace
+
+void trajectory_background_started(sandbox_actor_ptr self, std::shared_ptr<trajectory::record> rec,
+                                   int32_t pid) {
+  if (!self->state.log || !rec)
+    return;
+  rec->background = true;
+  rec->pid = pid;
+  append_quietly(self, std::move(*rec), "background exec");
+}
+
+void trajectory_background_ended(sandbox_actor_ptr self, int32_t pid, const exec_result& res) {
+  if (!self->state.log)
+    return;
+  trajectory::record rec;
+  rec.kind = "exit";
+  rec.at_ms = now_ms();
+  rec.background = true;
+  rec.pid = pid;
+  rec.exit_code = res.exit_code;
+  rec.stdout_data.data = res.stdout_data;
+  rec.stderr_data.data = res.stderr_data;
+  rec.timed_out = res.timed_out;
+  rec.truncated = res.truncated;
+  rec.duration_ms = res.duration_ms;
+  append_quietly(self, std::move(rec), "background exit");
+}
+
 void trajectory_write_file(sandbox_actor_ptr self, caf::response_promise rp, std::string path,
                            std::string data) {
   auto shared = std::make_shared<std::string>(std::move(data));

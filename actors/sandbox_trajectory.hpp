@@ -54,6 +54,13 @@ std::shared_ptr<trajectory::record> trajectory_begin(sandbox_actor_ptr self,
 void trajectory_exec_done(sandbox_actor_ptr self, caf::response_promise rp,
                           std::shared_ptr<trajectory::record> rec, expected<exec_result> res);
 
+/// A background command started (pid) or ended (result): logs its "exec"
+/// record (background, no result) or its "exit" record, in the order the
+/// actor saw them; nothing waits for the write.
+void trajectory_background_started(sandbox_actor_ptr self, std::shared_ptr<trajectory::record> rec,
+                                   int32_t pid);
+void trajectory_background_ended(sandbox_actor_ptr self, int32_t pid, const exec_result& res);
+
 /// The wfile handler: writes the file, logs it (path, size, digest, content
 /// by digest), then answers.
 void trajectory_write_file(sandbox_actor_ptr self, caf::response_promise rp, std::string path,

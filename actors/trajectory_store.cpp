@@ -158,8 +158,12 @@ expected<uint64_t> sandbox_log::append(record r) {
       return st.err();
   r.seq = next_seq_;
   std::vector<content*> contents;
-  if (r.kind == "exec")
+  if (r.kind == "exec" && r.background)
+    contents = {&r.stdin_data};
+  else if (r.kind == "exec")
     contents = {&r.stdin_data, &r.stdout_data, &r.stderr_data};
+  else if (r.kind == "exit")
+    contents = {&r.stdout_data, &r.stderr_data};
   else if (r.kind == "file")
     contents = {&r.file};
   for (auto* c : contents)

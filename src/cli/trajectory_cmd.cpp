@@ -51,10 +51,16 @@ std::string summary(const json& r) {
     std::string cmd;
     for (auto& a : r.value("cmd", json::array()))
       cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
-    out += "\texit " + std::to_string(r.value("exit_code", 0));
+    if (r.value("background", false))
+      out += "\tbackground pid " + std::to_string(r.value("pid", 0));
+    else
+      out += "\texit " + std::to_string(r.value("exit_code", 0));
     if (r.contains("step"))
       out += "\tstep " + r["step"].get<std::string>();
     out += "\t" + cmd;
+  } else if (kind == "exit") {
+    out += "\tpid " + std::to_string(r.value("pid", 0)) + "\texit "
+           + std::to_string(r.value("exit_code", 0));
   } else if (kind == "file") {
     out += "\t" + r.value("path", std::string{}) + "\t" + std::to_string(r.value("size", 0))
            + " bytes";

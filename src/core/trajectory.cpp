@@ -95,6 +95,22 @@ std::string encode(const record& r) {
     j["id"] = r.id;
     j["node"] = r.node;
     j["spec"] = nlohmann::ordered_json::parse(json_codec::encode(r.spec));
+  } else if (r.kind == "exec" && r.background) {
+    j["background"] = true;
+    j["pid"] = r.pid;
+    j["cmd"] = r.argv;
+    j["cwd"] = r.cwd;
+    j["env"] = r.env;
+    j["stdin"] = to_json(r.stdin_data);
+    j["timeout_s"] = r.timeout_s;
+  } else if (r.kind == "exit") {
+    j["pid"] = r.pid;
+    j["exit_code"] = r.exit_code;
+    j["stdout"] = to_json(r.stdout_data);
+    j["stderr"] = to_json(r.stderr_data);
+    j["timed_out"] = r.timed_out;
+    j["truncated"] = r.truncated;
+    j["duration_ms"] = r.duration_ms;
   } else if (r.kind == "exec") {
     if (!r.step.empty())
       j["step"] = r.step;
@@ -149,7 +165,21 @@ expected<record> decode(std::string_view line) {
     if (!parsed)
       return bad(("spec: " + parsed.err().message).c_str());
     r.spec = std::move(*parsed);
+  } else if (r.kind == "exit") {
+    r.background = true;
+    r.pid = get_or<int32_t>(j, "pid", 0);
+    r.exit_code = get_or<int32_t>(j, "exit_code", 0);
+    r.timed_out = get_or<bool>(j, "timed_out", false);
+    r.truncated = get_or<bool>(j, "truncated", false);
+    r.duration_ms = get_or<double>(j, "duration_ms", 0);
+    for (auto [key, out] : {std::pair{"stdout", &r.stdout_data}, std::pair{"stderr", &r.stderr_data}}) {
+      auto it = j.find(key);
+      if (it == j.end() || !from_json(*it, *out))
+        return bad((std::string{key} + " is missing or malformed").c_str());
+    }
   } else if (r.kind == "exec") {
+    r.background = get_or<bool>(j, "background", false);
+    r.pid = get_or<int32_t>(j, "pid", 0);
     r.step = get_or<std::string>(j, "step", "");
     r.argv = get_or<std::vector<std::string>>(j, "cmd", {});
     r.cwd = get_or<std::string>(j, "cwd", "");
@@ -163,6 +193,8 @@ expected<record> decode(std::string_view line) {
       return bad("cmd is missing");
     for (auto [key, out] : {std::pair{"stdin", &r.stdin_data}, std::pair{"stdout", &r.stdout_data},
                             std::pair{"stderr", &r.stderr_data}}) {
+      if (r.background && key != std::string_view{"stdin"})
+        continue; // a background start has no result yet
       auto it = j.find(key);
       if (it == j.end() || !from_json(*it, *out))
         return bad((std::string{key} + " is missing or malformed").c_str());

@@ -66,7 +66,9 @@ struct content {
 /// One line of the log.
 struct record {
   uint64_t seq = 0;
-  /// "spec" | "exec" | "file" | "rebuilt" | "destroyed".
+  /// "spec" | "exec" | "exit" | "file" | "rebuilt" | "destroyed". A
+  /// background command is an "exec" with `background` set, logged when it
+  /// starts (no result), and an "exit" with its pid and result when it ends.
   std::string kind;
   /// Unix ms (an exec's start time).
   int64_t at_ms = 0;
@@ -87,6 +89,9 @@ struct record {
   bool timed_out = false;
   bool truncated = false;
   double duration_ms = 0;
+  /// A background command (exec: started; exit: ended) and its pid.
+  bool background = false;
+  int32_t pid = 0;
   // -- file ---------------------------------------------------------------------
   std::string path;
   content file;

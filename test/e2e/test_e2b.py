@@ -150,6 +150,14 @@ def test_an_e2b_sandbox_is_a_dsec_sandbox(e2b_module, e2b_node):
     assert c.sh(out["id"], "echo native > /tmp/n; cat /tmp/n")["stdout"] == "native\n"
     status, body = c.raw("GET", "/sandboxes/" + urllib.parse.quote(out["id"], safe=""))[::2]
     assert status == 200 and json.loads(body)["metadata"] == {"from": "e2b"}
+    # The E2B command is in the sandbox's trajectory log like any exec: its
+    # start (background, the way envd runs it) and its exit.
+    status, _, data = c.raw("GET", f"/v1/sandboxes/{urllib.parse.quote(out['id'], safe='')}/trajectory")
+    assert status == 200
+    recs = [json.loads(line) for line in data.decode().splitlines() if line]
+    exits = [r for r in recs if r["kind"] == "exit"]
+    assert any(r["stdout"].get("text") == "made\n" for r in exits), recs
+    assert any(r["kind"] == "exec" and r.get("background") for r in recs), recs
     status, _ = c.delete(out["id"])
     assert status == 200
     status, _, _ = c.raw("GET", "/sandboxes/" + urllib.parse.quote(out["id"], safe=""))

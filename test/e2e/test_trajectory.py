@@ -283,6 +283,32 @@ def test_replay_of_a_destroyed_sandbox(client, node, dsec_sdk):
         c.close()
 
 
+def test_background_commands_are_logged_and_replayed(client, node):
+    sid = client.create_ok(memory_mb=128)
+    status, p = client.call("POST", f"/v1/sandboxes/{sid}/exec?background=1",
+                            {"cmd": "echo bg-out; echo made > /work/bg.txt; exit 3"})
+    assert status == 201, p
+    status, out = client.call("GET", f"/v1/sandboxes/{sid}/processes/{p['pid']}?wait=1&timeout_s=30")
+    assert status == 200 and out["state"] == "exited", out
+    assert client.sh(sid, "cat /work/bg.txt")["stdout"] == "made\n"
+    recs = wait_for(lambda: (lambda r: r if "exit" in kinds(r) else None)(records(client, sid)),
+                    10, what="the background command's exit record")
+    assert kinds(recs)[:4] == ["spec", "exec", "exit", "exec"], recs
+    start, end = recs[1], recs[2]
+    assert start["background"] is True and start["pid"] == p["pid"], start
+    assert start["cmd"][-1].startswith("echo bg-out") and "exit_code" not in start, start
+    assert end["pid"] == p["pid"] and end["exit_code"] == 3, end
+    assert end["stdout"]["text"] == "bg-out\n", end
+    # A rebuild starts it again, in the background, in its place in the log.
+    status, info = client.call("POST", f"/v1/sandboxes/{sid}/replay")
+    assert status == 201, info
+    new = info["id"]
+    wait_for(lambda: client.sh(new, "cat /work/bg.txt 2>/dev/null")["stdout"] == "made\n", 20,
+             what="the replayed background command to write its file")
+    client.delete(new)
+    client.delete(sid)
+
+
 def test_replay_bad_input(client, sandbox, cli):
     status, out = client.call("POST", "/v1/sandboxes/nosuchnode.abc123/replay")
     assert_error(status, out, 404, "not_found")

@@ -87,6 +87,29 @@ TEST_CASE("records round-trip through their JSON line", "[trajectory]") {
   CHECK(s->spec.layers == spec.spec.layers);
   CHECK(s->spec.labels == spec.spec.labels);
 
+  // A background command: its start (no result yet), then its exit.
+  auto bg = exec_record("", "sleep 1");
+  bg.background = true;
+  bg.pid = 42;
+  auto bg_line = encode(bg);
+  CHECK(bg_line.find("\"exit_code\"") == std::string::npos);
+  auto bg_back = decode(bg_line);
+  REQUIRE(bg_back);
+  CHECK(bg_back->background);
+  CHECK(bg_back->pid == 42);
+  CHECK(bg_back->argv == bg.argv);
+  record exit_rec;
+  exit_rec.kind = "exit";
+  exit_rec.pid = 42;
+  exit_rec.exit_code = 7;
+  exit_rec.stdout_data.data = "out\n";
+  auto exit_back = decode(encode(exit_rec));
+  REQUIRE(exit_back);
+  CHECK(exit_back->pid == 42);
+  CHECK(exit_back->exit_code == 7);
+  CHECK(exit_back->stdout_data.data == "out\n");
+  CHECK_FALSE(decode("{\"seq\":3,\"kind\":\"exit\",\"pid\":1}")); // no result
+
   for (auto bad : {"", "[]", "{\"kind\":\"exec\"}", "{\"seq\":1,\"kind\":\"exec\"}",
                    "{\"seq\":-1,\"kind\":\"file\"}", "{\"seq\":0,\"kind\":\"spec\",\"spec\":1}"})
     CHECK_FALSE(decode(bad));

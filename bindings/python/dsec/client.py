@@ -341,7 +341,9 @@ class Client:
         """Sandbox ``id``'s trajectory log as dicts, in seq order: seq 0 is
         ``{"kind": "spec", "spec": {...}}``, then one ``"exec"`` record per
         exec (cmd, cwd, env, stdin, exit_code, stdout, stderr, timed_out,
-        duration_ms, at, step) and one ``"file"`` record per write (path,
+        duration_ms, at, step; a background command is an ``"exec"`` with
+        ``"background": true`` and its pid when it starts, then an ``"exit"``
+        record with its pid and result when it ends) and one ``"file"`` record per write (path,
         size, digest), plus ``"rebuilt"`` and ``"destroyed"``. ``since``: only
         records with a greater seq. Works for destroyed sandboxes too (their
         log is kept, see the node's --trajectory-keep-days)."""
