@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/args.hpp"
+#include "cli/rest_call.hpp"
 #include "core/json_codec.hpp"
 #include "sys/http_client.hpp"
 
@@ -47,24 +48,7 @@ std::string url_encode(const std::string& s) {
 expected<sys::http_response> call(const args& a, const std::string& method,
                                   const std::string& target, const std::string& body = {},
                                   const std::string& ctype = "application/json") {
-  auto addr = a.get("rest", ::getenv("DSEC_REST") ? ::getenv("DSEC_REST") : "127.0.0.1:7070");
-  auto hp = sys::parse_host_port(addr);
-  if (!hp)
-    return hp.err();
-  sys::http_client client{hp->first, hp->second};
-  if (auto key = ::getenv("DSEC_API_KEY"); key && *key) // a node with --api-key-file
-    client.add_header("X-API-Key", key);
-  auto res = client.request(method, target, body, ctype, std::chrono::hours(24));
-  if (!res)
-    return res.err();
-  if (res->status >= 300)
-    return codec::decode_error(res->body, res->status);
-  return res;
-}
-
-int fail(const std::string& cmd, const error& err) {
-  std::cerr << "dsec " << cmd << ": " << err.message << " (" << to_string(err.code) << ")\n";
-  return 1;
+  return rest_call(a, method, target, body, ctype);
 }
 
 int usage(const std::string& cmd, const std::string& msg, const char* text) {

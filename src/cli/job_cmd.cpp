@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.hpp"
+#include "cli/rest_call.hpp"
 #include "cli/client_cmd.hpp"
 #include "core/job.hpp"
 #include "core/json_codec.hpp"
@@ -21,17 +22,7 @@ using nlohmann::json;
 
 expected<sys::http_response> post(const args& a, const std::string& target,
                                   const std::string& body) {
-  auto addr = a.get("rest", ::getenv("DSEC_REST") ? ::getenv("DSEC_REST") : "127.0.0.1:7070");
-  auto hp = sys::parse_host_port(addr);
-  if (!hp)
-    return hp.err();
-  sys::http_client client{hp->first, hp->second};
-  auto res = client.request("POST", target, body, "application/json", std::chrono::minutes(10));
-  if (!res)
-    return res.err();
-  if (res->status >= 300)
-    return json_codec::decode_error(res->body, res->status);
-  return res;
+  return rest_call(a, "POST", target, body, "application/json", std::chrono::minutes(10));
 }
 
 std::string url_encode(const std::string& s) {
@@ -47,11 +38,6 @@ std::string url_encode(const std::string& s) {
     }
   }
   return out;
-}
-
-int fail(const std::string& cmd, const error& err) {
-  std::cerr << "dsec " << cmd << ": " << err.message << " (" << to_string(err.code) << ")\n";
-  return 1;
 }
 
 int usage(const std::string& cmd, const std::string& msg) {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.hpp"
+#include "cli/rest_call.hpp"
 #include "core/json_codec.hpp"
 #include "core/trajectory.hpp"
 #include "sys/http_client.hpp"
@@ -17,26 +18,6 @@ namespace dsec::cli {
 namespace {
 
 using nlohmann::json;
-
-expected<sys::http_response> rest_call(const args& a, const std::string& method,
-                                       const std::string& target, const std::string& body = {}) {
-  auto addr = a.get("rest", ::getenv("DSEC_REST") ? ::getenv("DSEC_REST") : "127.0.0.1:7070");
-  auto hp = sys::parse_host_port(addr);
-  if (!hp)
-    return hp.err();
-  sys::http_client client{hp->first, hp->second};
-  auto res = client.request(method, target, body, "application/json", std::chrono::hours(24));
-  if (!res)
-    return res.err();
-  if (res->status >= 300)
-    return json_codec::decode_error(res->body, res->status);
-  return res;
-}
-
-int fail(const std::string& cmd, const error& err) {
-  std::cerr << "dsec " << cmd << ": " << err.message << " (" << to_string(err.code) << ")\n";
-  return 1;
-}
 
 int usage(const std::string& cmd, const std::string& msg, const char* text) {
   std::cerr << "dsec " << cmd << ": " << msg << "\nusage: " << text << "\n";

@@ -326,3 +326,16 @@ def test_cli_sends_the_api_key(dsec_bin, e2b_node):
     p = subprocess.run([dsec_bin, "ls"], env=dict(env, DSEC_API_KEY=API_KEY), capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+    # Every client verb sends it: the trajectory and job verbs too.
+    sid = e2b_node.client.create_ok(memory_mb=128, labels={"job": "keyed"})
+    keyed = dict(env, DSEC_API_KEY=API_KEY)
+    for words in (["trajectory", sid], ["pause", "--label", "job=keyed"],
+                  ["resume", "--label", "job=keyed"], ["replay", sid]):
+        p = subprocess.run([dsec_bin, *words], env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and "API key" in p.stderr, (words, p.returncode, p.stderr)
+        if words[0] == "replay":
+            continue  # not made twice
+        p = subprocess.run([dsec_bin, *words], env=keyed, capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, (words, p.stderr)
+    e2b_node.client.delete(sid)
