@@ -140,7 +140,8 @@ expected<std::vector<std::string>> template_layers(const std::string& id) {
   if (id.find('@') != std::string::npos)
     return std::vector<std::string>{id};
   return not_found("template " + id.substr(0, 200)
-                   + ": not a layer ref (name@version) nor an alias (base, python, busybox)");
+                   + ": not a layer ref (name@version), an alias of the node's store (dsec "
+                     "layer alias NAME REF) nor a built-in alias (base, python, busybox)");
 }
 
 expected<int64_t> parse_timeout(std::string_view body) {

@@ -8,10 +8,12 @@
 
 #include "actors/api_keys.hpp"
 #include "actors/atoms.hpp"
+#include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/e2b_codec.hpp"
 #include "actors/gateway_routes.hpp"
 #include "core/inspect.hpp"
+#include "layers/aliases.hpp"
 
 namespace dsec::e2b {
 
@@ -77,19 +79,14 @@ bool api_key_ok(const node_config& cfg, const http_call& c) {
          || key_matches(cfg.api_keys, bearer_key(c->header("authorization")));
 }
 
-void create(const gateway_ref& g, const http_call& c) {
-  auto req = parse_create(c->body);
-  if (!req)
-    return reply_error(c, req.err());
-  auto layers = template_layers(req->template_id);
-  if (!layers)
-    return reply_error(c, layers.err());
+void create_from(const gateway_ref& g, const http_call& c, create_request req,
+                 std::vector<std::string> layers) {
   sandbox_spec spec;
-  spec.layers = std::move(*layers);
-  spec.ttl_s = req->timeout_s;
-  spec.labels = std::move(req->metadata);
-  spec.labels[template_label] = req->template_id;
-  spec.env = std::move(req->env);
+  spec.layers = std::move(layers);
+  spec.ttl_s = req.timeout_s;
+  spec.labels = std::move(req.metadata);
+  spec.labels[template_label] = req.template_id;
+  spec.env = std::move(req.env);
   auto cfg = g.ctx;
   g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
     .then(
@@ -97,6 +94,32 @@ void create(const gateway_ref& g, const http_call& c) {
         answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id)));
       },
       on_error(c));
+}
+
+/// templateID: an alias of the node's store (`dsec layer alias`, read on the
+/// worker pool; it wins over the built-in names), else template_layers.
+void create(const gateway_ref& g, const http_call& c) {
+  auto req = parse_create(c->body);
+  if (!req)
+    return reply_error(c, req.err());
+  if (!g.ctx->store || !g.ctx->pool || !layers::check_alias_name(req->template_id)) {
+    auto l = template_layers(req->template_id);
+    if (!l)
+      return reply_error(c, l.err());
+    return create_from(g, c, std::move(*req), std::move(*l));
+  }
+  run_blocking(g.self, *g.ctx->pool,
+               [root = g.ctx->store->root()] { return layers::read_aliases(root); },
+               [g, c, req = std::move(*req)](expected<layers::alias_map>& aliases) mutable {
+                 if (!aliases)
+                   return reply_error(c, aliases.err());
+                 if (auto it = aliases->find(req.template_id); it != aliases->end())
+                   return create_from(g, c, std::move(req), {it->second});
+                 auto l = template_layers(req.template_id);
+                 if (!l)
+                   return reply_error(c, l.err());
+                 create_from(g, c, std::move(req), std::move(*l));
+               });
 }
 
 void get(const gateway_ref& g, const http_call& c, const std::string& id) {

@@ -9,8 +9,11 @@
 #include <iostream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/args.hpp"
 #include "core/json_codec.hpp"
+#include "layers/aliases.hpp"
 #include "layers/defaults.hpp"
 #include "layers/oci_import.hpp"
 #include "layers/prune_git.hpp"
@@ -29,7 +32,8 @@ constexpr const char* usage_text =
   "       dsec layer import OCI_LAYOUT_DIR|DOCKER_SAVE.tar --name N --version V"
   " [--kind base|workspace|toolkit] [--state-dir DIR | --store DIR]\n"
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
-  "       dsec layer defaults [--state-dir DIR | --store DIR]\n";
+  "       dsec layer defaults [--state-dir DIR | --store DIR]\n"
+  "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n";
 
 int usage(const std::string& why) {
   std::cerr << "dsec layer: " << why << "\n" << usage_text;
@@ -112,6 +116,28 @@ int cmd_import(const args& p, layers::store& s) {
   return 0;
 }
 
+/// `alias`: lists the store's aliases, sets NAME -> REF, or removes NAME.
+int cmd_alias(const args& p, layers::store& s) {
+  if (p.positional.size() == 3)
+    if (auto st = layers::set_alias(s, p.positional[1], p.positional[2]); !st)
+      return fail(st.err());
+  if (p.positional.size() == 2)
+    if (auto st = layers::remove_alias(s, p.positional[1]); !st)
+      return fail(st.err());
+  if (p.positional.size() > 1)
+    return 0;
+  auto all = layers::read_aliases(s.root());
+  if (!all)
+    return fail(all.err());
+  if (p.has("json")) {
+    std::cout << nlohmann::json(*all).dump() << "\n";
+    return 0;
+  }
+  for (auto& [name, ref] : *all)
+    std::cout << name << "\t" << ref << "\n";
+  return 0;
+}
+
 int cmd_ls(const args& p, layers::store& s) {
   auto all = s.try_list();
   if (!all)
@@ -153,13 +179,13 @@ int run_layer_command(const std::vector<std::string>& words) {
       return 0;
     }
   auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store"},
-                           {"json", "prune-git", "chunked"});
+                           {"json", "prune-git", "chunked", "rm"});
   if (!parsed)
     return usage(parsed.err().message);
   auto& p = *parsed;
   std::string why;
   if (p.positional.empty())
-    return usage("missing subcommand (build, import, ls or defaults)");
+    return usage("missing subcommand (build, import, ls, defaults or alias)");
   auto& sub = p.positional[0];
   bool ok = true;
   if (sub == "build" || sub == "import") {
@@ -176,10 +202,15 @@ int run_layer_command(const std::vector<std::string>& words) {
     ok = only(p, {"state-dir", "store", "json"}, why);
   } else if (sub == "defaults") {
     ok = only(p, {"state-dir", "store"}, why);
+  } else if (sub == "alias") {
+    ok = only(p, {"state-dir", "store", "json", "rm"}, why);
+    auto n = p.positional.size();
+    if (ok && !(n == 1 || (n == 2 && p.has("rm")) || (n == 3 && !p.has("rm"))))
+      ok = false, why = "alias takes NAME REF (set), NAME --rm (remove) or nothing (list)";
   } else {
     return usage("unknown subcommand \"" + sub + "\"");
   }
-  if (ok && sub != "build" && sub != "import" && p.positional.size() != 1)
+  if (ok && sub != "build" && sub != "import" && sub != "alias" && p.positional.size() != 1)
     ok = false, why = sub + " takes no arguments";
   if (ok && p.has("state-dir") && p.has("store"))
     ok = false, why = "give --state-dir or --store, not both";
@@ -194,6 +225,8 @@ int run_layer_command(const std::vector<std::string>& words) {
     return cmd_import(p, *s);
   if (sub == "ls")
     return cmd_ls(p, *s);
+  if (sub == "alias")
+    return cmd_alias(p, *s);
   return cmd_defaults(*s);
 }
 

@@ -164,6 +164,42 @@ def test_an_e2b_sandbox_is_a_dsec_sandbox(e2b_module, e2b_node):
     assert status == 404
 
 
+def test_a_store_alias_names_a_template(dsec_bin, e2b_node, store):
+    """`dsec layer alias NAME REF` names a templateID; it wins over the built-in ones."""
+    name = "t-" + os.urandom(4).hex()
+
+    def alias(*words):
+        return subprocess.run([dsec_bin, "layer", "alias", *words, "--store", store],
+                              capture_output=True, text=True, timeout=60)
+
+    c = e2b_node.client
+    p = alias(name, "base/busybox@1")
+    assert p.returncode == 0, p.stderr
+    try:
+        assert f"{name}\tbase/busybox@1" in alias().stdout
+        assert json.loads(alias("--json").stdout)[name] == "base/busybox@1"
+        status, body = c.call("POST", "/sandboxes", {"templateID": name})
+        assert status == 201, body
+        status, info = c.get(body["sandboxID"])
+        assert status == 200 and info["layers"] == ["base/busybox@1"], info
+        assert info["labels"]["e2b.template"] == name, info
+        c.delete(body["sandboxID"])
+        # Bad input: a CLI message and exit 1 (2 for usage), the file unchanged.
+        p = alias("bad/name", "base/busybox@1")
+        assert p.returncode == 1 and "[a-z0-9._-]" in p.stderr, p.stderr
+        p = alias(name + "x", "nosuch/layer@9")
+        assert p.returncode == 1 and "not_found" in p.stderr, p.stderr
+        p = alias(name + "x", "--rm")
+        assert p.returncode == 1 and "no such alias" in p.stderr, p.stderr
+        assert alias("a", "b", "c").returncode == 2
+        assert alias(name, "base/busybox@1", "--rm").returncode == 2
+    finally:
+        assert alias(name, "--rm").returncode == 0
+    assert name not in alias().stdout
+    status, body = c.call("POST", "/sandboxes", {"templateID": name})
+    assert status == 404 and "dsec layer alias" in body["message"], body
+
+
 # -- API keys -----------------------------------------------------------------------------
 
 
