@@ -473,6 +473,10 @@ int run_node(node_config cfg) {
       (void)node.mounts->unmount_all();
       if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
         (void)node.quota->unmount();
+      // The cgroup parents the backends made (dsec/<node>, also in the v2
+      // hierarchy for eBPF) go too, as on a clean stop.
+      (void)sys::open_cgroup_v1("/sys/fs/cgroup", "dsec/" + c.node_id)->remove();
+      sys::prune_cgroup_v1("/sys/fs/cgroup", "dsec");
       return 2;
     }
     tier = *made;

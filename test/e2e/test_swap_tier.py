@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import Node, TMP_ROOT
+from conftest import CGROUP_ROOTS, Node, TMP_ROOT
 
 RECORD = "/run/dsec/swaptier"
 ZSWAP = "/sys/module/zswap/parameters"
@@ -196,13 +196,18 @@ def test_settings_the_host_cannot_meet_stop_the_node_and_leave_the_host_as_it_wa
     for extra, words in cases:
         state = tmp_path / extra[0].strip("-")
         state.mkdir()
+        node_id = "e2e-bad-" + os.urandom(3).hex()
         p = subprocess.run([dsec_bin, "node", "--state-dir", str(state), "--store", store,
                             "--rest", "127.0.0.1:0", "--listen", "127.0.0.1:0",
-                            *tier_args(host, 256), *extra],
+                            "--node-id", node_id, *tier_args(host, 256), *extra],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
         assert p.returncode != 0, p.stdout
         assert words.encode() in p.stdout, p.stdout
         assert_host_restored(host)
+        # Nor any cgroup of the node, in any hierarchy (v2 included).
+        left = [os.path.join(r, "dsec", node_id) for r in CGROUP_ROOTS.values()
+                if os.path.exists(os.path.join(r, "dsec", node_id))]
+        assert not left, left
 
 
 def test_zram_mb_0_alone_means_no_node_managed_swap(dsec_bin, store, host):
