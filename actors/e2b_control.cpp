@@ -40,37 +40,12 @@ auto on_error(const http_call& c) {
 
 void no_content(const http_call& c) { answer(c, 204, "", "application/json"); }
 
-std::vector<std::string> split(std::string_view path) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos < path.size()) {
-    auto next = path.find('/', pos);
-    if (next == std::string_view::npos)
-      next = path.size();
-    if (next > pos)
-      out.emplace_back(path.substr(pos, next - pos));
-    pos = next + 1;
-  }
-  return out;
-}
-
 bool parse_query(std::string_view q, std::map<std::string, std::string>& out) {
-  size_t pos = 0;
-  while (pos < q.size()) {
-    auto amp = q.find('&', pos);
-    if (amp == std::string_view::npos)
-      amp = q.size();
-    auto item = q.substr(pos, amp - pos);
-    pos = amp + 1;
-    if (item.empty())
-      continue;
-    auto eq = item.find('=');
-    auto k = url_decode(item.substr(0, eq));
-    auto v = url_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
-    if (!k || !v)
-      return false;
-    out[*k] = *v;
-  }
+  auto items = query_items(q);
+  if (!items)
+    return false;
+  for (auto& [k, v] : *items)
+    out[k] = std::move(v);
   return true;
 }
 
@@ -279,7 +254,8 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
     serve_envd(g, c, id, path, query);
     return true;
   }
-  auto seg = split(path);
+  auto parts = split_path(path);
+  std::vector<std::string> seg(parts.begin(), parts.end());
   if (!seg.empty() && seg[0] == "v2")
     seg.erase(seg.begin());
   if (seg.empty() || seg[0] != "sandboxes")

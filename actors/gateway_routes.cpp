@@ -15,6 +15,25 @@ int hex_value(char c) {
   return -1;
 }
 
+status parse_query(std::string_view q, route& r) {
+  auto items = query_items(q);
+  if (!items)
+    return items.err();
+  for (auto& [key, val] : *items) {
+    if (key == "label") {
+      auto leq = val.find('=');
+      if (leq == std::string::npos || leq == 0)
+        return invalid_argument("query: label must be key=value, got \"" + val + "\"");
+      r.labels[val.substr(0, leq)] = val.substr(leq + 1);
+    } else {
+      r.query[key] = val;
+    }
+  }
+  return {};
+}
+
+} // namespace
+
 std::vector<std::string_view> split_path(std::string_view path) {
   std::vector<std::string_view> out;
   size_t pos = 0;
@@ -29,7 +48,8 @@ std::vector<std::string_view> split_path(std::string_view path) {
   return out;
 }
 
-status parse_query(std::string_view q, route& r) {
+expected<std::vector<std::pair<std::string, std::string>>> query_items(std::string_view q) {
+  std::vector<std::pair<std::string, std::string>> out;
   size_t pos = 0;
   while (pos < q.size()) {
     auto amp = q.find('&', pos);
@@ -44,19 +64,10 @@ status parse_query(std::string_view q, route& r) {
     auto val = url_decode(eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1));
     if (!key || !val)
       return invalid_argument("query: invalid percent-encoding in \"" + std::string{item} + "\"");
-    if (*key == "label") {
-      auto leq = val->find('=');
-      if (leq == std::string::npos || leq == 0)
-        return invalid_argument("query: label must be key=value, got \"" + *val + "\"");
-      r.labels[val->substr(0, leq)] = val->substr(leq + 1);
-    } else {
-      r.query[*key] = *val;
-    }
+    out.emplace_back(std::move(*key), std::move(*val));
   }
-  return {};
+  return out;
 }
-
-} // namespace
 
 expected<std::string> url_decode(std::string_view s) {
   std::string out;

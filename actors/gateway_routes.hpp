@@ -60,6 +60,13 @@ struct route {
 expected<route> parse_route(std::string_view method, std::string_view target,
                             bool& method_not_allowed);
 
+/// The non-empty segments of a path ("/a//b/" -> a, b).
+std::vector<std::string_view> split_path(std::string_view path);
+
+/// The key=value items of a query string, percent-decoded, in order (an item
+/// without '=' has an empty value); invalid_argument names an undecodable one.
+expected<std::vector<std::pair<std::string, std::string>>> query_items(std::string_view q);
+
 /// Percent-decoding of a URL component ('+' stays '+'); invalid escapes fail.
 expected<std::string> url_decode(std::string_view s);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 
 #include "core/error.hpp"
@@ -22,6 +23,25 @@ int64_t process_start_time(int64_t pid);
 /// True while the process `pid` that started at `start_time` still lives.
 inline bool process_alive(int64_t pid, int64_t start_time) {
   return pid > 0 && process_start_time(pid) == start_time;
+}
+
+/// A node using a host-wide record: its id and its process identity (pid +
+/// start time tell it from a later process with the same pid).
+struct host_user {
+  std::string node;
+  int64_t pid = 0;
+  int64_t start_time = 0;
+};
+
+/// The record's line for `u`: "user NODE PID START\n".
+inline std::string format_user_line(const host_user& u) {
+  return "user " + u.node + " " + std::to_string(u.pid) + " " + std::to_string(u.start_time)
+         + "\n";
+}
+
+/// Reads "NODE PID START" (the rest of a "user" line); false if malformed.
+inline bool read_user_fields(std::istream& in, host_user& u) {
+  return static_cast<bool>(in >> u.node >> u.pid >> u.start_time);
 }
 
 } // namespace dsec::sys

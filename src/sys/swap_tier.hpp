@@ -44,6 +44,7 @@
 
 #include "core/error.hpp"
 #include "sys/fd.hpp"
+#include "sys/host_lock.hpp"
 
 namespace dsec::sys {
 
@@ -57,12 +58,8 @@ struct zswap_params {
   std::string max_pool_percent; // "40"
 };
 
-/// A node using the tier (pid + start time tell it from a reused pid).
-struct swap_tier_user {
-  std::string node;
-  int64_t pid = 0;
-  int64_t start_time = 0;
-};
+/// A node using the tier (sys/host_lock.hpp).
+using swap_tier_user = host_user;
 
 /// The host-wide record of dsec's swap tier.
 struct swap_tier_record {

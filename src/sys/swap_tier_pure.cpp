@@ -35,8 +35,7 @@ std::string format_swap_tier_record(const swap_tier_record& r) {
     put("set", r.set);
   }
   for (auto& u : r.users)
-    out += "user " + u.node + " " + std::to_string(u.pid) + " " + std::to_string(u.start_time)
-           + "\n";
+    out += format_user_line(u);
   return out;
 }
 
@@ -70,7 +69,7 @@ std::optional<swap_tier_record> parse_swap_tier_record(std::string_view text) {
       param(r.set, key.substr(4));
     else if (key == "user") {
       swap_tier_user u;
-      if (l >> u.node >> u.pid >> u.start_time)
+      if (read_user_fields(l, u))
         r.users.push_back(std::move(u));
     }
   }

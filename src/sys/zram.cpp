@@ -79,8 +79,7 @@ std::string format_zram_record(const zram_record& r) {
   std::string out = "device " + r.device + "\ndiskseq " + std::to_string(r.diskseq)
                     + "\ndisksize " + std::to_string(r.disksize) + "\n";
   for (auto& u : r.users)
-    out += "user " + u.node + " " + std::to_string(u.pid) + " " + std::to_string(u.start_time)
-           + "\n";
+    out += format_user_line(u);
   return out;
 }
 
@@ -100,7 +99,7 @@ std::optional<zram_record> parse_zram_record(std::string_view text) {
       l >> r.disksize;
     else if (key == "user") {
       zram_user u;
-      if (l >> u.node >> u.pid >> u.start_time)
+      if (read_user_fields(l, u))
         r.users.push_back(std::move(u));
     }
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "sys/host_lock.hpp"
 
 namespace dsec::sys {
 
@@ -72,13 +73,8 @@ int64_t default_zram_mb(int64_t ram_bytes);
 std::string make_swap_header(int64_t bytes, size_t page_size, const unsigned char uuid[16],
                              std::string_view label);
 
-/// A process, told apart from a later one with the same pid by its start
-/// time (/proc/<pid>/stat field 22).
-struct zram_user {
-  std::string node;
-  int64_t pid = 0;
-  int64_t start_time = 0;
-};
+/// A node using the device (sys/host_lock.hpp).
+using zram_user = host_user;
 
 /// The machine-wide record of dsec's zram device.
 struct zram_record {
