@@ -459,6 +459,8 @@ int run_node(node_config cfg) {
     so.pool_percent = c.zswap_pool_percent;
     so.zram_active = zram->active();
     so.file_mb = c.swap_file_mb;
+    if (c.zram_first)
+      so.priority = sys::zram_first_file_priority;
     if (so.file_mb < 0) {
       struct statvfs vfs{};
       auto probe = c.swap_dir;

@@ -83,6 +83,11 @@ struct node_config {
   std::string swap_dir = "/var/lib/dsec/swap";
   std::string zswap_compressor = "lzo";
   int zswap_pool_percent = 40;
+  /// --swap-order zram-first: the file's swap priority goes below zram's, so
+  /// RAM compression takes pages first and the file only what zram cannot
+  /// hold (density: more agents than RAM + zram at ~3:1 hold). The default,
+  /// file-first, is what pause wants (random data costs zram its full size).
+  bool zram_first = false;
   // -- API keys (actors/api_keys.hpp) -----------------------------------------
   /// Keys every REST and E2B call must carry (--api-key-file); empty = no
   /// check, which a node allows only on a loopback --rest or with --insecure.

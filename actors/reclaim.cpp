@@ -41,7 +41,8 @@ reclaim::host_memory read_proc_meminfo() {
 /// One sandbox's answer from the pool: a sample or the bytes reclaimed.
 struct outcome {
   std::string id;
-  bool gone = false; // destroyed since it was listed
+  bool gone = false;    // destroyed since it was listed
+  bool skipped = false; // the pass's budget ran out before it
   error err;
   usage_sample sample;
   int64_t freed = 0;
@@ -59,15 +60,19 @@ bool unsupported(const error& e) {
 }
 
 /// The worker-pool job of a pass: `f` on each sandbox still alive, then one
-/// read of the host.
+/// read of the host. With a `clock`, sandboxes reached once it reads past
+/// `deadline_ms` are skipped (left to the next pass).
 template <class Targets, class ReadHost, class F>
-auto pool_job(Targets targets, ReadHost read_host, F f) {
-  return [targets = std::move(targets), read_host, f] {
+auto pool_job(Targets targets, ReadHost read_host, F f,
+              std::function<int64_t()> clock = {}, int64_t deadline_ms = 0) {
+  return [targets = std::move(targets), read_host, f, clock, deadline_ms] {
     pool_result out;
     for (auto& [id, weak] : targets) {
       outcome o;
       o.id = id;
-      if (auto sb = weak.lock())
+      if (clock && clock() >= deadline_ms)
+        o.skipped = true;
+      else if (auto sb = weak.lock())
         f(*sb, o);
       else
         o.gone = true;
@@ -135,6 +140,8 @@ void on_squeezed(reclaim_actor_ptr self, pool_result& res, promises waiters) {
     if (it == st.sandboxes.end() || o.gone)
       continue;
     auto& e = it->second;
+    if (o.skipped)
+      continue; // still wanted: the next pass takes it first
     if (o.err) {
       if (!e.reclaim_failed && o.err.code != errc::unavailable)
         log(self, "sandbox " + o.id + ": " + o.err.message);
@@ -178,13 +185,15 @@ void on_sampled(reclaim_actor_ptr self, pool_result& res, promises waiters) {
     for (auto& [id, e] : st.sandboxes)
       if (e.state == sandbox_state::running && !e.usage_failed && !e.sb.expired())
         all.emplace(id, e.t);
-    auto max = st.opt.tun.max_per_pass * (waiters.empty() ? 1 : 4);
-    for (auto& id : reclaim::pick(all, now, st.opt.tun, max))
+    for (auto& id : reclaim::pick(all, now, st.opt.tun, st.opt.tun.max_per_pass))
       picked.emplace_back(id, st.sandboxes[id].sb);
   }
   if (picked.empty())
     return end_pass(self, std::move(waiters));
   auto read_host = st.opt.read_host;
+  // A create waiting on this pass (waiters) lets it run longer: lifecycle
+  // waits up to 10 s for the memory it frees.
+  auto budget = st.opt.tun.pass_budget_ms * (waiters.empty() ? 1 : 2);
   run_blocking(self, *st.ctx->pool,
                pool_job(std::move(picked), read_host,
                         [](backends::sandbox& sb, outcome& o) {
@@ -193,7 +202,8 @@ void on_sampled(reclaim_actor_ptr self, pool_result& res, promises waiters) {
                             o.freed = *freed;
                           else
                             o.err = freed.err();
-                        }),
+                        },
+                        st.opt.clock, now + budget),
                [self, waiters = std::move(waiters)](pool_result& res) mutable {
                  on_squeezed(self, res, std::move(waiters));
                });

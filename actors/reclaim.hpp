@@ -2,8 +2,8 @@
 // Every --reclaim-interval-ms it measures each running sandbox
 // (backends::sandbox::usage()) and the host (/proc/meminfo), finds the idle
 // ones (reclaim_policy.hpp) and pushes their cold memory into the node's
-// compressed swap (backends::sandbox::reclaim()), a few per pass, largest
-// first. It reports every pass to the lifecycle actor, whose admission,
+// compressed swap (backends::sandbox::reclaim()), largest first, as many
+// per pass as its time budget allows (reclaim_policy.hpp). It reports every pass to the lifecycle actor, whose admission,
 // GET /v1/sandboxes/{id} and /metrics read it; a create under memory pressure
 // asks it to reclaim at once (reclaim_atom) and decides on the fresh sample.
 //
@@ -15,7 +15,8 @@
 //
 // Protocol (actors/interfaces.hpp):
 //   (reclaim_atom) -> reclaim::memory_report, after a pass that reclaims every
-//                     idle sandbox it may (up to 4 x max_per_pass)
+//                     idle sandbox it may (up to max_per_pass, within twice
+//                     the pass budget)
 //   INTERNAL: (caf::tick_atom), every interval
 #pragma once
 

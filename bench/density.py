@@ -38,8 +38,11 @@ records:
                every memory cgroup's shrinker table lives: it grows with
                the number of superblocks on the host), page tables, kernel
                stacks and percpu since the node started, over N.
-A step that cannot be reached (create refused, MemAvailable under
---floor-mb) ends that series and is recorded as where it stopped.
+  refused_429  creates the node answered 429 so far, each waited out and
+               retried (--retry-429-s, as a trainer does).
+A step that cannot be reached (create refused past --retry-429-s,
+MemAvailable under --floor-mb) ends that series and is recorded as where
+it stopped.
 JSON to --out (default bench/results/density-<date>.json) and a PNG with N on
 the x axis beside it (bench/plot.py style; skipped without matplotlib).
 """
@@ -221,6 +224,26 @@ class Node:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
+REFUSALS = {"n": 0}
+REFUSALS_LOCK = threading.Lock()
+
+
+def create_with_retry(port, spec, args):
+    """POST /v1/sandboxes as a trainer does: a 429 (the node is reclaiming
+    or short of memory) is waited out (1 s, up to --retry-429-s), counted in
+    REFUSALS; any other error raises."""
+    deadline = time.monotonic() + args.retry_429_s
+    while True:
+        status, out = request(port, "POST", "/v1/sandboxes", spec, timeout=300)
+        if status == 201:
+            return out["id"]
+        if status != 429 or time.monotonic() > deadline:
+            raise RuntimeError(f"POST /v1/sandboxes: {status} {str(out)[:300]}")
+        with REFUSALS_LOCK:
+            REFUSALS["n"] += 1
+        time.sleep(1)
+
+
 def make_sandbox(port, kind, args):
     """Creates one sandbox and starts its idle process: (id, pid inside)."""
     rest = Rest(port, timeout=300)
@@ -230,7 +253,7 @@ def make_sandbox(port, kind, args):
     else:
         spec = {"layers": ["base/python@3.11"], "memory_mb": args.agent_memory_mb, "ttl_s": 0}
         cmd = ["python3", "-c", AGENT, str(args.agent_mb)]
-    sid = rest.call("POST", "/v1/sandboxes", spec)["id"]
+    sid = create_with_retry(port, spec, args)
     pid = rest.call("POST", f"/v1/sandboxes/{sid}/exec?background=1", {"cmd": cmd})["pid"]
     return sid, pid
 
@@ -276,6 +299,7 @@ def failed(port):
 def series(args, kind, mode, variant=None):
     name, flat_off = variant if variant else (None, None)
     node = Node(args, mode, flat_off)
+    REFUSALS["n"] = 0
     sampler = Sampler()
     sampler.start()
     time.sleep(1)
@@ -334,6 +358,7 @@ def series(args, kind, mode, variant=None):
                 "zram_orig_mb": orig,
                 "zram_used_mb": zused,
                 "load1": os.getloadavg()[0],
+                "refused_429": REFUSALS["n"],
                 "failed": failed(node.port) if ids else {},
             }
             if ids:
@@ -399,6 +424,9 @@ def main():
     ap.add_argument("--steps", default="0,400,800,1600,3200")
     ap.add_argument("--burst", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--retry-429-s", type=float, default=0,
+                    help="wait out 429s for this long per create, as a trainer does (0: a "
+                         "refusal ends the series)")
     ap.add_argument("--sample", type=int, default=60)
     ap.add_argument("--settle-s", type=float, default=5.0,
                     help="wait at each step before measuring (lets reclaim act)")

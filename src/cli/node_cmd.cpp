@@ -128,6 +128,18 @@ int parse_swap_flags(const args& a, node_config& cfg) {
       return 2;
     }
   }
+  // --swap-order: which of the node's two swaps the kernel fills first
+  // (sys/swap_tier.hpp says why file-first is the default).
+  if (a.has("swap-order")) {
+    auto order = a.get("swap-order");
+    if (order != "file-first" && order != "zram-first") {
+      std::cerr << "dsec node: --swap-order must be file-first (the default: pause and reclaim "
+                   "write to the disk file) or zram-first (compressed RAM first, the file "
+                   "takes the overflow)\n";
+      return 2;
+    }
+    cfg.zram_first = order == "zram-first";
+  }
   if (a.has("zswap-pool-percent")) {
     auto n = to_int("zswap-pool-percent", a.get("zswap-pool-percent"));
     if (auto st = n ? sys::check_zswap_pool_percent(*n)
@@ -148,7 +160,7 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--node-id ID] [--join HOST:PORT,...] [--advertise HOST:PORT] [--store DIR] "
                      "[--max-sandboxes N] [--layer-cache-mb N] [--zram-mb N] [--swap-file-mb N] "
                      "[--swap-dir DIR] [--zswap-compressor NAME|off] [--zswap-pool-percent P] "
-                     "[--reclaim-idle-s S] "
+                     "[--swap-order file-first|zram-first] [--reclaim-idle-s S] "
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
                      "[--overcommit X] [--trajectory-dir DIR] [--no-trajectory] "
                      "[--trajectory-fsync] [--trajectory-keep-days N] "
@@ -156,7 +168,7 @@ int run_node_command(const std::vector<std::string>& words) {
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
-                       "zswap-compressor", "zswap-pool-percent",
+                       "zswap-compressor", "zswap-pool-percent", "swap-order",
                        // reclaim and memory admission
                        "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit",
                        "trajectory-dir", "trajectory-keep-days", "api-key-file"},

@@ -92,6 +92,11 @@ status parse_zswap_compressor(std::string_view name);
 /// Whether `name` is in /proc/crypto's text; the error lists what it has.
 status zswap_compressor_available(std::string_view name, std::string_view proc_crypto);
 
+/// The file's swap priority with --swap-order zram-first: below zram's 100,
+/// so the kernel fills zram (lzo-rle, ~3:1 on python heaps here) and sends
+/// only the overflow to disk.
+constexpr int zram_first_file_priority = 50;
+
 /// The default --swap-file-mb: a quarter of RAM, at most a tenth of the free
 /// space of the file's filesystem and at most 16 GiB; 0 (no file) when that
 /// is under 256 MiB. The file holds paused sandboxes whole (they leave RAM
@@ -132,6 +137,7 @@ struct swap_tier_options {
   int pool_percent = 40;
   /// Above zram's 100: zswap's pages and pause's take the file's slots
   /// first (zram stores random data at full size in RAM; the file does not).
+  /// zram_first_file_priority with --swap-order zram-first.
   int priority = 200;
   std::string node;
   std::string run_dir = "/run/dsec";

@@ -34,12 +34,16 @@ struct script {
   error usage_err;
   int reclaims = 0;
   bool paused = false;
+  /// Each reclaim() takes this long on the fake clock (a slow squeeze).
+  int64_t reclaim_ms = 0;
 };
 
 struct world {
   std::map<std::string, std::shared_ptr<script>> by_name;
   /// MiB freed by every reclaim so far (the fake host gets them back).
   int64_t freed_mb = 0;
+  /// The fixture's fake clock (unix ms), which a slow reclaim moves.
+  std::shared_ptr<int64_t> clock;
 };
 
 class fake_sandbox final : public backends::sandbox {
@@ -75,6 +79,7 @@ class fake_sandbox final : public backends::sandbox {
   }
   expected<int64_t> reclaim() override {
     ++s_->reclaims;
+    *w_->clock += s_->reclaim_ms;
     auto freed = s_->resident_mb * 3 / 4; // its cold part goes to zram
     s_->resident_mb -= freed;
     s_->swap_mb += freed / 3;
@@ -138,6 +143,7 @@ struct fixture {
   std::shared_ptr<int64_t> avail_mb = std::make_shared<int64_t>(16000);
 
   fixture() {
+    w->clock = now;
     cfg.set("scheduler.policy", caf::atom("testing"));
     cfg.set("logger.verbosity", caf::atom("quiet"));
     add_wire_types(cfg);
@@ -296,6 +302,34 @@ TEST_CASE_METHOD(fixture, "reclaim: idle sandboxes are squeezed once, busy and p
   for (int i = 0; i < 5; ++i)
     tick();
   CHECK(of("paused").reclaims == 1);
+}
+
+TEST_CASE_METHOD(fixture, "reclaim: a pass stops at its time budget and the next one goes on",
+                 "[actor][reclaim]") {
+  // Five idle sandboxes whose squeeze takes 900 ms each: a 2 s pass reaches
+  // three (it starts one while under budget), the next pass the other two,
+  // and nobody is squeezed twice.
+  std::vector<std::string> names = {"a", "b", "c", "d", "e"};
+  for (auto& n : names) {
+    create(n);
+    of(n).reclaim_ms = 900;
+  }
+  auto total = [&] {
+    int sum = 0;
+    for (auto& n : names)
+      sum += of(n).reclaims;
+    return sum;
+  };
+  for (int i = 0; i < 4 && total() == 0; ++i)
+    tick();
+  CHECK(total() == 3);
+  tick();
+  CHECK(total() == 5);
+  for (auto& n : names)
+    CHECK(of(n).reclaims == 1);
+  for (int i = 0; i < 3; ++i)
+    tick();
+  CHECK(total() == 5);
 }
 
 TEST_CASE_METHOD(fixture, "admission: a create under pressure reclaims first, then is refused",

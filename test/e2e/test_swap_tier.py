@@ -177,6 +177,7 @@ def test_a_node_killed_with_minus_9_takes_its_tier_back_and_sets_zswap_again(
     (["--zswap-pool-percent", "0"], 2, "must be 1..90"),
     (["--swap-file-mb", "-5"], 2, "--swap-file-mb must be a whole number"),
     (["--swap-dir", "relative/dir"], 2, "--swap-dir must be an absolute path"),
+    (["--swap-order", "disk-first"], 2, "--swap-order must be file-first"),
 ])
 def test_bad_swap_flags_are_refused_with_a_message(dsec_bin, tmp_path, args, rc, words):
     p = subprocess.run([dsec_bin, "node", "--state-dir", str(tmp_path), *args],
@@ -241,6 +242,24 @@ def test_with_zram_too_the_file_comes_first_and_zswap_sits_in_front(dsec_bin, st
         finally:
             stop_and_clean(m)
         assert host["file"] in active_swaps()
+    finally:
+        stop_and_clean(n)
+    assert_host_restored(host)
+
+
+def test_swap_order_zram_first_puts_the_file_below_zram(dsec_bin, store, host):
+    # Density (README, 3,200 python agents): compressed RAM takes pages first
+    # and the disk file only what zram cannot hold; zswap stays off.
+    n = Node(dsec_bin, store, extra_args=["--zram-mb", "256", "--swap-file-mb", "256",
+                                          "--swap-dir", host["dir"], "--swap-order", "zram-first",
+                                          "--zswap-compressor", "off"]).start()
+    try:
+        assert tier_line(n)[1] == host["file"]
+        prio = {l.split()[0]: int(l.split()[4]) for l in open("/proc/swaps").read().splitlines()[1:]}
+        zram = dsec_zram()
+        assert zram in prio, f"no dsec zram in {prio}:\n{n.log_tail()}"
+        assert prio[host["file"]] < prio[zram], prio
+        assert zswap_params() == host["zswap"]
     finally:
         stop_and_clean(n)
     assert_host_restored(host)
