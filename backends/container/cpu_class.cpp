@@ -263,6 +263,9 @@ node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
     err_ = st.err();
     return;
   }
+  // Weight first, so the node never runs a moment at a sandbox's weight. A
+  // host that refuses it still gets a node (at the default 1024).
+  (void)write_knob(dir + "/cpu.shares", std::to_string(node_cpu_placement::node_shares));
   if (auto st = write_knob(dir + "/cgroup.procs", std::to_string(::getpid())); !st) {
     err_ = st.err();
     ::rmdir(dir.c_str());

@@ -162,6 +162,14 @@ class node_cpu_placement {
 
   /// The directory's name under dsec/<node> (tests skip it).
   static constexpr const char* dir_name = "_node";
+  /// The group's cpu.shares: 16 latency sandboxes' worth (each has 1024).
+  /// The node serves every sandbox (exec, files, creates, reclaim's
+  /// page-out, whose compression runs on the node's thread), so at one
+  /// sandbox's weight a burst of 25 busy agents left it ~4% of the CPU and
+  /// reclaim fell behind the creates (density bench, 2026-12-02). When the
+  /// node is idle the weight costs nothing; batch sandboxes lose to it
+  /// either way (dsec-batch is an idle group).
+  static constexpr int node_shares = 16384;
 
  private:
   std::string dir_;  ///< empty unless joined

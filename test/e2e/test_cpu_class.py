@@ -225,6 +225,16 @@ def test_latency_sandbox_runs_sched_other(client, node):
     assert_class(node, sid, SCHED_OTHER)
 
 
+def test_the_node_runs_in_its_own_group_at_sixteen_sandboxes_weight(node):
+    # It serves every sandbox (and reclaim compresses on its threads): a burst
+    # of busy agents must not starve it at one sandbox's weight.
+    own = os.path.join(CPU_ROOT, "dsec", node.node_id, "_node")
+    with open(os.path.join(own, "cpu.shares")) as f:
+        assert int(f.read()) == 16384
+    with open(os.path.join(own, "cgroup.procs")) as f:
+        assert str(node.proc.pid) in f.read().split()
+
+
 def test_patch_demotes_and_promotes_a_running_sandbox(client, node):
     sid = client.create_ok(cpu=1, memory_mb=128)
     background(client, sid, "exec sleep 221")
