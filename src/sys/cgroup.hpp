@@ -52,6 +52,11 @@ struct cgroup_usage {
   int64_t shmem_bytes = -1;
   /// memory.stat total_swap: the group's pages in swap.
   int64_t swap_bytes = -1;
+  /// memory.stat total_swapcached: pages written to swap that still sit in
+  /// RAM (the swap cache). A page-out to a disk file leaves every page here
+  /// until its write completes and reclaim drops it; MemAvailable does not
+  /// count them, so they are RAM the group holds. -1 on kernels without it.
+  int64_t swapcached_bytes = -1;
   /// cpuacct.usage: CPU time of every task since the group was made.
   int64_t cpu_ns = -1;
 };

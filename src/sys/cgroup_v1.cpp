@@ -139,6 +139,7 @@ class cgroup_v1 final : public cgroup {
       u.cache_bytes = field("total_cache");
       u.shmem_bytes = field("total_shmem");
       u.swap_bytes = field("total_swap");
+      u.swapcached_bytes = field("total_swapcached");
     }
     if (auto t = read_file(m + "/memory.usage_in_bytes"))
       u.memory_bytes = std::atoll(t->c_str());
