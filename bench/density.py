@@ -401,14 +401,14 @@ def plot(report, png):
             ("node_rss_mb", "node RSS MiB"), ("exec_p99_ms", "exec p99 ms"),
             ("mem_available_min_mb", "MemAvailable min MiB")]
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
-    for ax, (k, label) in zip(axes.flat, keys):
+    for ax, (k, title) in zip(axes.flat, keys):
         for s in report["series"]:
             xs = [p["n"] for p in s["points"] if p.get(k) is not None]
             ys = [p[k] for p in s["points"] if p.get(k) is not None]
-            label = f"{s['kind']} / {s['mode']}" + (f" / {s['variant']}" if s.get("variant") else "")
-            ax.plot(xs, ys, marker="o", label=label)
+            name = f"{s['kind']} / {s['mode']}" + (f" / {s['variant']}" if s.get("variant") else "")
+            ax.plot(xs, ys, marker="o", label=name)
         ax.set_xlabel("resident sandboxes N")
-        ax.set_title(label)
+        ax.set_title(title)
         ax.grid(True, alpha=0.3)
     axes.flat[0].legend(fontsize=8)
     fig.tight_layout()
