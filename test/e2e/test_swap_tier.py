@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import CGROUP_ROOTS, Node, TMP_ROOT
+from conftest import CGROUP_ROOTS, PYTHON, Node, TMP_ROOT, wait_for
 
 RECORD = "/run/dsec/swaptier"
 ZSWAP = "/sys/module/zswap/parameters"
@@ -260,6 +260,43 @@ def test_swap_order_zram_first_puts_the_file_below_zram(dsec_bin, store, host):
         assert zram in prio, f"no dsec zram in {prio}:\n{n.log_tail()}"
         assert prio[host["file"]] < prio[zram], prio
         assert zswap_params() == host["zswap"]
+    finally:
+        stop_and_clean(n)
+    assert_host_restored(host)
+
+
+def test_reclaim_into_the_file_leaves_no_swap_cache_behind(dsec_bin, store, host):
+    # A page-out into a disk file writes asynchronously: each page stays in the
+    # swap cache, charged to the sandbox and invisible to MemAvailable, until
+    # reclaim drops it. The reclaim actor drops it, and counts it while it is there.
+    n = Node(dsec_bin, store, extra_args=[*tier_args(host, 512), "--zswap-compressor", "off",
+                                          "--reclaim-idle-s=2", "--reclaim-interval-ms=250"]).start()
+    try:
+        c = n.client
+        sid = c.create_ok([PYTHON], memory_mb=512)
+        c.sh(sid, "python3 -c \"import os, time; b = os.urandom(100 << 20); print(len(b), "
+                  "flush=True); time.sleep(3600)\" > /tmp/hold.out 2>&1 &")
+        wait_for(lambda: c.sh(sid, "cat /tmp/hold.out")["stdout"].strip() == str(100 << 20), 60,
+                 what="the python process to hold 100 MiB")
+
+        def info():
+            status, out = c.get(sid)
+            assert status == 200, out
+            return out
+        wait_for(lambda: info()["reclaimed_bytes"] > 50 << 20, 60, interval=0.5,
+                 what="reclaim of the idle sandbox into the file")
+        stat = os.path.join(CGROUP_ROOTS["memory"], "dsec", n.node_id, sid, "memory.stat")
+
+        def field(name):
+            with open(stat) as f:
+                return next(int(l.split()[1]) for l in f if l.split()[0] == name)
+        assert field("total_swap") > 50 << 20, "the heap did not go to the swap file"
+        assert field("total_swapcached") < 8 << 20, "the page-out left its swap cache in RAM"
+        got = info()
+        assert got["resident_bytes"] < 30 << 20, got
+        r = c.sh(sid, "cat /tmp/hold.out")
+        assert r["exit_code"] == 0 and r["stdout"].strip() == str(100 << 20), r
+        c.delete(sid)
     finally:
         stop_and_clean(n)
     assert_host_restored(host)
