@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "backends/init/guest.hpp"
 #include "backends/init/procs.hpp"
 #include "backends/init/setup.hpp"
