@@ -48,13 +48,9 @@ status join_network(net::node_net& net, const std::string& id, const network_pol
 }
 
 status container_sandbox::set_network(const network_policy& policy) {
-  std::shared_ptr<sys::unique_fd> root;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_)
-      return unavailable("set network of " + parts_.id + ": sandbox destroyed");
-    root = root_;
-  }
+  if (channel_->is_shut())
+    return unavailable("set network of " + parts_.id + ": sandbox destroyed");
+  auto root = root_fd();
   if (!parts_.net)
     return unavailable("set network of " + parts_.id + ": sandbox has no network state");
   auto made = parts_.net->set(policy);

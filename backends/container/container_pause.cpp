@@ -32,11 +32,8 @@ namespace dsec::backends {
 
 status container_sandbox::pause() {
   std::lock_guard<std::mutex> once(destroy_m_);
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return unavailable("pause " + parts_.id + ": sandbox is gone");
-  }
+  if (channel_->gone())
+    return unavailable("pause " + parts_.id + ": sandbox is gone");
   if (!parts_.cgroup)
     return internal_error("pause " + parts_.id + ": no cgroup to freeze");
   if (auto st = freeze_in_class(*parts_.cgroup); !st) // batch tasks freeze at normal priority
@@ -59,11 +56,8 @@ status container_sandbox::pause() {
 
 status container_sandbox::resume() {
   std::lock_guard<std::mutex> once(destroy_m_);
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return unavailable("resume " + parts_.id + ": sandbox is gone");
-  }
+  if (channel_->gone())
+    return unavailable("resume " + parts_.id + ": sandbox is gone");
   if (!parts_.cgroup)
     return internal_error("resume " + parts_.id + ": no cgroup to thaw");
   if (auto st = parts_.cgroup->freeze(false); !st)
@@ -72,8 +66,7 @@ status container_sandbox::resume() {
 }
 
 expected<std::string> container_sandbox::changes_dir() {
-  std::lock_guard<std::mutex> g(m_);
-  if (destroyed_ || dead_)
+  if (channel_->gone())
     return unavailable("snapshot " + parts_.id + ": sandbox is gone");
   return parts_.dir + "/upper";
 }

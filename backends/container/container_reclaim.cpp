@@ -44,11 +44,8 @@ usage_sample to_sample(const sys::cgroup_usage& u) {
 } // namespace
 
 expected<usage_sample> container_sandbox::usage() {
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return unavailable("measure usage of " + parts_.id + ": sandbox is gone");
-  }
+  if (channel_->gone())
+    return unavailable("measure usage of " + parts_.id + ": sandbox is gone");
   if (!parts_.cgroup)
     return internal_error("measure usage of " + parts_.id + ": no cgroup");
   auto u = parts_.cgroup->usage();
@@ -59,11 +56,8 @@ expected<usage_sample> container_sandbox::usage() {
 
 expected<int64_t> container_sandbox::reclaim() {
   std::lock_guard<std::mutex> once(destroy_m_); // not while destroy or pause runs
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return unavailable("reclaim memory of " + parts_.id + ": sandbox is gone");
-  }
+  if (channel_->gone())
+    return unavailable("reclaim memory of " + parts_.id + ": sandbox is gone");
   if (!parts_.cgroup)
     return internal_error("reclaim memory of " + parts_.id + ": no cgroup");
   auto before = to_sample(parts_.cgroup->usage()).resident_bytes;

@@ -1,427 +1,105 @@
-// One container sandbox seen from the node: exec requests become `exec`
-// frames on the control channel (written from the caller's thread, the rest
-// later from the io_loop thread when the socket is full); `output` and
-// `done` frames come back on the loop thread and drive the callbacks. A
-// readable pidfd means init is gone: pending execs fail and on_exit hears
-// why ("oom" when the memory controller counted an OOM kill). destroy()
+// One container sandbox seen from the node. Exec, stdin, the process table
+// and signals go to init over the init_channel; an OOM that the memory
+// controller signals kills init through it, and init's death is then
+// reported as "oom". Files are resolved by the node itself, in-root below an
+// O_PATH descriptor of the sandbox's root (files.cpp, fs_ops.cpp). destroy()
 // tears everything down in the reverse order of create().
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/fs_ops.hpp"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/epoll.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 
 #include "sys/fs.hpp"
 
 namespace dsec::backends {
 
-namespace proto = init_proto;
-
 namespace {
 
-// Default environment under spec and request env: what a login shell of
-// root would have, so busybox, python and friends behave normally.
-const std::map<std::string, std::string> default_env = {
-  {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-  {"HOME", "/root"},
-  {"TERM", "xterm"},
-};
-
-expected<std::string> encode_exec(uint32_t id, exec_request& req,
-                                  const std::map<std::string, std::string>& spec_env,
-                                  bool keep_stdin = false) {
-  if (req.argv.empty() || req.argv[0].empty())
-    return invalid_argument("exec: empty argv");
-  if (!(req.timeout_s >= 0) || req.timeout_s > 1e9)
-    return invalid_argument("exec: timeout_s must be >= 0");
-  if (req.stdin_data.size() > proto::max_body / 2)
-    return too_large("exec: stdin larger than " + std::to_string(proto::max_body / 2) + " bytes");
-  std::map<std::string, std::string> env = default_env;
-  const std::map<std::string, std::string>* layers[] = {&spec_env, &req.env};
-  for (auto* src : layers)
-    for (auto& [k, v] : *src) {
-      if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos)
-        return invalid_argument("exec: bad environment name \"" + k + "\"");
-      env[k] = v;
-    }
-  proto::exec_msg m;
-  m.argv = std::move(req.argv);
-  for (auto& [k, v] : env)
-    m.env.push_back(k + "=" + v);
-  m.cwd = std::move(req.cwd);
-  m.stdin_data = std::move(req.stdin_data);
-  m.timeout_ms = static_cast<uint64_t>(std::ceil(req.timeout_s * 1000));
-  m.keep_stdin = keep_stdin ? 1 : 0;
-  auto frame = proto::encode(id, m);
-  if (frame.size() - proto::header_size > proto::max_body)
-    return too_large("exec: request larger than the channel's frame limit");
-  return frame;
+channel_parts channel_of(sandbox_parts& p) {
+  channel_parts c;
+  c.id = p.id;
+  c.reap = p.reap;
+  c.pidfd = std::move(p.pidfd);
+  c.ctl = std::move(p.ctl);
+  c.env = std::move(p.env);
+  return c;
 }
 
 } // namespace
 
 container_sandbox::container_sandbox(std::shared_ptr<io_loop> loop, sandbox_parts parts)
   : loop_(std::move(loop)), parts_(std::move(parts)),
+    channel_(std::make_shared<init_channel>(loop_, channel_of(parts_))),
     root_(std::make_shared<sys::unique_fd>(std::move(parts_.rootfs))) {}
 
-container_sandbox::~container_sandbox() {
-  // The loop's handlers hold weak references only; nothing runs after this.
-  loop_->remove(ctl_token_, parts_.ctl.get());
-  loop_->remove(pid_token_, parts_.pidfd.get());
-  loop_->remove(oom_token_, oom_fd_.get());
-  // Dropped without destroy() (the sandbox lives on): every on_done still
-  // runs exactly once, on the loop thread.
-  if (!pending_.empty() || !queries_.empty())
-    loop_->post([todo = std::move(pending_), queries = std::move(queries_), id = parts_.id] {
-      auto err = unavailable("exec in " + id + ": sandbox handle released");
-      for (auto& [n, p] : todo)
-        if (p->cb.on_done)
-          p->cb.on_done(err);
-      for (auto& [n, fn] : queries)
-        fn(nullptr, {}, &err);
-    });
-}
+// The channel's destructor fails what is still pending ("sandbox handle
+// released") when this handle is dropped without destroy().
+container_sandbox::~container_sandbox() = default;
 
 status container_sandbox::start() {
-  std::weak_ptr<container_sandbox> weak = shared_from_this();
-  ::fcntl(parts_.ctl.get(), F_SETFL, O_NONBLOCK);
-  std::lock_guard<std::mutex> g(m_);
-  ctl_token_ = loop_->add(parts_.ctl.get(), EPOLLIN, [weak](uint32_t ev) {
-    if (auto self = weak.lock())
-      self->on_channel(ev);
-  });
-  if (ctl_token_ == 0)
-    return sys_error("epoll add", "control channel of " + parts_.id, errno);
-  pid_token_ = loop_->add(parts_.pidfd.get(), EPOLLIN, [weak](uint32_t) {
-    if (auto self = weak.lock())
-      self->on_init_exit();
-  });
-  if (pid_token_ == 0)
-    return sys_error("epoll add", "pidfd of " + parts_.id, errno);
   // An OOM anywhere in the sandbox takes the whole sandbox: a half-killed
   // sandbox (some process gone, the rest running) gives a trainer a state it
   // cannot reason about; `failed: oom` is one clear signal.
+  oom_watch oom;
   if (parts_.cgroup) {
     auto efd = parts_.cgroup->oom_eventfd();
     if (!efd)
       return error{efd.err().code, "watch oom of " + parts_.id + ": " + efd.err().message};
-    oom_fd_ = sys::unique_fd{*efd};
-    oom_token_ = loop_->add(oom_fd_.get(), EPOLLIN, [weak](uint32_t) {
-      if (auto self = weak.lock())
-        self->on_oom();
-    });
-    if (oom_token_ == 0)
-      return sys_error("epoll add", "oom eventfd of " + parts_.id, errno);
+    oom.fd = sys::unique_fd{*efd};
+    std::weak_ptr<container_sandbox> weak = shared_from_this();
+    oom.counted = [weak] {
+      auto self = weak.lock();
+      return self && self->parts_.cgroup && self->parts_.cgroup->memory().oom_kills > 0;
+    };
   }
-  return {};
+  return channel_->start(std::move(oom));
 }
 
-void container_sandbox::on_oom() {
-  uint64_t n = 0;
-  (void)!::read(oom_fd_.get(), &n, sizeof n);
-  std::lock_guard<std::mutex> g(m_);
-  if (destroyed_ || dead_)
-    return;
-  // SAFETY: the pidfd pins init; killing it kills the pid namespace. The
-  // pidfd turning readable then reports the death, with reason "oom".
-  oom_killed_ = true;
-  ::syscall(SYS_pidfd_send_signal, parts_.pidfd.get(), SIGKILL, nullptr, 0);
-}
-
-// -- exec ---------------------------------------------------------------------
+// -- over the channel -----------------------------------------------------------
 
 uint64_t container_sandbox::exec(exec_request req, exec_callbacks cb) {
-  std::unique_lock<std::mutex> g(m_);
-  uint32_t id = next_id_++;
-  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin);
-  error err;
-  if (!frame)
-    err = frame.err();
-  else if (destroyed_)
-    err = unavailable("exec in " + parts_.id + ": sandbox destroyed");
-  else if (dead_ || !channel_open_)
-    err = unavailable("exec in " + parts_.id + ": " + death_);
-  if (err) {
-    g.unlock();
-    loop_->post([cb = std::move(cb), err = std::move(err)] {
-      if (cb.on_done)
-        cb.on_done(err);
-    });
-    return id;
-  }
-  auto p = std::make_shared<pending_exec>();
-  p->cb = std::move(cb);
-  pending_[id] = std::move(p);
-  bool was_empty = out_.empty();
-  out_ += *frame;
-  if (was_empty)
-    flush_locked();
-  return id;
+  return channel_->exec(std::move(req), std::move(cb));
 }
 
 status container_sandbox::send_stdin(uint64_t exec_id, std::string_view data, bool close) {
-  std::lock_guard<std::mutex> g(m_);
-  auto id = static_cast<uint32_t>(exec_id);
-  if (destroyed_ || dead_ || !channel_open_)
-    return unavailable("stdin in " + parts_.id + ": " + (destroyed_ ? "sandbox destroyed" : death_));
-  if (exec_id > UINT32_MAX || !pending_.count(id))
-    return not_found("stdin in " + parts_.id + ": the command has ended");
-  if (data.size() > proto::max_body / 2)
-    return too_large("stdin in " + parts_.id + ": more than " + std::to_string(proto::max_body / 2)
-                     + " bytes at once");
-  bool was_empty = out_.empty();
-  out_ += proto::writer(proto::msg::stdin_data, id).str(data).u8(close ? 1 : 0).finish();
-  if (was_empty)
-    flush_locked();
-  return {};
+  return channel_->send_stdin(exec_id, data, close);
 }
 
-void container_sandbox::cancel(uint64_t exec_id) {
-  std::lock_guard<std::mutex> g(m_);
-  auto id = static_cast<uint32_t>(exec_id);
-  if (exec_id > UINT32_MAX || !pending_.count(id) || destroyed_ || dead_ || !channel_open_)
-    return;
-  // Init SIGKILLs the command's process group; its `done` frame follows.
-  bool was_empty = out_.empty();
-  out_ += proto::writer(proto::msg::kill, id).finish();
-  if (was_empty)
-    flush_locked();
+void container_sandbox::cancel(uint64_t exec_id) { channel_->cancel(exec_id); }
+
+void container_sandbox::processes(
+  std::function<void(expected<std::vector<process_info>>)> done) {
+  channel_->processes(std::move(done));
 }
 
-void container_sandbox::flush_locked() {
-  while (channel_open_ && !out_.empty()) {
-    auto n = ::send(parts_.ctl.get(), out_.data(), out_.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      out_.erase(0, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && errno == EAGAIN) {
-      loop_->modify(ctl_token_, parts_.ctl.get(), EPOLLIN | EPOLLOUT);
-      return;
-    }
-    // EPIPE and friends: init is gone; the pidfd event reports why.
-    out_.clear();
-    return;
-  }
-  if (channel_open_)
-    loop_->modify(ctl_token_, parts_.ctl.get(), EPOLLIN);
+void container_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
+                                       std::function<void(status)> done) {
+  channel_->signal_process(pid, signo, group, std::move(done));
 }
 
-void container_sandbox::close_channel_locked() {
-  if (!channel_open_)
-    return;
-  channel_open_ = false;
-  loop_->remove(ctl_token_, parts_.ctl.get());
-  ctl_token_ = 0;
-  out_.clear();
-}
-
-// -- io_loop thread -----------------------------------------------------------
-
-void container_sandbox::on_channel(uint32_t events) {
-  if (events & EPOLLOUT) {
-    std::lock_guard<std::mutex> g(m_);
-    flush_locked();
-  }
-  char buf[65536];
-  bool closed = false;
-  for (int round = 0; round < 64; ++round) {
-    auto n = ::recv(parts_.ctl.get(), buf, sizeof(buf), 0);
-    if (n > 0) {
-      in_.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && (errno == EINTR))
-      continue;
-    closed = !(n < 0 && errno == EAGAIN);
-    break;
-  }
-  size_t off = 0;
-  proto::header h;
-  bool broken = false;
-  for (;;) {
-    std::string_view rest(in_.data() + off, in_.size() - off);
-    auto p = proto::peek_frame(rest, h);
-    if (p == proto::parse::incomplete)
-      break;
-    if (p == proto::parse::invalid || !handle_frame(h, rest.substr(proto::header_size, h.length))) {
-      broken = true;
-      break;
-    }
-    off += proto::header_size + h.length;
-  }
-  in_.erase(0, off);
-  if (!closed && !broken)
-    return;
-  pollfd pfd{parts_.pidfd.get(), POLLIN, 0};
-  if (closed && ::poll(&pfd, 1, 0) == 1) {
-    on_init_exit(); // init is gone: report why, not just "channel closed"
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> g(m_);
-    close_channel_locked();
-    death_ = broken ? "malformed frame from init" : "control channel closed";
-  }
-  fail_pending(unavailable("exec in " + parts_.id + ": " +
-                           (broken ? "malformed frame from init" : "init closed the channel")));
-}
-
-bool container_sandbox::handle_frame(const proto::header& h, std::string_view body) {
-  std::shared_ptr<pending_exec> p;
-  {
-    std::unique_lock<std::mutex> g(m_);
-    auto it = pending_.find(h.id);
-    if (it == pending_.end()) {
-      auto q = queries_.find(h.id);
-      if (q == queries_.end())
-        return true; // a request that was already failed locally: ignore
-      auto fn = std::move(q->second);
-      queries_.erase(q);
-      g.unlock();
-      return fn(&h, body, nullptr);
-    }
-    p = it->second;
-    if (h.type == proto::msg::done || h.type == proto::msg::exec_failed)
-      pending_.erase(it);
-  }
-  proto::reader r(body);
-  switch (h.type) {
-  case proto::msg::started: {
-    auto pid = r.i32();
-    if (!r.done())
-      return false;
-    if (p->cb.on_started)
-      p->cb.on_started(pid);
-    return true;
-  }
-  case proto::msg::output: {
-    auto stream = r.u8();
-    auto data = r.str();
-    if (!r.done() || (stream != 1 && stream != 2))
-      return false;
-    auto& seen = p->seen[stream - 1];
-    if (seen + data.size() > proto::max_output) {
-      data.resize(proto::max_output - std::min(seen, proto::max_output));
-      p->result.truncated = true;
-    }
-    seen += data.size();
-    if (p->cb.keep_output)
-      (stream == 1 ? p->result.stdout_data : p->result.stderr_data) += data;
-    if (p->cb.on_output && !data.empty())
-      p->cb.on_output(exec_chunk{stream, std::move(data)});
-    return true;
-  }
-  case proto::msg::done: {
-    proto::done_msg d;
-    if (!proto::decode(body, d))
-      return false;
-    p->result.exit_code = d.exit_code;
-    p->result.timed_out = d.timed_out;
-    p->result.truncated = p->result.truncated || d.truncated;
-    p->result.duration_ms = d.duration_ms;
-    if (p->cb.on_done)
-      p->cb.on_done(std::move(p->result));
-    return true;
-  }
-  case proto::msg::exec_failed: {
-    auto msg = r.str();
-    if (p->cb.on_done)
-      p->cb.on_done(internal_error("exec in " + parts_.id + ": " + msg));
-    return r.done();
-  }
-  default:
-    return false;
-  }
-}
-
-void container_sandbox::fail_pending(const error& e) {
-  std::map<uint32_t, std::shared_ptr<pending_exec>> todo;
-  std::map<uint32_t, query_fn> queries;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    todo.swap(pending_);
-    queries.swap(queries_);
-  }
-  for (auto& [id, p] : todo)
-    if (p->cb.on_done)
-      p->cb.on_done(e);
-  for (auto& [id, fn] : queries)
-    fn(nullptr, {}, &e);
-}
-
-std::string container_sandbox::exit_reason() {
-  std::string how;
-  if (parts_.reap) {
-    siginfo_t si{};
-    if (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(parts_.pidfd.get()), &si,
-                 WEXITED | WNOHANG) == 0 && si.si_pid != 0) {
-      parts_.reap = false;
-      how = si.si_code == CLD_EXITED ? "exit status " + std::to_string(si.si_status)
-                                     : std::string("signal ") + strsignal(si.si_status);
-    }
-  }
-  auto mem = parts_.cgroup ? parts_.cgroup->memory() : sys::memory_events{};
-  if (mem.oom_kills > 0 || oom_killed_)
-    return "oom";
-  return "init exited" + (how.empty() ? std::string() : ": " + how);
-}
-
-void container_sandbox::on_init_exit() {
-  std::function<void(std::string)> notify;
-  std::string reason;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return;
-    dead_ = true;
-    loop_->remove(pid_token_, parts_.pidfd.get());
-    pid_token_ = 0;
-    if (oom_token_)
-      loop_->remove(oom_token_, oom_fd_.get());
-    oom_token_ = 0;
-    close_channel_locked();
-    reason = exit_reason();
-    death_ = "init exited (" + reason + ")";
-    died_of_ = reason;
-    notify = on_exit_;
-  }
-  fail_pending(unavailable("exec in " + parts_.id + ": " + death_));
-  if (notify)
-    notify(reason);
+void container_sandbox::on_exit(std::function<void(std::string)> f) {
+  channel_->on_exit(std::move(f));
 }
 
 // -- files, lifecycle -----------------------------------------------------------
 
+std::shared_ptr<sys::unique_fd> container_sandbox::root_fd() const {
+  std::lock_guard<std::mutex> g(m_);
+  return root_;
+}
+
 status container_sandbox::write_file(const std::string& path, std::string_view data,
                                      uint32_t mode) {
-  std::shared_ptr<sys::unique_fd> root;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    root = root_;
-  }
+  auto root = root_fd();
   if (!root || !*root)
     return unavailable("write " + path + " in " + parts_.id + ": sandbox destroyed");
   return write_in_root(root->get(), path, data, mode);
 }
 
 expected<std::string> container_sandbox::read_file(const std::string& path, size_t max_bytes) {
-  std::shared_ptr<sys::unique_fd> root;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    root = root_;
-  }
+  auto root = root_fd();
   if (!root || !*root)
     return unavailable("read " + path + " in " + parts_.id + ": sandbox destroyed");
   return read_in_root(root->get(), path, max_bytes);
@@ -430,61 +108,26 @@ expected<std::string> container_sandbox::read_file(const std::string& path, size
 expected<std::vector<fs_entry>> container_sandbox::file_op(const std::string& op,
                                                            const std::string& path,
                                                            const std::string& to, int32_t depth) {
-  std::shared_ptr<sys::unique_fd> root;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    root = root_;
-  }
+  auto root = root_fd();
   if (!root || !*root)
     return unavailable(op + " " + path + " in " + parts_.id + ": sandbox destroyed");
   return file_op_in_root(root->get(), op, path, to, depth);
 }
 
-void container_sandbox::on_exit(std::function<void(std::string)> f) {
-  std::string reason;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (!dead_ || destroyed_) {
-      on_exit_ = std::move(f);
-      return;
-    }
-    reason = died_of_;
-  }
-  // Init died before anyone listened (a recovered sandbox whose init exited
-  // between recover() and its adoption): tell the late listener now.
-  f(std::move(reason));
-}
-
 status container_sandbox::destroy() {
   // A second, concurrent destroy() returns only once the first is done.
   std::lock_guard<std::mutex> once(destroy_m_);
+  if (!channel_->shut())
+    return {};
   {
     std::lock_guard<std::mutex> g(m_);
-    if (destroyed_)
-      return {};
-    destroyed_ = true;
-    close_channel_locked();
-    loop_->remove(pid_token_, parts_.pidfd.get());
-    pid_token_ = 0;
-    if (oom_token_)
-      loop_->remove(oom_token_, oom_fd_.get());
-    oom_token_ = 0;
     root_.reset(); // an O_PATH fd on the root would keep the overlay busy
   }
-  // SAFETY: the pidfd pins this exact process; killing a pid namespace's
-  // init kills every process in it.
-  ::syscall(SYS_pidfd_send_signal, parts_.pidfd.get(), SIGKILL, nullptr, 0);
+  channel_->kill_init();
   // A paused sandbox's processes die only once thawed (v1 freezer).
   if (parts_.cgroup)
     (void)parts_.cgroup->freeze(false);
-  pollfd pfd{parts_.pidfd.get(), POLLIN, 0};
-  while (::poll(&pfd, 1, 10000) < 0 && errno == EINTR) {
-  }
-  if (parts_.reap) {
-    siginfo_t si{};
-    ::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(parts_.pidfd.get()), &si, WEXITED);
-    parts_.reap = false;
-  }
+  channel_->wait_init();
   status first;
   auto keep = [&first](status st) {
     if (!st && first)
@@ -503,10 +146,7 @@ status container_sandbox::destroy() {
       keep(sys_error("umount", rootfs, errno));
   }
   keep(sys::remove_tree(parts_.dir));
-  auto self = shared_from_this();
-  loop_->post([self] {
-    self->fail_pending(unavailable("exec in " + self->parts_.id + ": sandbox destroyed"));
-  });
+  channel_->fail_pending_later();
   return first;
 }
 

@@ -1,8 +1,9 @@
 // container_sandbox: the node's handle on one running container sandbox. It
-// owns the control channel to init (frames out from any thread, frames in on
-// the io_loop thread), the pidfd of init, the cgroups, the overlay mount and
-// the sandbox directory; destroy() releases them all. Internal to the
-// container backend.
+// owns the cgroups, the overlay mount, the network state and the sandbox
+// directory, and holds the init_channel to the sandbox's init (exec, stdin,
+// the process table and signals run over it; an OOM in the cgroup kills
+// init through it); destroy() releases them all. Internal to the container
+// backend.
 #pragma once
 
 #include <sys/types.h>
@@ -13,8 +14,8 @@
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/container/io_loop.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/init_channel.hpp"
+#include "backends/channel/io_loop.hpp"
 #include "backends/net/sandbox_net.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fd.hpp"
@@ -46,7 +47,7 @@ class container_sandbox final : public sandbox,
   container_sandbox(std::shared_ptr<io_loop> loop, sandbox_parts parts);
   ~container_sandbox() override;
 
-  /// Registers the channel and pidfd with the loop. Call once, after
+  /// Starts the channel and watches the cgroup for OOM. Call once, after
   /// construction through make_shared.
   status start();
 
@@ -79,78 +80,23 @@ class container_sandbox final : public sandbox,
   // CPU class (cgroup knobs + every task's policy): cpu_class.cpp.
   status set_cpu_class(const std::string& cls) override;
 
-  // Process table and signals through init: container_procs.cpp.
+  // Process table and signals: through init, over the channel.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,
                       std::function<void(status)> done) override;
 
  private:
-  /// Answers one control request (ps, signal) from its frame; false for a
-  /// malformed one. Runs on the loop thread, or with an error when the
-  /// channel is gone.
-  using query_fn = std::function<bool(const init_proto::header* h, std::string_view body,
-                                      const error* err)>;
-
-  struct pending_exec {
-    exec_callbacks cb;
-    exec_result result;
-    size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
-  };
-
-  // -- io_loop thread -------------------------------------------------------
-
-  void on_channel(uint32_t events);
-  void on_init_exit();
-  void on_oom();
-  bool handle_frame(const init_proto::header& h, std::string_view body);
-  void fail_pending(const error& e);
-  /// Sends a control request; `fn` gets its answer or an error.
-  void send_query(const std::function<std::string(uint32_t id)>& encode, query_fn fn);
-  std::string exit_reason();
-
-  // -- any thread, m_ held --------------------------------------------------
-
-  void flush_locked();
-  void close_channel_locked();
+  /// The root for one file call; null once destroy() ran.
+  std::shared_ptr<sys::unique_fd> root_fd() const;
 
   std::shared_ptr<io_loop> loop_;
-  sandbox_parts parts_;
+  sandbox_parts parts_; ///< its pidfd, ctl and env moved into channel_
+  std::shared_ptr<init_channel> channel_;
   std::shared_ptr<sys::unique_fd> root_; ///< copied by file calls, dropped by destroy
 
   std::mutex destroy_m_;
-  mutable std::mutex m_;
-  std::string out_;                 ///< frames not yet written to init
-  uint32_t next_id_ = 1;
-  std::map<uint32_t, std::shared_ptr<pending_exec>> pending_;
-  std::map<uint32_t, query_fn> queries_; ///< ps and signal requests in flight
-  std::function<void(std::string)> on_exit_;
-  uint64_t ctl_token_ = 0, pid_token_ = 0, oom_token_ = 0;
-  /// Readable when the memory controller hits OOM: the whole sandbox is then
-  /// killed and reported failed with reason "oom".
-  sys::unique_fd oom_fd_;
-  bool channel_open_ = true;
-  bool dead_ = false;      ///< init exited on its own
-  /// The memory controller signalled an OOM and on_oom killed init for it:
-  /// the death is "oom" even if the kernel had not counted a kill yet (it
-  /// signals before it picks a victim, and a dying namespace may need none).
-  bool oom_killed_ = false;
-  bool destroyed_ = false; ///< destroy() ran (or runs)
-  std::string death_;      ///< why exec fails now
-  std::string died_of_;    ///< the reason on_exit reported (or would have)
-
-  std::string in_; ///< bytes from init not yet parsed; loop thread only
+  mutable std::mutex m_; ///< guards root_
 };
-
-/// The error code a file call answers for `err` (errno): not_found,
-/// invalid_argument for paths that are not plain files or leave the root,
-/// conflict for a running binary, too_large, resource_exhausted for a full
-/// quota, internal otherwise. Implemented in files.cpp; VM file calls use it.
-errc file_errc(int err);
-
-/// Splits an absolute sandbox path into its components; refuses relative
-/// paths, "..", NUL bytes and the root itself (invalid_argument naming it).
-/// Implemented in files.cpp; the VM backend checks paths with it too.
-expected<std::vector<std::string>> split_sandbox_path(const std::string& path);
 
 /// Resolves `path` (absolute, no "..") below `root` with openat2 in-root
 /// semantics; exposed for the file calls. Implemented in files.cpp.

@@ -463,11 +463,8 @@ status container_sandbox::set_cpu_class(const std::string& cls) {
   // destroy_m_: pause, resume and destroy take it too, so a class change
   // never races a freeze or a teardown.
   std::lock_guard<std::mutex> once(destroy_m_);
-  {
-    std::lock_guard<std::mutex> g(m_);
-    if (destroyed_ || dead_)
-      return unavailable("set cpu class of " + parts_.id + ": sandbox is gone");
-  }
+  if (channel_->gone())
+    return unavailable("set cpu class of " + parts_.id + ": sandbox is gone");
   if (!parts_.cgroup)
     return internal_error("set cpu class of " + parts_.id + ": no cgroup");
   if (auto st = move_cgroup_to_class(*parts_.cgroup, cls); !st)

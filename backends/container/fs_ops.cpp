@@ -16,7 +16,7 @@
 
 #include <cerrno>
 
-#include "backends/container/container_sandbox.hpp"
+#include "backends/channel/sandbox_path.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 

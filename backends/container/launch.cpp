@@ -48,7 +48,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec::backends {

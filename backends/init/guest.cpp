@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "backends/init/guest_proto.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 
 namespace dsec::init {
 

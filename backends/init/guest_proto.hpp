@@ -16,7 +16,7 @@
 //   file_err: u8 kind, u32 errno, str what (operation and path), u64 size
 #pragma once
 
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 
 namespace dsec::guest_proto {
 

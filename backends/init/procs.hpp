@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 
 namespace dsec::init {
 

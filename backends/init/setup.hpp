@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 
 namespace dsec::init {
 

@@ -23,9 +23,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "backends/container/io_loop.hpp"
+#include "backends/channel/io_loop.hpp"
 #include "backends/container/seccomp_filter.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "backends/vm/initramfs.hpp"
 #include "backends/vm/qemu.hpp"
 #include "backends/vm/upper_disk.hpp"

@@ -18,6 +18,7 @@
 #include <iostream>
 #include <thread>
 
+#include "backends/channel/sandbox_path.hpp"
 #include "backends/container/cpu_class.hpp"
 #include "backends/init/guest_proto.hpp"
 #include "backends/vm/vm_template.hpp"
@@ -35,8 +36,8 @@ namespace {
 constexpr int file_timeout_ms = 120000;
 constexpr int migrate_timeout_ms = 120000;
 
-// The checks files.cpp makes before resolving a path (the guest resolves
-// in-root the same way, so only the shape is checked here).
+// The checks a container's file call makes before resolving a path (the
+// guest resolves in-root the same way, so only the shape is checked here).
 status check_path(const std::string& path) {
   if (auto parts = split_sandbox_path(path); !parts)
     return parts.err();
@@ -79,16 +80,14 @@ status vm_sandbox::start() {
   exit_event_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!exit_event_)
     return sys_error("eventfd", parts_.id, errno);
-  sandbox_parts sp;
-  sp.id = parts_.id;
-  sp.dir = parts_.dir;
-  sp.pid = parts_.qemu.pid;
-  sp.reap = false; // the "init" the inner handle watches is our eventfd
-  sp.pidfd.reset(::fcntl(exit_event_.get(), F_DUPFD_CLOEXEC, 0));
-  sp.ctl = std::move(parts_.ctl_node);
-  sp.env = parts_.env;
-  inner_ = std::make_shared<container_sandbox>(loop_, std::move(sp));
-  if (auto st = inner_->start(); !st)
+  channel_parts cp;
+  cp.id = parts_.id;
+  cp.reap = false; // the "init" the channel watches is our eventfd
+  cp.pidfd.reset(::fcntl(exit_event_.get(), F_DUPFD_CLOEXEC, 0));
+  cp.ctl = std::move(parts_.ctl_node);
+  cp.env = parts_.env;
+  channel_ = std::make_shared<init_channel>(loop_, std::move(cp));
+  if (auto st = channel_->start(); !st)
     return st;
   std::lock_guard<std::mutex> g(m_);
   watch_qemu_locked();
@@ -104,7 +103,7 @@ void vm_sandbox::watch_qemu_locked() {
 }
 
 // The guest ended on its own (agent died and PID 1 powered off, a guest
-// panic, QEMU killed): tell the inner handle through the eventfd.
+// panic, QEMU killed): tell the channel through the eventfd.
 void vm_sandbox::on_qemu_exit() {
   {
     std::lock_guard<std::mutex> g(m_);
@@ -128,23 +127,23 @@ void vm_sandbox::on_qemu_exit() {
 }
 
 uint64_t vm_sandbox::exec(exec_request req, exec_callbacks cb) {
-  return inner_->exec(std::move(req), std::move(cb));
+  return channel_->exec(std::move(req), std::move(cb));
 }
 
-void vm_sandbox::cancel(uint64_t exec_id) { inner_->cancel(exec_id); }
+void vm_sandbox::cancel(uint64_t exec_id) { channel_->cancel(exec_id); }
 
 void vm_sandbox::processes(std::function<void(expected<std::vector<process_info>>)> done) {
-  inner_->processes(std::move(done));
+  channel_->processes(std::move(done));
 }
 
 void vm_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
                                 std::function<void(status)> done) {
-  inner_->signal_process(pid, signo, group, std::move(done));
+  channel_->signal_process(pid, signo, group, std::move(done));
 }
 
 void vm_sandbox::on_exit(std::function<void(std::string)> f) {
   std::weak_ptr<vm_sandbox> weak = shared_from_this();
-  inner_->on_exit([weak, f = std::move(f)](std::string reason) {
+  channel_->on_exit([weak, f = std::move(f)](std::string reason) {
     auto self = weak.lock();
     if (!self)
       return;
@@ -471,14 +470,18 @@ status vm_sandbox::destroy() {
     }
   }
   std::lock_guard<std::mutex> op(op_m_); // a second destroy waits for the first
-  if (!inner_)
+  if (!channel_)
     return {};
   stop_qemu(parts_.qemu);
   remove_process_cpu_dir(parts_.cgroup_root, parts_.node_id, parts_.id);
   pid_ = -1;
   uint64_t one = 1;
-  (void)!::write(exit_event_.get(), &one, sizeof one); // the inner handle's "init" is gone
-  auto st = inner_->destroy(); // fails pending execs, removes <dir>
+  (void)!::write(exit_event_.get(), &one, sizeof one); // the channel's "init" is gone
+  status st;
+  if (channel_->shut()) { // the first destroy: remove <dir>, fail pending execs
+    st = sys::remove_tree(parts_.dir);
+    channel_->fail_pending_later();
+  }
   // A spare's upper disk that could not be moved into <dir> (adopt_spare).
   if (!parts_.machine.upper.empty() && parts_.machine.upper.rfind(parts_.dir + "/", 0) != 0)
     ::unlink(parts_.machine.upper.c_str());

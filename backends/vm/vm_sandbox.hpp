@@ -1,10 +1,10 @@
-// vm_sandbox: the node's handle on one microvm or vm guest. Exec, cancel and
-// the exit report are the container sandbox's own code: the guest's init
-// speaks the same protocol, so a container_sandbox runs on our end of the
-// control socketpair (composition, no copy). What differs lives here: QEMU
-// (its pidfd stands behind an eventfd the inner handle watches as "init"),
-// files over the guest's second port (guest_proto.hpp), pause/resume by
-// saving the whole machine to <dir>/state and ending QEMU, and destroy.
+// vm_sandbox: the node's handle on one microvm or vm guest. Exec, cancel,
+// the process table and the exit report run over an init_channel, as for a
+// container: the guest's init speaks the same protocol on our end of the
+// control socketpair. What differs lives here: QEMU (its pidfd stands
+// behind an eventfd the channel watches as "init"), files over the guest's
+// second port (guest_proto.hpp), pause/resume by saving the whole machine to
+// <dir>/state and ending QEMU, and destroy.
 //
 // The guest ends of both socketpairs stay open in the node for the life of
 // the sandbox, so a QEMU that exits (pause) does not close the channels and
@@ -12,13 +12,14 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "backends/backend.hpp"
-#include "backends/container/container_sandbox.hpp"
-#include "backends/container/io_loop.hpp"
+#include "backends/channel/init_channel.hpp"
+#include "backends/channel/io_loop.hpp"
 #include "backends/vm/inflight.hpp"
 #include "backends/vm/qemu.hpp"
 #include "sys/fd.hpp"
@@ -45,7 +46,7 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   vm_sandbox(std::shared_ptr<io_loop> loop, vm_parts parts);
   ~vm_sandbox() override;
 
-  /// Builds the inner handle and watches QEMU. Call once after make_shared.
+  /// Builds the channel and watches QEMU. Call once after make_shared.
   status start();
 
   uint64_t exec(exec_request req, exec_callbacks cb) override;
@@ -78,8 +79,8 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
 
   std::shared_ptr<io_loop> loop_;
   vm_parts parts_;
-  std::shared_ptr<container_sandbox> inner_;
-  sys::unique_fd exit_event_; ///< readable = the guest is gone (inner's "pidfd")
+  std::shared_ptr<init_channel> channel_;
+  sys::unique_fd exit_event_; ///< readable = the guest is gone (the channel's "pidfd")
   std::atomic<int> pid_{-1};
 
   std::mutex op_m_; ///< serializes pause, resume, destroy and file calls

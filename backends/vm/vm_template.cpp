@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "backends/init/guest_proto.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "backends/vm/upper_disk.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"

@@ -27,7 +27,7 @@
 #include "backends/container/container_backend.hpp"
 #include "backends/container/launch.hpp"
 #include "backends/container/seccomp_filter.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/gateway_routes.hpp"
-#include "backends/init/protocol.hpp"
+#include "backends/channel/protocol.hpp"
 #include "core/json_codec.hpp"
 
 using namespace dsec;

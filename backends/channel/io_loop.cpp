@@ -1,6 +1,7 @@
-// The container backend's epoll thread: handlers looked up under a mutex,
-// run without it, so a handler may register, remove or post freely.
-#include "backends/container/io_loop.hpp"
+// The backends' epoll thread (container and VM sandboxes share it):
+// handlers looked up under a mutex, run without it, so a handler may
+// register, remove or post freely.
+#include "backends/channel/io_loop.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>

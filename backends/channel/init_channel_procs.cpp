@@ -1,22 +1,22 @@
-// The process table and signals of a container sandbox (and of a VM guest,
-// whose vm_sandbox drives an inner container_sandbox): `ps` and `signal`
-// requests to init on the control channel, answered by one frame each.
+// The process table and signals of a sandbox, container or VM guest alike:
+// `ps` and `signal` requests to init on the control channel, answered by one
+// frame each.
+#include "backends/channel/init_channel.hpp"
+
 #include <signal.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "backends/container/container_sandbox.hpp"
-
 namespace dsec::backends {
 
 namespace proto = init_proto;
 
-void container_sandbox::send_query(const std::function<std::string(uint32_t)>& encode,
+void init_channel::send_query(const std::function<std::string(uint32_t)>& encode,
                                    query_fn fn) {
   std::unique_lock<std::mutex> g(m_);
   error err;
-  if (destroyed_)
+  if (shut_)
     err = unavailable("sandbox destroyed");
   else if (dead_ || !channel_open_)
     err = unavailable(death_);
@@ -33,7 +33,7 @@ void container_sandbox::send_query(const std::function<std::string(uint32_t)>& e
     flush_locked();
 }
 
-void container_sandbox::processes(
+void init_channel::processes(
   std::function<void(expected<std::vector<process_info>>)> done) {
   auto what = "list processes in " + parts_.id;
   send_query([](uint32_t id) { return proto::writer(proto::msg::ps, id).finish(); },
@@ -65,7 +65,7 @@ void container_sandbox::processes(
              });
 }
 
-void container_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
+void init_channel::signal_process(int32_t pid, int32_t signo, bool group,
                                        std::function<void(status)> done) {
   auto what = "signal " + std::to_string(signo) + " to " + (group ? "process group " : "pid ")
               + std::to_string(pid) + " in " + parts_.id;

@@ -1,7 +1,8 @@
-// io_loop: the one backend-owned I/O thread of the container backend. An
-// epoll set watches every sandbox's control channel and a pidfd of each
-// init; exec callbacks run on this thread, so the per-exec bookkeeping needs
-// no locks of its own. Other threads register descriptors and post closures.
+// io_loop: the one backend-owned I/O thread of a node's container and VM
+// sandboxes. An epoll set watches every sandbox's control channel and a
+// pidfd of each init (for a VM guest, an eventfd that stands for QEMU);
+// exec callbacks run on this thread, so the per-exec bookkeeping needs no
+// locks of its own. Other threads register descriptors and post closures.
 #pragma once
 
 #include <sys/types.h>

@@ -1,0 +1,172 @@
+// init_channel: the node's end of one dsec-init, shared by container
+// sandboxes and VM guests (the guest's agent is the same init speaking the
+// same protocol.hpp). It owns the control socket (frames out from any
+// thread, frames in on the io_loop thread) and a descriptor that turns
+// readable when init is gone: init's pidfd for a container, an eventfd that
+// stands for QEMU for a guest. Over it run exec with its output, stdin and
+// cancel, the process table and signals; when init dies, pending execs fail
+// and on_exit hears why. Cgroups, mounts, files and QEMU belong to the
+// sandbox handles that hold a channel (container_sandbox, vm_sandbox).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "backends/channel/io_loop.hpp"
+#include "backends/channel/protocol.hpp"
+#include "sys/fd.hpp"
+
+namespace dsec::backends {
+
+/// What a channel is built from.
+struct channel_parts {
+  std::string id; ///< the sandbox's id, in every message
+  /// True if init is our child (a container's create) and must be reaped
+  /// with waitid on `pidfd`.
+  bool reap = true;
+  /// Readable once init is gone.
+  sys::unique_fd pidfd;
+  sys::unique_fd ctl; ///< the control socket to init
+  std::map<std::string, std::string> env; ///< spec env, under each exec's env
+};
+
+/// How an out-of-memory in the sandbox reaches the channel (containers: the
+/// memory controller's eventfd). Empty for a guest.
+struct oom_watch {
+  /// Readable when the memory controller hit OOM: init is then killed and
+  /// its death reported as "oom".
+  sys::unique_fd fd;
+  /// True when the kernel counted an OOM kill in the sandbox; asked when
+  /// init dies. Must stay callable for the channel's life.
+  std::function<bool()> counted;
+};
+
+/// One control channel to one init. Thread-safe; callbacks run on the loop
+/// thread.
+class init_channel : public std::enable_shared_from_this<init_channel> {
+ public:
+  // -- constructors ---------------------------------------------------------
+
+  init_channel(std::shared_ptr<io_loop> loop, channel_parts parts);
+  /// Every pending exec and query still fails exactly once, on the loop
+  /// thread ("sandbox handle released").
+  ~init_channel();
+  init_channel(const init_channel&) = delete;
+  init_channel& operator=(const init_channel&) = delete;
+
+  /// Registers the socket, the pidfd and `oom` with the loop. Call once,
+  /// after construction through make_shared.
+  status start(oom_watch oom = {});
+
+  // -- exec -----------------------------------------------------------------
+
+  /// Sends an `exec` frame; the callbacks follow on the loop thread (on_done
+  /// exactly once, also for a request refused here).
+  uint64_t exec(exec_request req, exec_callbacks cb);
+
+  /// Asks init to SIGKILL the command's process group; its `done` follows.
+  void cancel(uint64_t exec_id);
+
+  /// Writes to the stdin of a command started with keep_stdin.
+  status send_stdin(uint64_t exec_id, std::string_view data, bool close);
+
+  // -- process table and signals (init_channel_procs.cpp) -------------------
+
+  /// The sandbox's processes as init sees them.
+  void processes(std::function<void(expected<std::vector<process_info>>)> done);
+
+  /// Signals one process (or its group) inside the sandbox.
+  void signal_process(int32_t pid, int32_t signo, bool group, std::function<void(status)> done);
+
+  // -- init's life ------------------------------------------------------------
+
+  /// `f` hears once why init died on its own ("oom", "init exited: ..."); a
+  /// listener that comes after the death hears at once.
+  void on_exit(std::function<void(std::string reason)> f);
+
+  /// True once init died or shut() ran.
+  [[nodiscard]] bool gone() const;
+
+  /// True once shut() ran.
+  [[nodiscard]] bool is_shut() const;
+
+  /// Stops for good: closes the channel and stops watching init and OOM.
+  /// Pending requests stay pending until fail_pending_later(). False if it
+  /// ran before (the caller's teardown already ran or runs).
+  bool shut();
+
+  /// SIGKILLs init through its pidfd. A pid namespace's init takes every
+  /// process of the sandbox with it.
+  void kill_init();
+
+  /// Waits up to 10 s for init to be gone, and reaps it when it is ours.
+  void wait_init();
+
+  /// Fails every pending exec and query with "sandbox destroyed", on the
+  /// loop thread.
+  void fail_pending_later();
+
+ private:
+  /// Answers one control request (ps, signal) from its frame; false for a
+  /// malformed one. Runs on the loop thread, or with an error when the
+  /// channel is gone.
+  using query_fn = std::function<bool(const init_proto::header* h, std::string_view body,
+                                      const error* err)>;
+
+  struct pending_exec {
+    exec_callbacks cb;
+    exec_result result;
+    size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
+  };
+
+  // -- io_loop thread -------------------------------------------------------
+
+  void on_channel(uint32_t events);
+  void on_init_exit();
+  void on_oom();
+  bool handle_frame(const init_proto::header& h, std::string_view body);
+  void fail_pending(const error& e);
+  /// Sends a control request; `fn` gets its answer or an error.
+  void send_query(const std::function<std::string(uint32_t id)>& encode, query_fn fn);
+  std::string exit_reason();
+
+  // -- any thread, m_ held --------------------------------------------------
+
+  void flush_locked();
+  void close_channel_locked();
+  void unwatch_init_locked();
+
+  std::shared_ptr<io_loop> loop_;
+  channel_parts parts_;
+  oom_watch oom_;
+
+  mutable std::mutex m_;
+  std::string out_;                 ///< frames not yet written to init
+  uint32_t next_id_ = 1;
+  std::map<uint32_t, std::shared_ptr<pending_exec>> pending_;
+  std::map<uint32_t, query_fn> queries_; ///< ps and signal requests in flight
+  std::function<void(std::string)> on_exit_;
+  uint64_t ctl_token_ = 0, pid_token_ = 0, oom_token_ = 0;
+  bool channel_open_ = true;
+  bool dead_ = false; ///< init exited on its own
+  /// The memory controller signalled an OOM and on_oom killed init for it:
+  /// the death is "oom" even if the kernel had not counted a kill yet (it
+  /// signals before it picks a victim, and a dying namespace may need none).
+  bool oom_killed_ = false;
+  bool shut_ = false;      ///< shut() ran (or runs)
+  std::string death_;      ///< why exec fails now
+  std::string died_of_;    ///< the reason on_exit reported (or would have)
+
+  std::string in_; ///< bytes from init not yet parsed; loop thread only
+};
+
+} // namespace dsec::backends

@@ -1,0 +1,265 @@
+// The init protocol (backends/channel/protocol.hpp), both ends' codec: every
+// frame the node and dsec-init exchange survives encode -> peek_frame ->
+// decode unchanged, and every truncated, padded or lying frame is refused
+// without reading past its end. The ps_list and signal frames have their
+// own cases in procs_codec_test.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/channel/protocol.hpp"
+
+using namespace dsec;
+namespace proto = init_proto;
+
+namespace {
+
+/// The body of a whole frame, after checking its header.
+std::string body_of(const std::string& frame, proto::msg type, uint32_t id) {
+  proto::header h;
+  REQUIRE(proto::peek_frame(frame, h) == proto::parse::complete);
+  CHECK(h.type == type);
+  CHECK(h.id == id);
+  REQUIRE(h.length == frame.size() - proto::header_size);
+  return frame.substr(proto::header_size);
+}
+
+/// Every strict prefix of `body` fails `decode`, and so does `body` with a
+/// byte too many; every strict prefix of `frame` is an incomplete frame.
+void check_refusals(const std::string& frame,
+                    const std::function<bool(std::string_view)>& decode) {
+  auto body = frame.substr(proto::header_size);
+  for (size_t n = 0; n < body.size(); ++n) {
+    INFO("body cut at " << n << " of " << body.size());
+    CHECK_FALSE(decode(std::string_view(body).substr(0, n)));
+  }
+  CHECK_FALSE(decode(body + "x"));
+  proto::header h;
+  for (size_t n = 0; n < frame.size(); ++n) {
+    INFO("frame cut at " << n << " of " << frame.size());
+    CHECK(proto::peek_frame(std::string_view(frame).substr(0, n), h) ==
+          proto::parse::incomplete);
+  }
+}
+
+} // namespace
+
+TEST_CASE("init protocol: config round trip, truncations refused", "[init][protocol]") {
+  struct row {
+    const char* name;
+    proto::config_msg m;
+  };
+  proto::config_msg full;
+  full.hostname = "n1.abc";
+  full.rootfs = "/var/lib/dsec/s/abc/rootfs";
+  full.seccomp_bpf = std::string(16, '\x15') + std::string("\0\0\0\0\0\0\0\0", 8);
+  full.readonly = {"/proc/sys", "/sys"};
+  full.hidden = {"/proc/kcore"};
+  full.attach_root = true;
+  full.in_template = true;
+  full.shared_sysfs = true;
+  std::vector<row> rows = {{"empty", proto::config_msg{}}, {"full", full}};
+  for (auto& r : rows) {
+    INFO(r.name);
+    auto frame = proto::encode(r.m);
+    auto body = body_of(frame, proto::msg::config, 0);
+    proto::config_msg out;
+    REQUIRE(proto::decode(body, out));
+    CHECK(out.hostname == r.m.hostname);
+    CHECK(out.rootfs == r.m.rootfs);
+    CHECK(out.seccomp_bpf == r.m.seccomp_bpf);
+    CHECK(out.readonly == r.m.readonly);
+    CHECK(out.hidden == r.m.hidden);
+    CHECK(out.attach_root == r.m.attach_root);
+    CHECK(out.in_template == r.m.in_template);
+    CHECK(out.shared_sysfs == r.m.shared_sysfs);
+    check_refusals(frame, [](std::string_view b) {
+      proto::config_msg m;
+      return proto::decode(b, m);
+    });
+  }
+  // At most 256 read-only paths: a longer list is refused, not truncated.
+  proto::config_msg many;
+  many.readonly.assign(257, "/x");
+  proto::config_msg out;
+  CHECK_FALSE(proto::decode(proto::encode(many).substr(proto::header_size), out));
+}
+
+TEST_CASE("init protocol: exec round trip, truncations refused", "[init][protocol]") {
+  struct row {
+    const char* name;
+    proto::exec_msg m;
+  };
+  proto::exec_msg shell;
+  shell.argv = {"/bin/sh", "-c", "echo hi"};
+  proto::exec_msg full;
+  full.argv = {"python3", "-"};
+  full.env = {"PATH=/usr/bin", "HOME=/root", "EMPTY="};
+  full.cwd = "/work";
+  full.stdin_data = std::string("print(1)\n\0\xff", 11);
+  full.timeout_ms = 30000;
+  full.keep_stdin = 1;
+  std::vector<row> rows = {{"argv only", shell}, {"every field", full}};
+  for (auto& r : rows) {
+    INFO(r.name);
+    auto frame = proto::encode(41, r.m);
+    auto body = body_of(frame, proto::msg::exec, 41);
+    proto::exec_msg out;
+    REQUIRE(proto::decode(body, out));
+    CHECK(out.argv == r.m.argv);
+    CHECK(out.env == r.m.env);
+    CHECK(out.cwd == r.m.cwd);
+    CHECK(out.stdin_data == r.m.stdin_data);
+    CHECK(out.timeout_ms == r.m.timeout_ms);
+    CHECK(out.keep_stdin == r.m.keep_stdin);
+    check_refusals(frame, [](std::string_view b) {
+      proto::exec_msg m;
+      return proto::decode(b, m);
+    });
+  }
+  // An exec without a command is refused even when well formed.
+  proto::exec_msg out;
+  CHECK_FALSE(proto::decode(proto::encode(1, proto::exec_msg{}).substr(proto::header_size), out));
+}
+
+TEST_CASE("init protocol: done round trip, truncations refused", "[init][protocol]") {
+  struct row {
+    int32_t code;
+    bool timed_out, truncated;
+    double ms;
+  };
+  for (auto r : std::vector<row>{{0, false, false, 0.0},
+                                 {137, true, false, 30000.5},
+                                 {-1, false, true, 1e-3}}) {
+    INFO("exit code " << r.code);
+    proto::done_msg m{r.code, r.timed_out, r.truncated, r.ms};
+    auto frame = proto::encode(9, m);
+    auto body = body_of(frame, proto::msg::done, 9);
+    proto::done_msg out;
+    REQUIRE(proto::decode(body, out));
+    CHECK(out.exit_code == r.code);
+    CHECK(out.timed_out == r.timed_out);
+    CHECK(out.truncated == r.truncated);
+    CHECK(out.duration_ms == r.ms);
+    check_refusals(frame, [](std::string_view b) {
+      proto::done_msg d;
+      return proto::decode(b, d);
+    });
+  }
+}
+
+TEST_CASE("init protocol: frames built field by field", "[init][protocol]") {
+  // The frames both ends write and read inline with writer and reader: one
+  // row per frame type, its fields and how the reader takes them back.
+  struct row {
+    const char* name;
+    proto::msg type;
+    std::string frame;
+    std::function<bool(proto::reader&)> read; ///< true if the fields match
+  };
+  std::string data("out\0put", 7);
+  std::vector<row> rows = {
+    {"kill", proto::msg::kill, proto::writer(proto::msg::kill, 5).finish(),
+     [](proto::reader&) { return true; }},
+    {"ready", proto::msg::ready, proto::writer(proto::msg::ready, 5).finish(),
+     [](proto::reader&) { return true; }},
+    {"ps", proto::msg::ps, proto::writer(proto::msg::ps, 5).finish(),
+     [](proto::reader&) { return true; }},
+    {"stdin_data", proto::msg::stdin_data,
+     proto::writer(proto::msg::stdin_data, 5).str("abc").u8(1).finish(),
+     [](proto::reader& r) { return r.str() == "abc" && r.u8() == 1; }},
+    {"output", proto::msg::output, proto::writer(proto::msg::output, 5).u8(2).str(data).finish(),
+     [data](proto::reader& r) { return r.u8() == 2 && r.str() == data; }},
+    {"started", proto::msg::started, proto::writer(proto::msg::started, 5).i32(4242).finish(),
+     [](proto::reader& r) { return r.i32() == 4242; }},
+    {"exec_failed", proto::msg::exec_failed,
+     proto::writer(proto::msg::exec_failed, 5).str("fork: EAGAIN").finish(),
+     [](proto::reader& r) { return r.str() == "fork: EAGAIN"; }},
+    {"failed", proto::msg::failed,
+     proto::writer(proto::msg::failed, 5).str("mount overlay /x: EINVAL").finish(),
+     [](proto::reader& r) { return r.str() == "mount overlay /x: EINVAL"; }},
+    {"signal_done", proto::msg::signal_done,
+     proto::writer(proto::msg::signal_done, 5).i32(3).finish(),
+     [](proto::reader& r) { return r.i32() == 3; }},
+    {"u64 and f64", proto::msg::done,
+     proto::writer(proto::msg::done, 5).u64(~0ull).f64(-2.5).u32(7).finish(),
+     [](proto::reader& r) { return r.u64() == ~0ull && r.f64() == -2.5 && r.u32() == 7; }},
+  };
+  for (auto& r : rows) {
+    INFO(r.name);
+    auto body = body_of(r.frame, r.type, 5);
+    proto::reader rd(body);
+    CHECK(r.read(rd));
+    CHECK(rd.done());
+    if (body.empty())
+      continue;
+    // Cut short: the same reads fail and say so, whatever they returned.
+    proto::reader cut(std::string_view(body).substr(0, body.size() - 1));
+    (void)r.read(cut);
+    CHECK_FALSE(cut.ok());
+  }
+}
+
+TEST_CASE("init protocol: headers and lying lengths", "[init][protocol]") {
+  proto::header h;
+  // A body larger than max_body is invalid as soon as the header is in.
+  auto huge = proto::writer(proto::msg::exec, 1).finish();
+  uint32_t len = proto::max_body + 1;
+  std::memcpy(&huge[0], &len, 4);
+  CHECK(proto::peek_frame(huge, h) == proto::parse::invalid);
+  // Exactly max_body is allowed (and incomplete until it arrives).
+  len = proto::max_body;
+  std::memcpy(&huge[0], &len, 4);
+  CHECK(proto::peek_frame(huge, h) == proto::parse::incomplete);
+  // Two frames back to back: the first is found on its own.
+  auto two = proto::writer(proto::msg::started, 1).i32(7).finish() +
+             proto::writer(proto::msg::kill, 2).finish();
+  REQUIRE(proto::peek_frame(two, h) == proto::parse::complete);
+  CHECK(h.length == 4);
+  CHECK(h.id == 1);
+
+  // A string or list whose count exceeds what is left fails before it
+  // allocates for it.
+  struct lie {
+    const char* name;
+    std::string body;
+    std::function<void(proto::reader&)> read;
+  };
+  std::vector<lie> lies = {
+    {"string longer than the body", proto::writer(proto::msg::failed, 1).u32(100).finish(),
+     [](proto::reader& r) { (void)r.str(); }},
+    {"list of 2^30 strings", proto::writer(proto::msg::exec, 1).u32(1u << 30).finish(),
+     [](proto::reader& r) { (void)r.strs(); }},
+    {"list above its cap", proto::writer(proto::msg::exec, 1).strs({"a", "b", "c"}).finish(),
+     [](proto::reader& r) { (void)r.strs(2); }},
+  };
+  for (auto& l : lies) {
+    INFO(l.name);
+    proto::reader r(std::string_view(l.body).substr(proto::header_size));
+    l.read(r);
+    CHECK_FALSE(r.ok());
+    // Once failed, every later read yields zero values.
+    CHECK(r.u32() == 0);
+    CHECK(r.str().empty());
+  }
+}
+
+TEST_CASE("init protocol: seccomp program shape", "[init][protocol]") {
+  struct row {
+    size_t bytes;
+    bool ok;
+  };
+  for (auto r : std::vector<row>{{0, false},
+                                 {7, false},
+                                 {8, true},
+                                 {8 * proto::max_filter_insns, true},
+                                 {8 * proto::max_filter_insns + 4, false},
+                                 {8 * (proto::max_filter_insns + 1), false}}) {
+    INFO(r.bytes << " bytes");
+    CHECK((proto::filter_shape_error(std::string(r.bytes, '\0')) == nullptr) == r.ok);
+  }
+}
