@@ -1,10 +1,12 @@
-// Image-fetch actor implementation (see image_fetch.hpp). One fetch_job per
-// ref in flight; each job walks its candidate peers, one attempt at a time.
-// An attempt is numbered: chunk replies of an abandoned attempt (the peer
-// failed, the next one is being tried) are recognised and dropped.
+// Image-fetch actor implementation (see image_fetch.hpp): the peer protocol
+// and the actor's behavior. One fetch_job per ref in flight; each job walks
+// its candidate peers, one attempt at a time. An attempt is numbered: chunk
+// replies of an abandoned attempt (the peer failed, the next one is being
+// tried) are recognised and dropped. The file work on both ends (what this
+// node holds and serves, committing what a transfer wrote) is plain layers
+// code in layers/transfer.hpp, run here on the actor's own worker pool.
 #include "actors/image_fetch.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,12 +23,10 @@
 #include "actors/caf_error.hpp"
 #include "core/inspect.hpp"
 #include "layers/blob_cache.hpp"
-#include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
+#include "layers/transfer.hpp"
 #include "layers/uring_file.hpp"
-#include "sys/fd.hpp"
-#include "sys/fs.hpp"
 #include "sys/http_client.hpp"
 
 namespace dsec {
@@ -51,8 +51,6 @@ namespace {
 /// CAF round trip here) is small against the copy, small enough that a few
 /// in flight stay well under BASP's buffers.
 constexpr uint32_t chunk_bytes = 1u << 20;
-/// The most a peer hands out per blob request, whatever is asked.
-constexpr uint32_t max_chunk_bytes = 4u << 20;
 /// Chunk requests in flight per transfer: hides the round trip.
 constexpr int pipeline_depth = 4;
 /// Bound on connecting, on the catalog question, and on each chunk. A peer
@@ -119,105 +117,6 @@ caf::actor_ostream log(fetch_actor_ptr self) {
 std::string random_name() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   return std::to_string(::getpid()) + "-" + std::to_string(rng() % 1000000000);
-}
-
-/// `ref`'s entry if the store holds it with its image (blocking).
-expected<layer_info> held(const layers::store& store, const std::string& ref,
-                          const std::string& node_id) {
-  auto info = store.resolve(ref);
-  if (!info)
-    return info;
-  if (!layers::layer_present(store, info->digest))
-    return not_found("layer " + ref + ": node " + node_id + " knows it but does not hold its image");
-  return info;
-}
-
-/// Where image or data blob `digest` lives in `store` ("" if neither exists).
-std::string stored_path(const layers::store& store, const std::string& digest) {
-  auto image = store.blob_path(digest);
-  if (image.empty() || sys::exists(image))
-    return image;
-  auto data = layers::data_blob_path(image, digest);
-  return sys::exists(data) ? data : image;
-}
-
-/// The image phase's outcome: the committed entry and, for a chunked layer
-/// whose data blob is missing here, what to fetch next.
-struct image_done {
-  layer_info info;
-  std::string data_digest; // empty: the layer is complete
-  uint64_t data_max = 0;
-  uint64_t slack = 0;
-};
-
-/// Commits the image (verified by the store), then looks at its data blob.
-expected<image_done> commit_image(layers::store& store, const std::string& tmp,
-                                  const layer_info& info) {
-  auto out = store.add_blob(tmp, info); // verifies size and digest, or deletes tmp
-  if (!out)
-    return out.err();
-  image_done done;
-  done.info = *out;
-  auto image = store.blob_path(out->digest);
-  auto ref = layers::read_data_blob_ref(image);
-  if (!ref)
-    return error{ref.err().code, "fetched layer " + info.ref + ": " + ref.err().message};
-  if (!ref->digest.empty() && !sys::exists(layers::data_blob_path(image, ref->digest))) {
-    done.data_digest = ref->digest;
-    done.data_max = ref->blocks * ref->block_size;
-    done.slack = ref->block_size > 0 ? ref->block_size - 1 : 0;
-  }
-  return done;
-}
-
-/// Verifies a fetched data blob against its digest and renames it into blobs/.
-expected<bool> commit_data_blob(layers::store& store, const std::string& tmp,
-                                const layer_info& info, const std::string& digest) {
-  auto what = "fetched layer " + info.ref + ": data blob";
-  auto got = layers::sha256_file(tmp);
-  if (!got || *got != digest) {
-    ::unlink(tmp.c_str());
-    return internal_error(what + (got ? " digest mismatch: it is " + *got + ", the image names "
-                                          + digest + " (corrupt copy)"
-                                      : ": " + got.err().message));
-  }
-  auto final_path = layers::data_blob_path(store.blob_path(info.digest), digest);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    auto err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error(what + ": rename", tmp + " -> " + final_path, err);
-  }
-  sys::unique_fd dir{::open((store.root() + "/blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-  if (dir)
-    (void)::fsync(dir.get());
-  return true;
-}
-
-/// Up to `len` bytes of the image `digest` from `offset` (blocking).
-expected<std::string> read_chunk(const layers::store& store, const std::string& digest,
-                                 uint64_t offset, uint32_t len) {
-  auto path = stored_path(store, digest);
-  if (path.empty())
-    return invalid_argument("read layer image: bad digest \"" + digest.substr(0, 80) + "\"");
-  sys::unique_fd fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (!fd)
-    return sys_error("read layer image", path, errno,
-                     errno == ENOENT ? errc::not_found : errc::internal);
-  std::string out(std::min(len, max_chunk_bytes), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    auto n = ::pread(fd.get(), out.data() + got, out.size() - got,
-                     static_cast<off_t>(offset + got));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return sys_error("read layer image", path, errno);
-    if (n == 0)
-      break; // end of the image
-    got += static_cast<size_t>(n);
-  }
-  out.resize(got);
-  return out;
 }
 
 // -- one job ---------------------------------------------------------------------
@@ -304,7 +203,7 @@ void complete(fetch_actor_ptr self, job_ptr job) {
           ::unlink(tmp.c_str());
           return st.err();
         }
-        return commit_data_blob(*store, tmp, info, digest);
+        return layers::commit_fetched_data_blob(*store, tmp, info, digest);
       },
       [self, job, attempt](expected<bool>& out) {
         if (attempt != job->attempt)
@@ -316,16 +215,17 @@ void complete(fetch_actor_ptr self, job_ptr job) {
   }
   run_blocking(
     self, *self->state.io,
-    [writer = std::move(writer), tmp, store, info, size]() mutable -> expected<image_done> {
+    [writer = std::move(writer), tmp, store, info,
+     size]() mutable -> expected<layers::committed_image> {
       auto st = writer->finish(size);
       writer.reset();
       if (!st) {
         ::unlink(tmp.c_str());
         return st.err();
       }
-      return commit_image(*store, tmp, info);
+      return layers::commit_fetched_image(*store, tmp, info);
     },
-    [self, job, attempt](expected<image_done>& out) {
+    [self, job, attempt](expected<layers::committed_image>& out) {
       if (attempt != job->attempt)
         return;
       if (!out)
@@ -491,23 +391,6 @@ void try_next(fetch_actor_ptr self, job_ptr job) {
   });
 }
 
-/// Orders the view into candidates: holders of `ref` first, then the rest.
-std::vector<member_info> candidates_for(const std::vector<member_info>& view,
-                                        const std::string& self_id, const std::string& ref) {
-  std::vector<member_info> out;
-  for (auto& m : view)
-    if (m.id != self_id && m.state == "alive")
-      out.push_back(m);
-  auto holds = [&](const member_info& m) {
-    return std::find(m.layers.begin(), m.layers.end(), ref) != m.layers.end();
-  };
-  std::stable_sort(out.begin(), out.end(), [&](auto& a, auto& b) {
-    bool ha = holds(a), hb = holds(b);
-    return ha != hb ? ha : a.id < b.id;
-  });
-  return out;
-}
-
 void handle_fetch(fetch_actor_ptr self, const std::string& ref,
                   std::function<void(expected<layer_info>)> waiter) {
   if (auto parsed = layers::parse_ref(ref); !parsed)
@@ -524,7 +407,8 @@ void handle_fetch(fetch_actor_ptr self, const std::string& ref,
   st.jobs[ref] = job;
   auto store = st.store;
   auto node_id = st.ctx->config.node_id;
-  run_blocking(self, *st.io, [store, ref, node_id] { return held(*store, ref, node_id); },
+  run_blocking(self, *st.io,
+               [store, ref, node_id] { return layers::resolve_held(*store, ref, node_id); },
                [self, job](expected<layer_info>& local) {
                  if (local)
                    return finish_job(self, job, std::move(*local));
@@ -533,7 +417,7 @@ void handle_fetch(fetch_actor_ptr self, const std::string& ref,
                    .then(
                      [self, job](std::vector<member_info>& view) {
                        job->candidates =
-                         candidates_for(view, self->state.ctx->config.node_id, job->ref);
+                         layers::fetch_candidates(view, self->state.ctx->config.node_id, job->ref);
                        try_next(self, job);
                      },
                      [self, job](caf::error& e) { finish_job(self, job, from_caf(e)); });
@@ -572,7 +456,8 @@ caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf:
       auto rp = self->make_response_promise();
       auto store = self->state.store;
       auto node_id = self->state.ctx->config.node_id;
-      run_blocking(self, *self->state.io, [store, ref, node_id] { return held(*store, ref, node_id); },
+      run_blocking(self, *self->state.io,
+                   [store, ref, node_id] { return layers::resolve_held(*store, ref, node_id); },
                    [rp](expected<layer_info>& r) mutable {
                      if (r)
                        rp.deliver(*r);
@@ -586,7 +471,9 @@ caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf:
       auto rp = self->make_response_promise();
       auto store = self->state.store;
       run_blocking(self, *self->state.io,
-                   [store, digest, offset, len] { return read_chunk(*store, digest, offset, len); },
+                   [store, digest, offset, len] {
+                     return layers::read_image_chunk(*store, digest, offset, len);
+                   },
                    [rp](expected<std::string>& r) mutable {
                      if (r)
                        rp.deliver(std::move(*r));

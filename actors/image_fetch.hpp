@@ -31,7 +31,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/layer_source.hpp"
+#include "layers/layer_source.hpp"
 #include "actors/node_context.hpp"
 
 namespace dsec {

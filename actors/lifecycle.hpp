@@ -3,21 +3,28 @@
 // per sandbox, keeps the table that get and list answer from, and routes exec,
 // files and destroy to the sandbox's actor.
 //
-// The sandbox state machine (DESIGN.md §3), as this node runs it:
+// The sandbox state machine (DESIGN.md §3), as this node runs it
+// (actors/sandbox.cpp moves a sandbox, the table here follows):
 //
 //            create
 //              │
-//          creating ──(backend fails)──► gone (the create answers an error)
-//              │
-//           running ──(init dies, OOM)──► failed ──(destroy / ttl)──► gone
-//            │   ▲
+//          creating ──(backend fails)──► gone (the create answers the error)
+//              │ (started)
+//              ▼
+//           running ──(destroy / ttl)──► stopped ──(teardown done)──► gone
+//            │   ▲  └──(init dies, OOM)──► failed ──(destroy / ttl)──► gone
 //   (pause)  │   │ (resume, or any call: transparent resume)
 //            ▼   │
-//           paused ──(destroy / paused_ttl_s)──► stopped
-//              │       (its TTL, running time, stands still while paused)
-//      (destroy / ttl, from running)
-//              ▼
-//           stopped ──(teardown done)──► gone (removed from the table)
+//           paused ──(destroy / paused_ttl_s)──► gone
+//
+// `gone` is leaving the table, once the teardown is done. Only a running
+// sandbox shows `stopped` while it is torn down; a failed or paused one keeps
+// its state until it is gone. While paused, the TTL (running time) stands
+// still and paused_ttl_s runs instead. A failed pause leaves the sandbox
+// running, a failed resume leaves it paused (the calls that waited for the
+// resume get its error). A destroy that arrives while creating waits for the
+// create: the sandbox is destroyed as soon as it runs. Node shutdown destroys
+// every sandbox the same way.
 //
 // A sandbox that outlived a node restart (node_context::recovered) enters the
 // table with the id, labels and times it had, `running`, or `paused` if it

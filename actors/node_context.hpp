@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/layer_source.hpp"
+#include "layers/layer_source.hpp"
 #include "actors/trajectory_store.hpp"
 #include "layers/store.hpp"
 #include "backends/backend.hpp"

@@ -2,7 +2,7 @@
 // left), the load report each node disseminates about itself, a member as one
 // node sees it, and the events a node reports to its owner (the gossip actor)
 // when its view changes. Plain structs, no behaviour beyond names; the rules
-// that move a member between states live in memberlist (state.cpp).
+// that move a member between states live in memberlist (precedence.cpp).
 #pragma once
 
 #include <chrono>

@@ -5,7 +5,7 @@
 // after each call. Outgoing bytes go through the injected `transport`.
 //
 // The code is split by mechanism: memberlist.cpp (entry points, dispatch, view),
-// state.cpp (the precedence rules that move members between states) and
+// precedence.cpp (the precedence rules that move members between states) and
 // probe.cpp (probing, indirect probes, gossip, push/pull, join).
 #pragma once
 
@@ -126,22 +126,37 @@ class memberlist {
     time_ms expires{0};
   };
 
-  // -- state.cpp: precedence rules --------------------------------------------
+  // -- precedence.cpp: precedence rules ---------------------------------------
 
+  /// Applies one statement about a member (dispatches on its state).
   void apply(const member_update_msg& m, time_ms now);
+  /// alive(i): adds unknown ids, wins over anything older than i.
   void apply_alive(const member_update_msg& m, time_ms now);
+  /// suspect(i): starts suspicion of an alive member, or confirms a running one.
   void apply_suspect(const member_update_msg& m, time_ms now);
+  /// dead(i) and left(i); left also wins over dead.
   void apply_dead(const member_update_msg& m, time_ms now);
+  /// A newer (incarnation, seq) load report replaces the member's load.
   void apply_load(const load_update_msg& m, time_ms now);
+  /// Bumps our incarnation past `heard` and broadcasts alive.
   void refute(uint64_t heard, time_ms now);
+  /// Adds an alive member and schedules it in this probe round.
   entry& add_member(const member_update_msg& m, time_ms now);
+  /// Forgets a member (never ourselves).
   void remove_member(const std::string& id);
+  /// Moves `e` to `s`, keeping the per-state counts; ends its suspicion unless `s` is suspect.
   void set_state(entry& e, member_state s, time_ms now);
+  /// Queues `m`'s state for gossip (a newer one about the same member replaces it).
   void broadcast_state(const member& m, const std::string& from);
+  /// Queues `m`'s load for gossip.
   void broadcast_load(const member& m);
+  /// Records an event for take_events().
   void emit(event_kind k, const member& m);
+  /// The entry of `id`, or null.
   entry* lookup(const std::string& id);
+  /// Declares dead every suspect whose suspicion ran out.
   void expire_suspicions(time_ms now);
+  /// Forgets members dead or left for longer than dead_reap_timeout.
   void reap(time_ms now);
 
   // -- probe.cpp: probing, gossip, push/pull -----------------------------------

@@ -2,6 +2,11 @@
 // wrong type, unknown field or absurd value is an invalid_argument naming the
 // field) and encoders for what the node answers. The gateway and the CLI use
 // them; nothing else speaks JSON.
+//
+// Split by mechanism: json_codec.cpp parses requests (over the strict field
+// readers of json_codec_fields.hpp), json_codec_encode.cpp encodes answers,
+// json_codec_decode.cpp reads answers back for clients, json_codec_record.cpp
+// is the on-disk sandbox record; _procs, _update, _ttl and _job by subject.
 #pragma once
 
 #include <string>

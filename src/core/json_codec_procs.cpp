@@ -8,16 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec.hpp"
+#include "core/json_codec_fields.hpp"
 
 namespace dsec::json_codec {
 
 using nlohmann::json;
 
 namespace {
-
-std::string dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 /// What a user typed: the shell string of {"/bin/sh","-c",X}, else argv
 /// joined by spaces.

@@ -2,7 +2,8 @@
 // the io_uring positional writer (out-of-order chunks from several threads,
 // no overwrite, missing bytes), store::add_blob (verified commit, corrupt and
 // truncated images rejected and deleted) and the blob cache (LRU order,
-// budget, pins, in-use and built images kept, the record surviving restart).
+// budget, pins, in-use and built images kept, the record surviving restart)
+// and the store side of transfers (candidate order, serving chunks, commits).
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include "layers/blob_cache.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
+#include "layers/transfer.hpp"
 #include "layers/uring_file.hpp"
 #include "sys/fs.hpp"
 #include "temp_dir.hpp"
@@ -227,4 +229,89 @@ TEST_CASE("blob_cache evicts least recently used fetched images over budget") {
     REQUIRE(unlimited->load());
     CHECK(unlimited->evict().empty());
   }
+}
+
+// -- the store side of transfers (layers/transfer.hpp) ----------------------------
+
+TEST_CASE("fetch_candidates asks holders of the ref first, then the other alive members") {
+  auto m = [](std::string id, std::string state, std::vector<std::string> layers) {
+    member_info out;
+    out.id = std::move(id);
+    out.state = std::move(state);
+    out.layers = std::move(layers);
+    return out;
+  };
+  std::vector<member_info> view = {
+    m("d", "alive", {}),          m("self", "alive", {"x/y@1"}), m("c", "alive", {"x/y@1"}),
+    m("b", "suspect", {"x/y@1"}), m("a", "alive", {"other@1"}),  m("e", "dead", {}),
+    m("b2", "alive", {"x/y@1"}),
+  };
+  auto got = fetch_candidates(view, "self", "x/y@1");
+  std::vector<std::string> ids;
+  for (auto& c : got)
+    ids.push_back(c.id);
+  CHECK(ids == std::vector<std::string>{"b2", "c", "a", "d"});
+  CHECK(fetch_candidates({}, "self", "x/y@1").empty());
+}
+
+TEST_CASE("resolve_held and read_image_chunk serve what the store holds") {
+  temp_dir d;
+  auto st = store::open(d.path + "/store");
+  REQUIRE(st);
+  auto data = random_bytes(100000, 4);
+  auto digest = add_image(*st, "x/y@1", data);
+
+  auto held = resolve_held(*st, "x/y@1", "n1");
+  REQUIRE(held);
+  CHECK(held->digest == digest);
+  CHECK(resolve_held(*st, "x/z@1", "n1").err().code == errc::not_found);
+
+  auto chunk = read_image_chunk(*st, digest, 1000, 5000);
+  REQUIRE(chunk);
+  CHECK(*chunk == data.substr(1000, 5000));
+  auto tail = read_image_chunk(*st, digest, 99000, 5000); // shorter only at the end
+  REQUIRE(tail);
+  CHECK(*tail == data.substr(99000));
+  CHECK(read_image_chunk(*st, "sha256:nothex", 0, 10).err().code == errc::invalid_argument);
+
+  // The entry stays, its image goes (evicted): not held, nothing to read.
+  REQUIRE(::unlink(st->blob_path(digest).c_str()) == 0);
+  auto gone = resolve_held(*st, "x/y@1", "n1");
+  REQUIRE_FALSE(gone);
+  CHECK(gone.err().code == errc::not_found);
+  CHECK(gone.err().message.find("node n1 knows it but does not hold its image")
+        != std::string::npos);
+  CHECK(read_image_chunk(*st, digest, 0, 10).err().code == errc::not_found);
+}
+
+TEST_CASE("commit_fetched_image and commit_fetched_data_blob refuse what does not verify") {
+  temp_dir d;
+  auto st = store::open(d.path + "/store");
+  REQUIRE(st);
+  auto data = random_bytes(50000, 5);
+  auto info = info_for("x/y@1", data);
+
+  auto truncated = st->root() + "/tmp/fetch-short";
+  REQUIRE(sys::write_file_atomic(truncated, data.substr(0, 49999)));
+  auto short_image = commit_fetched_image(*st, truncated, info);
+  REQUIRE_FALSE(short_image);
+  CHECK(short_image.err().message.find("truncated") != std::string::npos);
+  CHECK_FALSE(sys::exists(truncated));
+
+  // Random bytes match their entry but are no EROFS image: the device table
+  // cannot be read, and the error names the layer.
+  auto tmp = st->root() + "/tmp/fetch-unit";
+  REQUIRE(sys::write_file_atomic(tmp, data));
+  auto not_erofs = commit_fetched_image(*st, tmp, info);
+  REQUIRE_FALSE(not_erofs);
+  CHECK(not_erofs.err().message.find("fetched layer x/y@1: ") == 0);
+  CHECK_FALSE(sys::exists(tmp));
+
+  auto bad = st->root() + "/tmp/fetch-bad";
+  REQUIRE(sys::write_file_atomic(bad, "not the blob"));
+  auto r = commit_fetched_data_blob(*st, bad, info, sha256_string("something else"));
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == errc::internal);
+  CHECK(r.err().message.find("data blob digest mismatch") != std::string::npos);
+  CHECK_FALSE(sys::exists(bad));
 }

@@ -3,7 +3,7 @@
 // worker thread); the image is pinned in the blob cache from the moment it is
 // found present until it is mounted, so an eviction running at the same time
 // either skips it or has already deleted it (then it is fetched again).
-#include "actors/layer_source.hpp"
+#include "layers/layer_source.hpp"
 
 #include <algorithm>
 #include <mutex>

@@ -1,12 +1,14 @@
 // layer_source: how sandbox actors get their layers mounted. The node's real
 // source resolves refs in the store catalog and mounts each EROFS image once
-// through the mount cache; actor tests substitute an in-memory one.
+// through the mount cache; actor tests substitute an in-memory one. Plain
+// C++ over the store (no CAF): the actors hold one in node_context.
 //
 // A ref the local store lacks (not in the catalog, or its image evicted) is
 // handed to the fetcher, which blocks the calling worker thread until the
-// image-fetch actor has put the layer into the store from a peer
-// (actors/image_fetch.hpp). Fetched images are counted by the blob cache,
-// which evicts unused ones under the node's --layer-cache-mb budget.
+// image-fetch actor has put the layer into the store from a peer (the node
+// installs it: make_layer_fetcher in actors/image_fetch.hpp). Fetched images
+// are counted by the blob cache, which evicts unused ones under the node's
+// --layer-cache-mb budget.
 #pragma once
 
 #include <functional>

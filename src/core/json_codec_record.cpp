@@ -1,0 +1,93 @@
+// The sandbox record a node keeps on disk for each running sandbox
+// (json_codec.hpp, sandbox_record): a spec written so that parse_spec reads
+// it back, and a record decoder tolerant of fields a newer node may add.
+#include <nlohmann/json.hpp>
+
+#include "core/json_codec.hpp"
+#include "core/json_codec_fields.hpp"
+#include "core/validate.hpp"
+
+namespace dsec::json_codec {
+
+using nlohmann::json;
+
+namespace {
+
+json spec_to_json(const sandbox_spec& s) {
+  json network = s.network.allow.empty() ? json{{"mode", "none"}}
+                                         : json{{"allow", s.network.allow}};
+  return {{"backend", s.backend},
+          {"layers", s.layers},
+          {"cpu", s.cpu},
+          {"memory_mb", s.memory_mb},
+          {"disk_mb", s.disk_mb},
+          {"pids", s.pids},
+          {"ttl_s", s.ttl_s},
+          {"network", std::move(network)},
+          {"protect", {{"readonly", s.protect.readonly}, {"hidden", s.protect.hidden}}},
+          {"env", s.env},
+          {"labels", s.labels},
+          {"cpu_class", s.cpu_class},
+          {"node", s.node},
+          {"request_id", s.request_id},
+          {"paused_ttl_s", s.paused_ttl_s}};
+}
+
+// The spec fields this version knows; a record's spec may carry more.
+constexpr const char* known_spec_fields[] = {
+  "backend", "layers", "network", "protect", "env", "labels", "cpu", "memory_mb", "disk_mb",
+  "pids", "ttl_s", "cpu_class", "node", "request_id", "paused_ttl_s"};
+
+// Records hold epoch milliseconds: whole numbers well inside a double's 2^53.
+constexpr int64_t max_record_ms = int64_t{1} << 52;
+
+} // namespace
+
+std::string encode(const sandbox_spec& spec) { return dump(spec_to_json(spec)); }
+
+std::string encode(const sandbox_record& rec) {
+  json j{{"version", 1},
+         {"id", rec.id},
+         {"spec", spec_to_json(rec.spec)},
+         {"created_at_ms", rec.created_at_ms},
+         {"expires_at_ms", rec.expires_at_ms},
+         {"digests", rec.digests}};
+  if (!rec.cpu_class.empty())
+    j["cpu_class"] = rec.cpu_class;
+  return dump(j);
+}
+
+expected<sandbox_record> decode_record(std::string_view body) {
+  auto j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument("record: not a JSON object");
+  sandbox_record r;
+  if (auto st = get_string(j, "id", r.id); !st)
+    return invalid_argument("record: " + st.err().message);
+  if (r.id.empty())
+    return invalid_argument("record: id is missing");
+  auto it = j.find("spec");
+  if (it == j.end() || !it->is_object())
+    return invalid_argument("record " + r.id + ": spec is missing or not an object");
+  json known = json::object();
+  for (auto* key : known_spec_fields)
+    if (auto f = it->find(key); f != it->end())
+      known[key] = *f;
+  if (auto st = spec_from(known, r.spec); !st)
+    return invalid_argument("record " + r.id + ": spec: " + st.err().message);
+  status st;
+  if (!(st = get_int(j, "created_at_ms", r.created_at_ms, 0, max_record_ms))
+      || !(st = get_int(j, "expires_at_ms", r.expires_at_ms, 0, max_record_ms))
+      || !(st = get_string_list(j, "digests", r.digests, spec_limits::max_layers))
+      || !(st = get_string(j, "cpu_class", r.cpu_class))
+      || (!r.cpu_class.empty() && !(st = validate_cpu_class(r.cpu_class))))
+    return invalid_argument("record " + r.id + ": " + st.err().message);
+  if (r.created_at_ms == 0)
+    return invalid_argument("record " + r.id + ": created_at_ms is missing");
+  if (r.digests.size() != r.spec.layers.size())
+    return invalid_argument("record " + r.id + ": " + std::to_string(r.digests.size())
+                            + " digests for " + std::to_string(r.spec.layers.size()) + " layers");
+  return r;
+}
+
+} // namespace dsec::json_codec
