@@ -1,5 +1,7 @@
 // Validation of specs and exec requests (see validate.hpp).
 #include "core/validate.hpp"
+
+#include "core/allow_list.hpp"
 #include "core/trajectory.hpp"
 
 namespace dsec {
@@ -141,45 +143,18 @@ status validate(const exec_request& r) {
   return check_string_map(r.env, "env", spec_limits::max_env, true);
 }
 
-namespace {
-
-bool valid_port(std::string_view p) {
-  if (p == "*")
-    return true;
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string_view::npos)
-    return false;
-  auto v = std::stoi(std::string{p});
-  return v >= 1 && v <= 65535;
-}
-
-bool valid_host(std::string_view h) {
-  if (h.empty() || h.size() > 253)
-    return false;
-  if (h.front() == '[') // [v6] or [v6/n]
-    return h.size() > 2 && h.back() == ']'
-           && h.substr(1, h.size() - 2).find_first_not_of("0123456789abcdefABCDEF:./")
-                == std::string_view::npos;
-  // v4, v4/n or a domain name: letters, digits, '-', '.', '/' (prefix), '*.' lead.
-  if (h.substr(0, 2) == "*.")
-    h.remove_prefix(2);
-  return h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-./")
-           == std::string_view::npos
-         && h.front() != '.' && h.front() != '-';
-}
-
-} // namespace
-
 status validate(const network_policy& policy) {
   if (policy.allow.size() > 256)
     return too_large("network.allow: more than 256 entries");
-  for (auto& e : policy.allow) {
-    auto colon = e.rfind(':');
-    if (colon == std::string::npos || !valid_host(std::string_view{e}.substr(0, colon))
-        || !valid_port(std::string_view{e}.substr(colon + 1)))
+  // The backend's own parser, so nothing passes here that it would refuse
+  // after layers were fetched and mounted. The wording is the gateway's.
+  for (auto& e : policy.allow)
+    if (!net::parse_allow_entry(e))
       return bad("network.allow", "\"" + e.substr(0, 200)
                                     + "\" is not host:port, cidr:port, [v6]:port or domain:port"
                                       " (port 1-65535 or *)");
-  }
+  if (auto list = net::parse_allow_list(policy.allow); !list)
+    return list.err();
   return {};
 }
 
