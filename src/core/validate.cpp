@@ -2,6 +2,7 @@
 #include "core/validate.hpp"
 
 #include "core/allow_list.hpp"
+#include "core/layer_ref.hpp"
 #include "core/trajectory.hpp"
 
 namespace dsec {
@@ -63,13 +64,7 @@ status check_strings(const std::vector<std::string>& v, const char* field, size_
 } // namespace
 
 bool valid_layer_ref(std::string_view ref) {
-  auto at = ref.rfind('@');
-  if (at == std::string_view::npos || at == 0 || at + 1 == ref.size() || ref.size() > 200)
-    return false;
-  for (char c : ref)
-    if (c <= ' ' || c == '\\' || c == '"' || c == 0x7f)
-      return false;
-  return true;
+  return layers::parse_ref(std::string{ref}).ok();
 }
 
 status validate_cpu_class(const std::string& cls) {

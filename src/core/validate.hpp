@@ -13,7 +13,8 @@
 
 namespace dsec {
 
-/// True if `ref` looks like `name@version`.
+/// True if `ref` is a `name@version` the layer store accepts
+/// (layers::parse_ref in core/layer_ref.hpp).
 bool valid_layer_ref(std::string_view ref);
 
 /// Checks a CPU class name: "latency" or "batch" (invalid_argument naming
