@@ -30,6 +30,7 @@
 #include "backends/container/container_backend.hpp"
 #include "backends/container/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
+#include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/json_codec.hpp"
 #include "layers/blob_cache.hpp"
@@ -37,7 +38,6 @@
 #include "layers/store.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec {
 
@@ -407,8 +407,8 @@ std::vector<backend_status> node_context::backend_report() const {
 int run_node(node_config cfg) {
   sigset_t sigs;
   block_signals(sigs); // before any thread starts, so all inherit the mask
-  auto rest = sys::parse_host_port(cfg.rest, true);
-  auto listen = sys::parse_host_port(cfg.listen, true);
+  auto rest = parse_host_port(cfg.rest, true);
+  auto listen = parse_host_port(cfg.listen, true);
   if (!rest || !listen) {
     std::cerr << "dsec node: " << (rest ? listen.err() : rest.err()).message << "\n";
     return 2;

@@ -12,11 +12,11 @@
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox_replay.hpp"
+#include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec {
 
@@ -71,7 +71,7 @@ void with_peer(placement_actor_ptr self, const std::string& node,
   if (link.connecting)
     return;
   link.connecting = true;
-  auto hp = sys::parse_host_port(m->address, false);
+  auto hp = parse_host_port(m->address, false);
   if (!hp)
     return drop_peer(self, node, unavailable("node " + node + ": bad address " + m->address));
   auto mm = self->home_system().middleman().actor_handle();

@@ -31,9 +31,9 @@
 #include "actors/caf_error.hpp"
 #include "actors/wire_types.hpp"
 #include "bindings/client/fork.hpp"
+#include "core/host_port.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec::client {
 
@@ -520,7 +520,7 @@ connection::connection(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 connection::~connection() { close(); }
 
 expected<connection_ptr> connection::open(const std::string& addr, options opts) {
-  auto hp = sys::parse_host_port(addr, false);
+  auto hp = parse_host_port(addr, false);
   if (!hp)
     return invalid_argument("connect: " + hp.err().message);
   auto p = std::make_unique<impl>();
