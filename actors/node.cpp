@@ -30,6 +30,7 @@
 #include "backends/container/container_backend.hpp"
 #include "backends/container/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
+#include "core/clock.hpp"
 #include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/json_codec.hpp"
@@ -42,11 +43,6 @@
 namespace dsec {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string self_dir() {
   char buf[4096];
