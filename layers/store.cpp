@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 
+#include "core/clock.hpp"
 #include "layers/blob_device.hpp"
 #include "layers/catalog.hpp"
 #include "layers/digest.hpp"
@@ -37,11 +38,6 @@ constexpr const char* image_uuid = "d5ec0000-1a7e-4000-8000-000000000001";
 // at open(). A day is far longer than any mkfs, so a live build on another
 // node is never swept; too short would delete a slow peer's image mid-build.
 constexpr int64_t stale_tmp_seconds = 24 * 3600;
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string random_suffix() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
