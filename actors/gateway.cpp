@@ -15,6 +15,7 @@
 #include "actors/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 #include "core/job.hpp"
@@ -256,9 +257,8 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
   if (query_flag(r, "background"))
     return handle_background(self, c, r, std::move(*req));
   caf::duration timeout = caf::infinite;
-  if (req->timeout_s > 0)
-    timeout = caf::duration{std::chrono::milliseconds(
-      static_cast<int64_t>(req->timeout_s * 1000) + 60000)};
+  if (auto wait = exec_wait(req->timeout_s, exec_slack_outer))
+    timeout = caf::duration{*wait};
   auto it = r.query.find("stream");
   bool stream = it != r.query.end() && (it->second == "1" || it->second == "true");
   // A client that goes away takes its command with it.
@@ -386,8 +386,9 @@ void handle_fncall(gateway_actor_ptr self, const http_call& c) {
   auto req = codec::parse_fncall(c->body);
   if (!req)
     return reply_error(c, req.err());
-  auto timeout = caf::duration{std::chrono::milliseconds(
-    static_cast<int64_t>(req->timeout_s * 1000) + 30000)};
+  // timeout_s is in (0, 300] here (parse_fncall validated it).
+  auto timeout = caf::duration{exec_wait(req->timeout_s, exec_slack_inner).value_or(
+    exec_slack_inner)};
   self->request(self->state.front, timeout, fncall_atom::value, std::move(*req))
     .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
 }

@@ -21,13 +21,13 @@
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
+#include "core/host_port.hpp"
 #include "core/inspect.hpp"
 #include "layers/blob_cache.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
 #include "layers/transfer.hpp"
 #include "layers/uring_file.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec {
 
@@ -335,7 +335,7 @@ void with_peer(fetch_actor_ptr self, const member_info& m,
                std::function<void(caf::actor, error)> f) {
   if (auto it = self->state.peers.find(m.id); it != self->state.peers.end())
     return f(it->second, {});
-  auto hp = sys::parse_host_port(m.address, false);
+  auto hp = parse_host_port(m.address, false);
   if (!hp)
     return f({}, unavailable("bad address " + m.address));
   auto mm = self->home_system().middleman().actor_handle();

@@ -30,6 +30,8 @@
 #include "backends/container/container_backend.hpp"
 #include "backends/container/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
+#include "core/clock.hpp"
+#include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/json_codec.hpp"
 #include "layers/blob_cache.hpp"
@@ -37,16 +39,10 @@
 #include "layers/store.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string self_dir() {
   char buf[4096];
@@ -407,8 +403,8 @@ std::vector<backend_status> node_context::backend_report() const {
 int run_node(node_config cfg) {
   sigset_t sigs;
   block_signals(sigs); // before any thread starts, so all inherit the mask
-  auto rest = sys::parse_host_port(cfg.rest, true);
-  auto listen = sys::parse_host_port(cfg.listen, true);
+  auto rest = parse_host_port(cfg.rest, true);
+  auto listen = parse_host_port(cfg.listen, true);
   if (!rest || !listen) {
     std::cerr << "dsec node: " << (rest ? listen.err() : rest.err()).message << "\n";
     return 2;

@@ -12,11 +12,12 @@
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox_replay.hpp"
+#include "core/clock.hpp"
+#include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec {
 
@@ -31,8 +32,6 @@ constexpr auto peer_timeout = std::chrono::seconds(120);
 /// Bound on connecting to a peer and on each peer's part of a cluster list.
 constexpr auto connect_timeout = std::chrono::seconds(5);
 constexpr auto list_timeout = std::chrono::seconds(5);
-/// Added to an exec's own timeout when it runs on a peer.
-constexpr auto exec_slack = std::chrono::seconds(30);
 
 const std::string& self_id(placement_actor_ptr self) { return self->state.ctx->config.node_id; }
 
@@ -71,7 +70,7 @@ void with_peer(placement_actor_ptr self, const std::string& node,
   if (link.connecting)
     return;
   link.connecting = true;
-  auto hp = sys::parse_host_port(m->address, false);
+  auto hp = parse_host_port(m->address, false);
   if (!hp)
     return drop_peer(self, node, unavailable("node " + node + ": bad address " + m->address));
   auto mm = self->home_system().middleman().actor_handle();
@@ -183,11 +182,10 @@ void stamp(exec_request& req) {
                       .count();
 }
 
+/// Bound on an exec that runs on a peer (layers of slack: core/clock.hpp).
 caf::duration exec_timeout(const exec_request& req) {
-  if (req.timeout_s <= 0)
-    return caf::infinite;
-  return caf::duration{std::chrono::milliseconds(static_cast<int64_t>(req.timeout_s * 1000))
-                       + exec_slack};
+  auto wait = exec_wait(req.timeout_s, exec_slack_inner);
+  return wait ? caf::duration{*wait} : caf::infinite;
 }
 
 // -- create ---------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "core/clock.hpp"
 
 namespace dsec {
 
@@ -25,11 +26,6 @@ namespace {
 /// Lifecycle and sandbox actors answer at once; past this the pass goes on
 /// with what it has.
 constexpr auto ask_timeout = std::chrono::seconds(5);
-
-int64_t wall_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 reclaim::host_memory read_proc_meminfo() {
   std::ifstream in{"/proc/meminfo"};
@@ -305,7 +301,7 @@ reclaim_options reclaim_options_from(const node_config& cfg) {
   o.enabled = cfg.reclaim_idle_ms > 0;
   if (o.enabled)
     o.tun.idle_ms = cfg.reclaim_idle_ms; // else the default only names who is idle
-  o.clock = wall_ms;
+  o.clock = now_ms;
   o.read_host = read_proc_meminfo;
   return o;
 }
@@ -316,7 +312,7 @@ caf::behavior reclaim_actor(reclaim_actor_ptr self, node_context_ptr ctx, caf::a
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
   if (!opt.clock)
-    opt.clock = wall_ms;
+    opt.clock = now_ms;
   if (!opt.read_host)
     opt.read_host = read_proc_meminfo;
   if (opt.interval_ms < 10)

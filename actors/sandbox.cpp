@@ -15,6 +15,7 @@
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
+#include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
@@ -23,11 +24,6 @@
 namespace dsec {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 /// What the create job hands back to the actor.
 struct provisioned {

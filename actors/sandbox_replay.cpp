@@ -8,6 +8,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "core/clock.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
 
@@ -16,10 +17,10 @@ namespace dsec {
 namespace {
 
 /// Bounds of the driver's calls: a create queues behind bursts; a file
-/// write of up to 256 MiB; execs wait their own timeout plus this slack.
+/// write of up to 256 MiB; execs wait their own timeout plus
+/// exec_slack_outer (core/clock.hpp).
 constexpr auto create_timeout = std::chrono::seconds(300);
 constexpr auto op_timeout = std::chrono::seconds(300);
-constexpr auto exec_slack = std::chrono::seconds(60);
 /// A forwarded replay re-runs a whole trajectory: bounded only by this.
 constexpr auto replay_timeout = std::chrono::minutes(360);
 
@@ -104,9 +105,8 @@ void apply(replay_ptr self, trajectory::record& r) {
     return;
   }
   caf::duration bound = caf::infinite;
-  if (req.timeout_s > 0)
-    bound = caf::duration{std::chrono::milliseconds(static_cast<int64_t>(req.timeout_s * 1000))
-                          + exec_slack};
+  if (auto wait = exec_wait(req.timeout_s, exec_slack_outer))
+    bound = caf::duration{*wait};
   self->request(st.front, bound, exec_atom::value, st.id, std::move(req), uint64_t{0})
     .then([self](exec_result&) { next_op(self); }, on_err);
 }

@@ -9,6 +9,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec {
@@ -19,11 +20,6 @@ bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
 void end_op(sandbox_actor_ptr self);
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 void warn(sandbox_actor_ptr self, const std::string& what, const error& err) {
   caf::aout(self) << "sandbox " << self->state.info.id << ": trajectory log: " << what << ": "

@@ -8,17 +8,13 @@
 
 #include "actors/atoms.hpp"
 #include "actors/sandbox.hpp"
+#include "core/clock.hpp"
 #include "core/ttl.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 /// Writes the TTL state to ttl.json on the worker pool: in order (a write
 /// older than the last one written is dropped) and never after teardown.

@@ -18,7 +18,7 @@
 #include "bench/dsec_target.hpp"
 #include "bench/peers.hpp"
 #include "bench/rootfs.hpp"
-#include "sys/http_client.hpp"
+#include "core/host_port.hpp"
 
 namespace dsec::bench {
 
@@ -48,7 +48,7 @@ json config_json(const burst_options& o) {
 
 // dsec's section, or an error if the node cannot be reached.
 expected<json> bench_dsec(const burst_options& o) {
-  auto hp = sys::parse_host_port(o.rest);
+  auto hp = parse_host_port(o.rest);
   if (!hp)
     return hp.err();
   auto health = probe_node(hp->first, hp->second);

@@ -11,11 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <tuple>
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.hpp"
 #include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
@@ -24,11 +24,6 @@
 namespace dsec::layers {
 
 namespace {
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 /// The data blob image `digest` names ("" for a self-contained image).
 std::string data_digest_of(const store& st, const std::string& digest) {

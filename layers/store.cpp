@@ -1,4 +1,4 @@
-// The layer store: validation of names, building images with mkfs.erofs and
+// The layer store: building images with mkfs.erofs and
 // committing them under the catalog lock. A build runs mkfs outside the lock
 // (it can take minutes) and holds the lock only to check the ref, rename the
 // image to its digest name and rewrite the catalog, so concurrent builders
@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 
+#include "core/clock.hpp"
 #include "layers/blob_device.hpp"
 #include "layers/catalog.hpp"
 #include "layers/digest.hpp"
@@ -37,17 +38,6 @@ constexpr const char* image_uuid = "d5ec0000-1a7e-4000-8000-000000000001";
 // at open(). A day is far longer than any mkfs, so a live build on another
 // node is never swept; too short would delete a slow peer's image mid-build.
 constexpr int64_t stale_tmp_seconds = 24 * 3600;
-
-constexpr size_t max_name = 128;
-constexpr size_t max_version = 64;
-
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 std::string random_suffix() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -127,59 +117,11 @@ status check_source(const std::string& src_dir, const std::string& kind, const s
 
 // -- validation ---------------------------------------------------------------
 
-status validate_name(const std::string& name) {
-  auto bad = [&](const std::string& why) {
-    return invalid_argument("layer name \"" + name + "\": " + why);
-  };
-  if (name.empty())
-    return bad("must not be empty");
-  if (name.size() > max_name)
-    return bad("longer than 128 characters");
-  if (!is_lower_alnum(name.front()))
-    return bad("must start with a lower-case letter or digit");
-  for (char c : name)
-    if (!is_lower_alnum(c) && c != '.' && c != '_' && c != '-' && c != '/')
-      return bad("only a-z, 0-9, '.', '_', '-' and '/' are allowed");
-  if (name.back() == '/')
-    return bad("must not end with '/'");
-  if (name.find("..") != std::string::npos)
-    return bad("must not contain \"..\"");
-  if (name.find("//") != std::string::npos)
-    return bad("must not contain \"//\"");
-  return {};
-}
-
-status validate_version(const std::string& version) {
-  auto bad = [&](const std::string& why) {
-    return invalid_argument("layer version \"" + version + "\": " + why);
-  };
-  if (version.empty())
-    return bad("must not be empty");
-  if (version.size() > max_version)
-    return bad("longer than 64 characters");
-  for (char c : version)
-    if (!is_alnum(c) && c != '.' && c != '_' && c != '-')
-      return bad("only A-Z, a-z, 0-9, '.', '_' and '-' are allowed");
-  return {};
-}
-
 status validate_kind(const std::string& kind) {
   if (kind == "base" || kind == "workspace" || kind == "toolkit" || kind == "snapshot")
     return {};
   return invalid_argument("layer kind \"" + kind
                           + "\": must be one of base, workspace, toolkit, snapshot");
-}
-
-expected<layer_ref> parse_ref(const std::string& ref) {
-  auto at = ref.rfind('@');
-  if (at == std::string::npos)
-    return invalid_argument("layer ref \"" + ref + "\": expected name@version");
-  layer_ref out{ref.substr(0, at), ref.substr(at + 1)};
-  if (auto st = validate_name(out.name); !st)
-    return invalid_argument("layer ref \"" + ref + "\": " + st.err().message);
-  if (auto st = validate_version(out.version); !st)
-    return invalid_argument("layer ref \"" + ref + "\": " + st.err().message);
-  return out;
 }
 
 // -- store --------------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/layer_ref.hpp"
 #include "core/types.hpp"
 
 namespace dsec::layers {
@@ -33,24 +34,9 @@ namespace dsec::layers {
 /// wheel, jar). Changing it changes every digest.
 constexpr const char* image_epoch = "1704067200";
 
-/// Checks a layer name: [a-z0-9][a-z0-9._/-]*, at most 128 characters, no
-/// "..", no "//", no trailing '/'. The error names the rule that failed.
-status validate_name(const std::string& name);
-
-/// Checks a layer version: [A-Za-z0-9._-]+, at most 64 characters.
-status validate_version(const std::string& version);
-
-/// Checks a kind: "base", "workspace", "toolkit" or "snapshot".
+/// Checks a kind: "base", "workspace", "toolkit" or "snapshot". (Names,
+/// versions and refs are checked by core/layer_ref.hpp.)
 status validate_kind(const std::string& kind);
-
-/// A parsed `name@version`.
-struct layer_ref {
-  std::string name;
-  std::string version;
-};
-
-/// Splits and validates `name@version`; invalid_argument names what is wrong.
-expected<layer_ref> parse_ref(const std::string& ref);
 
 /// A layer store rooted at one directory. Copyable and cheap; every method is
 /// safe to call from several threads and processes at once.

@@ -16,8 +16,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
+
+#include "core/clock.hpp"
 
 namespace dsec::backends {
 
@@ -56,7 +57,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
     m.env.push_back(k + "=" + v);
   m.cwd = std::move(req.cwd);
   m.stdin_data = std::move(req.stdin_data);
-  m.timeout_ms = static_cast<uint64_t>(std::ceil(req.timeout_s * 1000));
+  m.timeout_ms = static_cast<uint64_t>(exec_limit_ms(req.timeout_s));
   m.keep_stdin = keep_stdin ? 1 : 0;
   auto frame = proto::encode(id, m);
   if (frame.size() - proto::header_size > proto::max_body)
@@ -459,3 +460,4 @@ void init_channel::fail_pending_later() {
 }
 
 } // namespace dsec::backends
+#include "core/clock.hpp"

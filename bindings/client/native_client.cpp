@@ -31,9 +31,9 @@
 #include "actors/caf_error.hpp"
 #include "actors/wire_types.hpp"
 #include "bindings/client/fork.hpp"
+#include "core/host_port.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
-#include "sys/http_client.hpp"
 
 namespace dsec::client {
 
@@ -520,7 +520,7 @@ connection::connection(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 connection::~connection() { close(); }
 
 expected<connection_ptr> connection::open(const std::string& addr, options opts) {
-  auto hp = sys::parse_host_port(addr, false);
+  auto hp = parse_host_port(addr, false);
   if (!hp)
     return invalid_argument("connect: " + hp.err().message);
   auto p = std::make_unique<impl>();
@@ -585,10 +585,8 @@ void connection::destroy(std::string id, done_fn<bool> done) {
 namespace {
 
 caf::duration exec_timeout(const exec_request& req, const options& opts) {
-  if (req.timeout_s <= 0)
-    return caf::infinite;
-  auto ms = static_cast<int64_t>(req.timeout_s * 1000) + opts.exec_slack.count();
-  return caf::duration{std::chrono::milliseconds(ms)};
+  auto wait = exec_wait(req.timeout_s, opts.exec_slack);
+  return wait ? caf::duration{*wait} : caf::infinite;
 }
 
 } // namespace
@@ -698,8 +696,8 @@ void connection::job_action(std::map<std::string, std::string> labels, bool paus
 
 void connection::fncall(fncall_request req, done_fn<exec_result> done) {
   // The node kills the call at its timeout; wait that long plus slack.
-  auto timeout = caf::duration{std::chrono::milliseconds(
-    static_cast<int64_t>(req.timeout_s * 1000) + 30000)};
+  auto timeout = caf::duration{exec_wait(req.timeout_s, exec_slack_inner).value_or(
+    exec_slack_inner)};
   impl_->call<exec_result>(caf::make_message(fncall_atom::value, std::move(req)), timeout,
                            "fncall", std::move(done));
 }

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/job.hpp"
 #include "core/types.hpp"
@@ -50,7 +51,7 @@ struct options {
   /// Added to an exec's own timeout_s (the node kills the command at timeout_s
   /// and still has to answer). Execs without a timeout wait as long as the
   /// connection lives.
-  std::chrono::milliseconds exec_slack{30'000};
+  std::chrono::milliseconds exec_slack = exec_slack_inner;
 };
 
 class connection;

@@ -6,7 +6,7 @@
 #include "actors/api_keys.hpp"
 #include "actors/node.hpp"
 #include "cli/args.hpp"
-#include "sys/http_client.hpp"
+#include "core/host_port.hpp"
 #include "sys/swap_tier.hpp"
 
 namespace dsec::cli {
@@ -216,7 +216,7 @@ int run_node_command(const std::vector<std::string>& words) {
     }
     cfg.api_keys = std::move(*keys);
   }
-  if (auto hp = sys::parse_host_port(cfg.rest, true);
+  if (auto hp = parse_host_port(cfg.rest, true);
       hp && cfg.api_keys.empty() && !a->has("insecure") && !is_loopback_host(hp->first)) {
     std::cerr << "dsec node: --rest " << cfg.rest
               << " is reachable from other hosts: give --api-key-file FILE (one key per line), "
@@ -225,7 +225,7 @@ int run_node_command(const std::vector<std::string>& words) {
   }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {
-    if (auto hp = sys::parse_host_port(seed, false); !hp) {
+    if (auto hp = parse_host_port(seed, false); !hp) {
       std::cerr << "dsec node: --join " << seed << ": " << hp.err().message << "\n";
       return 2;
     }
@@ -237,7 +237,7 @@ int run_node_command(const std::vector<std::string>& words) {
   bool needs_address = a->has("advertise") || !cfg.join.empty()
                        || cfg.advertise.size() < 2
                        || cfg.advertise.compare(cfg.advertise.size() - 2, 2, ":0") != 0;
-  if (auto hp = sys::parse_host_port(cfg.advertise, !needs_address);
+  if (auto hp = parse_host_port(cfg.advertise, !needs_address);
       needs_address && (!hp || hp->first == "0.0.0.0" || hp->first.empty())) {
     std::cerr << "dsec node: --advertise " << cfg.advertise
               << ": peers need a concrete host:port to reach this node (set --advertise when "

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "core/host_port.hpp"
 #include "core/json_codec.hpp"
 
 namespace dsec::cli {
@@ -12,7 +13,7 @@ expected<sys::http_response> rest_call(const args& a, const std::string& method,
                                        const std::string& ctype,
                                        std::chrono::milliseconds timeout) {
   auto addr = a.get("rest", ::getenv("DSEC_REST") ? ::getenv("DSEC_REST") : "127.0.0.1:7070");
-  auto hp = sys::parse_host_port(addr);
+  auto hp = parse_host_port(addr);
   if (!hp)
     return hp.err();
   sys::http_client client{hp->first, hp->second};

@@ -1,5 +1,8 @@
 // Validation of specs and exec requests (see validate.hpp).
 #include "core/validate.hpp"
+
+#include "core/allow_list.hpp"
+#include "core/layer_ref.hpp"
 #include "core/trajectory.hpp"
 
 namespace dsec {
@@ -61,13 +64,7 @@ status check_strings(const std::vector<std::string>& v, const char* field, size_
 } // namespace
 
 bool valid_layer_ref(std::string_view ref) {
-  auto at = ref.rfind('@');
-  if (at == std::string_view::npos || at == 0 || at + 1 == ref.size() || ref.size() > 200)
-    return false;
-  for (char c : ref)
-    if (c <= ' ' || c == '\\' || c == '"' || c == 0x7f)
-      return false;
-  return true;
+  return layers::parse_ref(std::string{ref}).ok();
 }
 
 status validate_cpu_class(const std::string& cls) {
@@ -141,45 +138,18 @@ status validate(const exec_request& r) {
   return check_string_map(r.env, "env", spec_limits::max_env, true);
 }
 
-namespace {
-
-bool valid_port(std::string_view p) {
-  if (p == "*")
-    return true;
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string_view::npos)
-    return false;
-  auto v = std::stoi(std::string{p});
-  return v >= 1 && v <= 65535;
-}
-
-bool valid_host(std::string_view h) {
-  if (h.empty() || h.size() > 253)
-    return false;
-  if (h.front() == '[') // [v6] or [v6/n]
-    return h.size() > 2 && h.back() == ']'
-           && h.substr(1, h.size() - 2).find_first_not_of("0123456789abcdefABCDEF:./")
-                == std::string_view::npos;
-  // v4, v4/n or a domain name: letters, digits, '-', '.', '/' (prefix), '*.' lead.
-  if (h.substr(0, 2) == "*.")
-    h.remove_prefix(2);
-  return h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-./")
-           == std::string_view::npos
-         && h.front() != '.' && h.front() != '-';
-}
-
-} // namespace
-
 status validate(const network_policy& policy) {
   if (policy.allow.size() > 256)
     return too_large("network.allow: more than 256 entries");
-  for (auto& e : policy.allow) {
-    auto colon = e.rfind(':');
-    if (colon == std::string::npos || !valid_host(std::string_view{e}.substr(0, colon))
-        || !valid_port(std::string_view{e}.substr(colon + 1)))
+  // The backend's own parser, so nothing passes here that it would refuse
+  // after layers were fetched and mounted. The wording is the gateway's.
+  for (auto& e : policy.allow)
+    if (!net::parse_allow_entry(e))
       return bad("network.allow", "\"" + e.substr(0, 200)
                                     + "\" is not host:port, cidr:port, [v6]:port or domain:port"
                                       " (port 1-65535 or *)");
-  }
+  if (auto list = net::parse_allow_list(policy.allow); !list)
+    return list.err();
   return {};
 }
 

@@ -13,7 +13,8 @@
 
 namespace dsec {
 
-/// True if `ref` looks like `name@version`.
+/// True if `ref` is a `name@version` the layer store accepts
+/// (layers::parse_ref in core/layer_ref.hpp).
 bool valid_layer_ref(std::string_view ref);
 
 /// Checks a CPU class name: "latency" or "batch" (invalid_argument naming
@@ -27,9 +28,11 @@ status validate(const sandbox_spec& spec);
 /// cwd, env names, a timeout between 0 and 7 days.
 status validate(const exec_request& req);
 
-/// Checks the shape of every allow-list entry: `host:port`, `a.b.c.d/n:port`,
-/// `[v6]:port`, `[v6/n]:port` or `domain:port`, port 1-65535 or `*`; at most
-/// 256 entries. Resolving names and addresses is the backend's job.
+/// Checks every allow-list entry with the backend's parser
+/// (net::parse_allow_entry in core/allow_list.hpp): `a.b.c.d:port`,
+/// `a.b.c.d/n:port`, `[v6]:port`, `[v6/n]:port` or `domain:port`, port
+/// 1-65535 or `*`. More than 256 entries is too_large, more than 128
+/// invalid_argument. Resolving names is the backend's job.
 status validate(const network_policy& policy);
 
 /// Checks an fncall: language python or bash, code and stdin at most 1 MiB,

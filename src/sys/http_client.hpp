@@ -31,13 +31,6 @@ struct http_response {
   std::map<std::string, std::string> headers;
 };
 
-/// Splits "127.0.0.1:7070", "localhost:7070" or "[::1]:7070" into host (without
-/// brackets) and port. Fails with invalid_argument naming the input when the
-/// port is missing, not a number or out of 1..65535 (0..65535 with
-/// `allow_port_zero`, for listening on any free port), or the host is empty.
-expected<std::pair<std::string, uint16_t>> parse_host_port(std::string_view text,
-                                                           bool allow_port_zero = false);
-
 /// Incremental parser of one HTTP/1.1 response; feed it bytes as they arrive.
 class http_response_parser {
  public:

@@ -1,6 +1,7 @@
-// Unit tests of the pure pieces of the HTTP client: host:port parsing and the
-// incremental response parser (fed whole and byte by byte), plus one test of
-// the client against a closed port (connection refused → unavailable).
+// Unit tests of the pure piece of the HTTP client, the incremental response
+// parser (fed whole and byte by byte), plus one test of the client against a
+// closed port (connection refused → unavailable). host:port parsing moved to
+// core and is tested in host_port_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -11,37 +12,6 @@
 
 using dsec::errc;
 using dsec::sys::http_response_parser;
-using dsec::sys::parse_host_port;
-
-TEST_CASE("parse_host_port accepts host:port forms", "[http_client]") {
-  struct row { const char* in; const char* host; uint16_t port; };
-  const row rows[] = {
-    {"127.0.0.1:7070", "127.0.0.1", 7070},
-    {"localhost:7070", "localhost", 7070},
-    {"[::1]:7070", "::1", 7070},
-    {"node-3.cluster:1", "node-3.cluster", 1},
-    {"h:65535", "h", 65535},
-  };
-  for (const auto& r : rows) {
-    INFO(r.in);
-    auto hp = parse_host_port(r.in);
-    REQUIRE(hp);
-    CHECK(hp->first == r.host);
-    CHECK(hp->second == r.port);
-  }
-}
-
-TEST_CASE("parse_host_port rejects malformed input", "[http_client]") {
-  const char* rows[] = {"", "localhost", ":7070", "h:", "h:0", "h:65536", "h:70x",
-                        "::1:7070", "[::1]7070", "[::1", "[]:80", "h:-1"};
-  for (const auto* in : rows) {
-    INFO(in);
-    auto hp = parse_host_port(in);
-    REQUIRE_FALSE(hp);
-    CHECK(hp.err().code == errc::invalid_argument);
-    CHECK(hp.err().message.find("host:port") != std::string::npos);
-  }
-}
 
 namespace {
 

@@ -1,5 +1,6 @@
-// Parsing of allow-list entries (grammar in net_allow.hpp).
-#include "backends/net/net_allow.hpp"
+// Parsing of allow-list entries (grammar in allow_list.hpp): addresses and
+// prefixes through inet_pton, domain names by RFC 1123, ports by hand.
+#include "core/allow_list.hpp"
 
 #include <arpa/inet.h>
 
