@@ -28,6 +28,7 @@
 #include "backends/container/launch.hpp"
 #include "backends/container/seccomp_filter.hpp"
 #include "backends/channel/protocol.hpp"
+#include "privilege.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"
@@ -99,10 +100,7 @@ world& w() {
 }
 
 bool is_root() {
-  if (::geteuid() == 0)
-    return true;
-  WARN("skipped: needs root (CAP_SYS_ADMIN for mounts, namespaces, cgroups)");
-  return false;
+  return dsec::test::have_root("needs root (CAP_SYS_ADMIN for mounts, namespaces, cgroups)");
 }
 
 double ms_since(steady_clock::time_point t) {

@@ -21,6 +21,8 @@
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 
+#include "privilege.hpp"
+
 using namespace dsec;
 
 namespace {
@@ -138,10 +140,8 @@ TEST_CASE("tasks files parse to ids", "[cpu_class]") {
 }
 
 TEST_CASE("apply_cpu_class moves every task and the group to batch and back", "[cpu_class]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroup part skipped");
+  if (!test::have_root("needs root to move tasks between cgroups"))
     return;
-  }
   auto rel = "dsec-it/cpuclass-" + std::to_string(::getpid());
   auto cg = sys::create_cgroup_v1("/sys/fs/cgroup", rel);
   REQUIRE(cg);
@@ -210,10 +210,8 @@ TEST_CASE("each class has its place in the cpu hierarchy", "[cpu_class]") {
 }
 
 TEST_CASE("move_cpu moves every task, and later children are born there", "[cpu_class]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroup part skipped");
+  if (!test::have_root("needs root to move tasks between cgroups"))
     return;
-  }
   auto rel = "dsec-it/move-" + std::to_string(::getpid());
   auto to_rel = "dsec-it-b/move-" + std::to_string(::getpid());
   auto cg = sys::create_cgroup_v1("/sys/fs/cgroup", rel);
@@ -254,10 +252,8 @@ TEST_CASE("move_cpu moves every task, and later children are born there", "[cpu_
 }
 
 TEST_CASE("a batch sandbox's group moves under the idle dsec-batch and back", "[cpu_class]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroup part skipped");
+  if (!test::have_root("needs root to move tasks between cgroups"))
     return;
-  }
   const std::string root = "/sys/fs/cgroup", node = "it-cpu-" + std::to_string(::getpid());
   const std::string id = node + ".a";
   auto cg = sys::create_cgroup_v1(root, backends::class_cpu_rel(node, id, "latency"));
@@ -317,10 +313,8 @@ TEST_CASE("a batch sandbox's group moves under the idle dsec-batch and back", "[
 }
 
 TEST_CASE("a lone process (QEMU) moves to batch with its children and back", "[cpu_class]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroup part skipped");
+  if (!test::have_root("needs root to move tasks between cgroups"))
     return;
-  }
   const std::string root = "/sys/fs/cgroup", node = "it-cpuq-" + std::to_string(::getpid());
   const std::string id = node + ".vm";
   auto mine = cgroup_of(::getpid(), "cpu");
@@ -350,10 +344,8 @@ TEST_CASE("a lone process (QEMU) moves to batch with its children and back", "[c
 
 TEST_CASE("a starting node prunes stale batch groups; a clean stop removes its own",
           "[cpu_class]") {
-  if (::geteuid() != 0) {
-    WARN("not root: cgroup part skipped");
+  if (!test::have_root("needs root to move tasks between cgroups"))
     return;
-  }
   const std::string cpu = "/sys/fs/cgroup/cpu", node = "it-cpun-" + std::to_string(::getpid());
   auto mine = cgroup_of(::getpid(), "cpu");
   // A node killed with -9 left an empty batch group of its own, and a node
