@@ -4,24 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec.hpp"
+#include "core/json_codec_fields.hpp"
 
 namespace dsec::json_codec {
 
 using nlohmann::json;
 
 namespace {
-
-template <class T>
-T value_or(const json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null())
-    return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
-}
 
 sandbox_state state_from(const std::string& s) {
   for (int i = 0; i <= static_cast<int>(sandbox_state::lost); ++i)

@@ -18,6 +18,21 @@
 
 namespace dsec::json_codec {
 
+/// The lenient reader of answers and records: field `key` of `j` as a T, or
+/// `fallback` when it is missing, null or of another type (a newer peer's or
+/// an older file's shape never fails the whole decode).
+template <class T>
+T value_or(const nlohmann::json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null())
+    return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
 /// `field: what` as an invalid_argument.
 error bad(const std::string& field, const std::string& what);
 

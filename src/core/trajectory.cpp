@@ -7,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec.hpp"
+#include "core/json_codec_fields.hpp"
 
 namespace dsec::trajectory {
 
 using nlohmann::json;
+using json_codec::value_or;
 
 namespace {
 
@@ -46,17 +48,6 @@ bool from_json(const json& j, content& c) {
   return true;
 }
 
-template <class T>
-T get_or(const json& j, const char* key, T fallback) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null())
-    return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return fallback;
-  }
-}
 
 std::string shorten(const std::string& s) {
   return s.size() <= 80 ? s : s.substr(0, 77) + "...";
@@ -150,14 +141,14 @@ expected<record> decode(std::string_view line) {
     return invalid_argument("trajectory record: seq or kind is missing");
   r.seq = seq->get<uint64_t>();
   r.kind = kind->get<std::string>();
-  r.at_ms = static_cast<int64_t>(std::llround(get_or<double>(j, "at", 0) * 1000));
+  r.at_ms = static_cast<int64_t>(std::llround(value_or<double>(j, "at", 0) * 1000));
   auto bad = [&](const char* what) {
     return invalid_argument("trajectory record " + std::to_string(r.seq) + " (" + r.kind
                             + "): " + what);
   };
   if (r.kind == "spec") {
-    r.id = get_or<std::string>(j, "id", "");
-    r.node = get_or<std::string>(j, "node", "");
+    r.id = value_or<std::string>(j, "id", "");
+    r.node = value_or<std::string>(j, "node", "");
     auto spec = j.find("spec");
     if (spec == j.end() || !spec->is_object())
       return bad("spec is missing");
@@ -167,28 +158,28 @@ expected<record> decode(std::string_view line) {
     r.spec = std::move(*parsed);
   } else if (r.kind == "exit") {
     r.background = true;
-    r.pid = get_or<int32_t>(j, "pid", 0);
-    r.exit_code = get_or<int32_t>(j, "exit_code", 0);
-    r.timed_out = get_or<bool>(j, "timed_out", false);
-    r.truncated = get_or<bool>(j, "truncated", false);
-    r.duration_ms = get_or<double>(j, "duration_ms", 0);
+    r.pid = value_or<int32_t>(j, "pid", 0);
+    r.exit_code = value_or<int32_t>(j, "exit_code", 0);
+    r.timed_out = value_or<bool>(j, "timed_out", false);
+    r.truncated = value_or<bool>(j, "truncated", false);
+    r.duration_ms = value_or<double>(j, "duration_ms", 0);
     for (auto [key, out] : {std::pair{"stdout", &r.stdout_data}, std::pair{"stderr", &r.stderr_data}}) {
       auto it = j.find(key);
       if (it == j.end() || !from_json(*it, *out))
         return bad((std::string{key} + " is missing or malformed").c_str());
     }
   } else if (r.kind == "exec") {
-    r.background = get_or<bool>(j, "background", false);
-    r.pid = get_or<int32_t>(j, "pid", 0);
-    r.step = get_or<std::string>(j, "step", "");
-    r.argv = get_or<std::vector<std::string>>(j, "cmd", {});
-    r.cwd = get_or<std::string>(j, "cwd", "");
-    r.env = get_or<std::map<std::string, std::string>>(j, "env", {});
-    r.timeout_s = get_or<double>(j, "timeout_s", 0);
-    r.exit_code = get_or<int32_t>(j, "exit_code", 0);
-    r.timed_out = get_or<bool>(j, "timed_out", false);
-    r.truncated = get_or<bool>(j, "truncated", false);
-    r.duration_ms = get_or<double>(j, "duration_ms", 0);
+    r.background = value_or<bool>(j, "background", false);
+    r.pid = value_or<int32_t>(j, "pid", 0);
+    r.step = value_or<std::string>(j, "step", "");
+    r.argv = value_or<std::vector<std::string>>(j, "cmd", {});
+    r.cwd = value_or<std::string>(j, "cwd", "");
+    r.env = value_or<std::map<std::string, std::string>>(j, "env", {});
+    r.timeout_s = value_or<double>(j, "timeout_s", 0);
+    r.exit_code = value_or<int32_t>(j, "exit_code", 0);
+    r.timed_out = value_or<bool>(j, "timed_out", false);
+    r.truncated = value_or<bool>(j, "truncated", false);
+    r.duration_ms = value_or<double>(j, "duration_ms", 0);
     if (r.argv.empty())
       return bad("cmd is missing");
     for (auto [key, out] : {std::pair{"stdin", &r.stdin_data}, std::pair{"stdout", &r.stdout_data},
@@ -200,15 +191,15 @@ expected<record> decode(std::string_view line) {
         return bad((std::string{key} + " is missing or malformed").c_str());
     }
   } else if (r.kind == "file") {
-    r.path = get_or<std::string>(j, "path", "");
+    r.path = value_or<std::string>(j, "path", "");
     auto c = j.find("content");
     if (r.path.empty() || c == j.end() || !from_json(*c, r.file))
       return bad("path or content is missing");
   } else if (r.kind == "rebuilt") {
-    r.source = get_or<std::string>(j, "source", "");
-    r.upto_seq = get_or<uint64_t>(j, "upto_seq", 0);
+    r.source = value_or<std::string>(j, "source", "");
+    r.upto_seq = value_or<uint64_t>(j, "upto_seq", 0);
   } else if (r.kind == "destroyed") {
-    r.reason = get_or<std::string>(j, "reason", "");
+    r.reason = value_or<std::string>(j, "reason", "");
   }
   return r;
 }
