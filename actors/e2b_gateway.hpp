@@ -18,6 +18,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/http_server.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 
 namespace dsec::e2b {
@@ -26,7 +27,7 @@ namespace dsec::e2b {
 struct gateway_ref {
   caf::event_based_actor* self = nullptr;
   /// The placement actor.
-  caf::actor front;
+  placement_actor front;
   node_context_ptr ctx;
 };
 

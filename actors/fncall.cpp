@@ -23,7 +23,7 @@ struct fncall_state {
   std::shared_ptr<fc::pool> pool;
 };
 
-using fncall_actor_ptr = caf::stateful_actor<fncall_state>*;
+using fncall_actor_ptr = fncall_actor::stateful_pointer<fncall_state>;
 
 size_t env_size(const char* name, size_t dflt) {
   const char* v = std::getenv(name);
@@ -57,11 +57,17 @@ fc::pool_config make_config(const node_context_ptr& ctx) {
   return cfg;
 }
 
-caf::behavior fncall_actor(fncall_actor_ptr self, node_context_ptr ctx) {
+fncall_actor::behavior_type fncall_behavior(fncall_actor_ptr self, node_context_ptr ctx) {
   self->state.pool = fc::start_pool(ctx->container, make_config(ctx));
   // Runs when the actor quits (node shutdown): the warm sandboxes go before
   // the node unmounts its layers.
   self->attach_functor([pool = self->state.pool](const caf::error&) { pool->shutdown(); });
+  // The supervisor's stop: the warm sandboxes go before this actor quits, so
+  // its down message (which the supervisor waits for) means they are gone.
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    self->state.pool->shutdown();
+    self->quit(std::move(em.reason));
+  });
   return {
     [self](fncall_atom, fncall_request& req) -> caf::result<exec_result> {
       auto rp = self->make_response_promise<exec_result>();
@@ -83,10 +89,8 @@ caf::behavior fncall_actor(fncall_actor_ptr self, node_context_ptr ctx) {
 
 } // namespace
 
-caf::actor spawn_fncall_actor(caf::actor_system& sys, node_context_ptr ctx) {
-  auto a = sys.spawn<caf::detached>(fncall_actor, std::move(ctx));
-  sys.registry().put(fncall_atom::value, caf::actor_cast<caf::strong_actor_ptr>(a));
-  return a;
+fncall_actor spawn_fncall(caf::local_actor* parent, node_context_ptr ctx) {
+  return parent->spawn<caf::detached + caf::monitored>(fncall_behavior, std::move(ctx));
 }
 
 } // namespace dsec

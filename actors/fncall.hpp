@@ -7,20 +7,21 @@
 //   (fncall_atom, fncall_request)  -> exec_result | error
 //   INTERNAL: (cont_atom, continuation) from the pool's threads
 //
-// The node registers it in the actor registry under fncall_atom, so placement
-// finds it without a handle in its spawn arguments.
+// The node supervisor spawns it and hands placement its handle.
 #pragma once
 
 #include <caf/fwd.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 
 namespace dsec {
 
-/// Spawns the fncall actor (detached) and registers it as fncall_atom.
+/// Spawns the fncall actor (detached) as a child of `parent` (the node
+/// supervisor), which monitors it; its warm sandboxes go when it quits.
 /// Environment overrides for tests and benches: DSEC_FNCALL_MIN_WORKERS,
 /// DSEC_FNCALL_MAX_WORKERS, DSEC_FNCALL_IDLE_MS, DSEC_FNCALL_LAYER,
 /// DSEC_FNCALL_PREWARM=1 (warm at start, not on the first call).
-caf::actor spawn_fncall_actor(caf::actor_system& sys, node_context_ptr ctx);
+fncall_actor spawn_fncall(caf::local_actor* parent, node_context_ptr ctx);
 
 } // namespace dsec

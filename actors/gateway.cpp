@@ -11,6 +11,7 @@
 #include "actors/atoms.hpp"
 #include "actors/api_keys.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/chunk_relay.hpp"
 #include "actors/e2b_gateway.hpp"
 #include "actors/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
@@ -271,29 +272,35 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
       .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
     return;
   }
+  // The chunks reach the relay before the answer reaches us: the answer is
+  // written once the relay has fed them all (actors/chunk_relay.hpp).
   auto ss = std::make_shared<stream_state>();
-  chunk_sink sink{[c, ss](exec_chunk chunk) {
+  auto relay = spawn_chunk_relay(self, [c, ss](exec_chunk chunk) {
     ss->ensure_started(c);
     c->write_chunk(codec::encode_event(chunk));
-  }};
-  self->request(self->state.front, timeout, stream_atom::value, r.id, std::move(*req), sink,
+  });
+  self->request(self->state.front, timeout, stream_atom::value, r.id, std::move(*req), relay,
                 token)
     .then(
-      [c, ss](exec_result& res) {
-        ss->ensure_started(c);
-        c->write_chunk(codec::encode_exit_event(res));
-        c->end_stream();
+      [self, c, ss, relay](exec_result& res) {
+        drain_chunk_relay(self, relay, [c, ss, res] {
+          ss->ensure_started(c);
+          c->write_chunk(codec::encode_exit_event(res));
+          c->end_stream();
+        });
       },
-      [c, ss](caf::error& err) {
-        bool started;
-        {
-          std::lock_guard<std::mutex> guard{ss->mtx};
-          started = ss->started;
-        }
-        if (!started)
-          return reply_error(c, from_caf(err));
-        c->write_chunk(codec::encode(from_caf(err)) + "\n");
-        c->end_stream();
+      [self, c, ss, relay](caf::error& err) {
+        drain_chunk_relay(self, relay, [c, ss, err = from_caf(err)] {
+          bool started;
+          {
+            std::lock_guard<std::mutex> guard{ss->mtx};
+            started = ss->started;
+          }
+          if (!started)
+            return reply_error(c, err);
+          c->write_chunk(codec::encode(err) + "\n");
+          c->end_stream();
+        });
       });
 }
 
@@ -505,7 +512,7 @@ void gateway_reply(const http_call& c, int status, std::string body, std::string
 
 void gateway_reply_error(const http_call& c, const error& err) { reply_error(c, err); }
 
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor front) {
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, placement_actor front) {
   self->state.ctx = std::move(ctx);
   self->state.front = std::move(front);
   return {

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/http_server.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::http_call)
@@ -22,8 +23,8 @@ namespace dsec {
 struct gateway_state {
   static inline const char* name = "gateway";
   node_context_ptr ctx;
-  /// The placement actor: speaks the lifecycle protocol, routes in the cluster.
-  caf::actor front;
+  /// The placement actor: speaks the sandbox API, routes in the cluster.
+  placement_actor front;
   int64_t requests_total = 0;
   int64_t errors_total = 0;
   /// Source of exec cancel tokens (0 means "not cancellable").
@@ -33,6 +34,6 @@ struct gateway_state {
 using gateway_actor_ptr = caf::stateful_actor<gateway_state>*;
 
 /// Takes (http_atom, http_call) messages from the HTTP server thread.
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, caf::actor front);
+caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, placement_actor front);
 
 } // namespace dsec

@@ -156,8 +156,8 @@ std::vector<member_info> to_member_infos(const std::vector<gossip::member>& memb
   return out;
 }
 
-caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                           caf::actor placement, std::shared_ptr<gossip::udp_transport> net,
+caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycle_actor lifecycle,
+                           placement_actor placement, std::shared_ptr<gossip::udp_transport> net,
                            std::vector<std::string> seeds) {
   auto& st = self->state;
   st.ctx = std::move(ctx);

@@ -27,6 +27,7 @@
 
 #include "actors/node_context.hpp"
 #include "gossip/memberlist.hpp"
+#include "actors/interfaces.hpp"
 #include "gossip/udp_transport.hpp"
 
 namespace dsec {
@@ -35,8 +36,8 @@ namespace dsec {
 struct gossip_state {
   static inline const char* name = "gossip";
   node_context_ptr ctx;
-  caf::actor lifecycle;
-  caf::actor placement;
+  lifecycle_actor lifecycle;
+  placement_actor placement;
   std::shared_ptr<gossip::udp_transport> net;
   std::unique_ptr<gossip::memberlist> members;
   std::thread receiver;
@@ -55,8 +56,8 @@ using gossip_actor_ptr = caf::stateful_actor<gossip_state>*;
 
 /// `net` is bound already (the node fails at start if the port is taken);
 /// `seeds` are the --join addresses.
-caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                           caf::actor placement, std::shared_ptr<gossip::udp_transport> net,
+caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycle_actor lifecycle,
+                           placement_actor placement, std::shared_ptr<gossip::udp_transport> net,
                            std::vector<std::string> seeds);
 
 /// The memberlist view as wire values.

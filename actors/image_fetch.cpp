@@ -21,27 +21,13 @@
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
-#include "core/host_port.hpp"
+#include "actors/peer_links.hpp"
 #include "core/inspect.hpp"
 #include "layers/blob_cache.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
 #include "layers/transfer.hpp"
 #include "layers/uring_file.hpp"
-
-namespace dsec {
-
-/// An in-process requester of a fetch (the layer source's fetcher on a
-/// worker thread): called once with the outcome, from the actor's thread.
-/// Dropping it uncalled (the actor is gone) breaks the caller's promise,
-/// which the caller reads as `unavailable`.
-struct fetch_waiter {
-  std::function<void(expected<layer_info>)> fn;
-};
-
-} // namespace dsec
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::fetch_waiter)
 
 namespace dsec {
 
@@ -77,7 +63,7 @@ struct fetch_job {
   // The current attempt.
   uint64_t attempt = 0;
   std::string peer_id;
-  caf::actor peer;
+  placement_actor peer;
   layer_info info;
   // What the transfer writes now: the image, then (chunked layers, see
   // layers/blob_device.hpp) the data blob the image names.
@@ -96,16 +82,17 @@ using job_ptr = std::shared_ptr<fetch_job>;
 struct image_fetch_state {
   static inline const char* name = "image_fetch";
   node_context_ptr ctx;
-  caf::actor placement;
+  /// The front door, asked for the gossip view (set by the supervisor).
+  placement_actor placement;
   std::shared_ptr<layers::blob_cache> cache;
   std::shared_ptr<layers::store> store;
   std::shared_ptr<sys::worker_pool> io;
   std::map<std::string, job_ptr> jobs;    // by ref
-  std::map<std::string, caf::actor> peers; // placement handles by node id
+  peer_links<placement_actor> peers; // placement actors of the nodes fetched from
   uint64_t fetches_total = 0;
   uint64_t fetch_failures_total = 0;
 };
-using fetch_actor_ptr = caf::stateful_actor<image_fetch_state>*;
+using fetch_actor_ptr = image_fetch_actor::stateful_pointer<image_fetch_state>;
 
 /// A log line that begins with who: the node and this actor.
 caf::actor_ostream log(fetch_actor_ptr self) {
@@ -138,7 +125,7 @@ void attempt_failed(fetch_actor_ptr self, job_ptr job, const error& why) {
   log(self) << "fetch layer " << job->ref << " from node " << job->peer_id
             << " failed: " << why.message << std::endl;
   if (why.code == errc::unavailable || why.code == errc::timeout)
-    self->state.peers.erase(job->peer_id); // reconnect next time
+    self->state.peers.drop(job->peer_id, why); // reconnect next time
   auto writer = std::move(job->writer);
   auto tmp = std::exchange(job->tmp, std::string{});
   if (!writer && tmp.empty())
@@ -330,28 +317,6 @@ void begin_writing(fetch_actor_ptr self, job_ptr job) {
                });
 }
 
-/// Runs `f(handle, error)` with a connection to `m`'s placement actor.
-void with_peer(fetch_actor_ptr self, const member_info& m,
-               std::function<void(caf::actor, error)> f) {
-  if (auto it = self->state.peers.find(m.id); it != self->state.peers.end())
-    return f(it->second, {});
-  auto hp = parse_host_port(m.address, false);
-  if (!hp)
-    return f({}, unavailable("bad address " + m.address));
-  auto mm = self->home_system().middleman().actor_handle();
-  auto id = m.id;
-  self->request(mm, caf::duration{connect_timeout}, caf::connect_atom::value, hp->first, hp->second)
-    .then(
-      [self, id, f](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        if (!ptr)
-          return f({}, unavailable("publishes no actor"));
-        auto hdl = caf::actor_cast<caf::actor>(std::move(ptr));
-        self->state.peers[id] = hdl;
-        f(hdl, {});
-      },
-      [self, f](caf::error& err) { f({}, unavailable("connect: " + self->home_system().render(err))); });
-}
-
 void try_next(fetch_actor_ptr self, job_ptr job) {
   if (job->next >= job->candidates.size()) {
     ++self->state.fetch_failures_total;
@@ -370,9 +335,10 @@ void try_next(fetch_actor_ptr self, job_ptr job) {
   }
   auto m = job->candidates[job->next++];
   job->peer_id = m.id;
-  job->peer = {};
+  job->peer = nullptr;
   auto attempt = job->attempt;
-  with_peer(self, m, [self, job, attempt](caf::actor peer, error err) {
+  self->state.peers.with(self, m.id, m.address, connect_timeout,
+                         [self, job, attempt](const placement_actor& peer, const error& err) {
     if (attempt != job->attempt)
       return;
     if (!peer)
@@ -424,23 +390,27 @@ void handle_fetch(fetch_actor_ptr self, const std::string& ref,
                });
 }
 
-caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf::actor placement) {
+image_fetch_actor::behavior_type image_fetch_behavior(fetch_actor_ptr self, node_context_ptr ctx,
+                                                      std::shared_ptr<sys::worker_pool> io) {
   auto& st = self->state;
   st.ctx = ctx;
-  st.placement = std::move(placement);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    self->state.peers.on_down(dm.source, self->home_system().render(dm.reason));
+  });
   st.cache = ctx->layers ? ctx->layers->cache() : nullptr;
   if (st.cache)
     st.store = st.cache->store_ptr();
   else if (auto s = layers::store::open(ctx->config.store_dir); s)
     st.store = std::make_shared<layers::store>(std::move(*s));
-  st.io = std::make_shared<sys::worker_pool>(io_threads);
+  st.io = std::move(io);
   if (!st.store) {
     log(self) << "cannot open the layer store " << ctx->config.store_dir << "; not serving"
               << std::endl;
-    return {};
+    self->quit(); // placement answers `unavailable` for what it would serve
+    return image_fetch_actor::behavior_type::make_empty_behavior();
   }
   return {
-    [self](fetch_atom, std::string& ref) {
+    [self](fetch_atom, std::string& ref) -> caf::result<layer_info> {
       auto rp = self->make_response_promise();
       handle_fetch(self, ref, [rp](expected<layer_info> r) mutable {
         if (r)
@@ -452,7 +422,7 @@ caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf:
     },
     [self](fetch_atom, std::string& ref, fetch_waiter& w) { handle_fetch(self, ref, std::move(w.fn)); },
     // A peer's question: does this node hold `ref`?
-    [self](info_atom, std::string& ref) {
+    [self](info_atom, std::string& ref) -> caf::result<layer_info> {
       auto rp = self->make_response_promise();
       auto store = self->state.store;
       auto node_id = self->state.ctx->config.node_id;
@@ -467,7 +437,8 @@ caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf:
       return rp;
     },
     // A peer reads part of an image this node holds.
-    [self](blob_atom, std::string& digest, uint64_t offset, uint32_t len) {
+    [self](blob_atom, std::string& digest, uint64_t offset,
+           uint32_t len) -> caf::result<std::string> {
       auto rp = self->make_response_promise();
       auto store = self->state.store;
       run_blocking(self, *self->state.io,
@@ -482,25 +453,24 @@ caf::behavior image_fetch_actor(fetch_actor_ptr self, node_context_ptr ctx, caf:
                    });
       return rp;
     },
+    [self](nodes_atom, placement_actor& front) { self->state.placement = std::move(front); },
     [self](cont_atom, continuation& c) { c.fn(); },
   };
 }
 
 } // namespace
 
-caf::atom_value image_fetch_registry_name() { return caf::atom("imgfetch"); }
-
-caf::actor spawn_image_fetch(caf::actor_system& sys, node_context_ptr ctx, caf::actor placement) {
-  auto hdl = sys.spawn(image_fetch_actor, std::move(ctx), std::move(placement));
-  sys.registry().put(image_fetch_registry_name(), caf::actor_cast<caf::strong_actor_ptr>(hdl));
-  return hdl;
+image_fetch_actor spawn_image_fetch(caf::local_actor* parent, node_context_ptr ctx) {
+  return parent->spawn<caf::monitored>(image_fetch_behavior, std::move(ctx),
+                                       std::make_shared<sys::worker_pool>(io_threads));
 }
 
-caf::actor image_fetch_of(caf::actor_system& sys) {
-  return caf::actor_cast<caf::actor>(sys.registry().get(image_fetch_registry_name()));
+image_fetch_actor spawn_image_fetch(caf::actor_system& sys, node_context_ptr ctx,
+                                    std::shared_ptr<sys::worker_pool> io) {
+  return sys.spawn(image_fetch_behavior, std::move(ctx), std::move(io));
 }
 
-layer_fetcher make_layer_fetcher(caf::actor_system&, caf::actor fetch) {
+layer_fetcher make_layer_fetcher(image_fetch_actor fetch) {
   // A promise, not a scoped_actor: a blocking actor made on a worker thread
   // kept the actor system from shutting down (seen with CAF 0.17.6).
   return [fetch](const std::string& ref) -> expected<layer_info> {

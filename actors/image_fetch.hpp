@@ -32,24 +32,24 @@
 #include <caf/fwd.hpp>
 
 #include "layers/layer_source.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 
 namespace dsec {
 
-/// Spawns the node's image-fetch actor; `placement` answers (nodes_atom) with
-/// the gossip view. Registered under image_fetch_registry_name() so the
-/// placement actor can forward peers' requests to it.
-caf::actor spawn_image_fetch(caf::actor_system& sys, node_context_ptr ctx, caf::actor placement);
+/// Spawns the node's image-fetch actor as a child of `parent` (the node
+/// supervisor), which monitors it. Send it (nodes_atom, placement) before the
+/// first fetch: placement answers (nodes_atom) with the gossip view.
+image_fetch_actor spawn_image_fetch(caf::local_actor* parent, node_context_ptr ctx);
 
-/// The actor registry name of the image-fetch actor ("imgfetch").
-caf::atom_value image_fetch_registry_name();
-
-/// The image-fetch actor of `sys` (invalid handle if none runs).
-caf::actor image_fetch_of(caf::actor_system& sys);
+/// The same, unsupervised, with its file work on `io` (tests: a pool they
+/// drive themselves).
+image_fetch_actor spawn_image_fetch(caf::actor_system& sys, node_context_ptr ctx,
+                                    std::shared_ptr<sys::worker_pool> io);
 
 /// A layer_fetcher that blocks its (worker) thread until `fetch` answers (a
 /// promise fulfilled by the actor; broken, i.e. `unavailable`, if it stops).
 /// Unset it (set_fetcher({})) before the actor system goes.
-layer_fetcher make_layer_fetcher(caf::actor_system& sys, caf::actor fetch);
+layer_fetcher make_layer_fetcher(image_fetch_actor fetch);
 
 } // namespace dsec

@@ -1,153 +1,61 @@
 // The actor protocol of a dsec node, in one place: which messages each actor
-// takes and what it answers. Handles are dynamically typed `caf::actor`s (CAF
-// 0.17's typed actors cost minutes of compile time per TU on this machine);
-// the tables below are the contract, and actor/test exercises each row.
+// takes and what it answers, as typed actor handles, so a message an actor
+// does not take, or an answer of the wrong type, fails the build (CAF checks
+// every handler set against its interface, and every request and `.then`
+// against the handle's). Rows marked INTERNAL are self-sent, or sent by the
+// supervisor or a helper thread; everything else is public.
 //
-// lifecycle (one per node; owns this node's sandboxes):
-//   (create_atom, sandbox_spec)               -> sandbox_info | error
-//   (info_atom, std::string id)               -> sandbox_info | error
-//   (list_atom, std::map<string,string> lbl)  -> std::vector<sandbox_info>
-//   (destroy_atom, std::string id)            -> bool existed | error
-//   (exec_atom, std::string id, exec_request, uint64_t token)
-//                                             -> exec_result | error
-//   (stream_atom, std::string id, exec_request, chunk_sink, uint64_t token)
-//                                             -> exec_result | error (chunks to the sink)
-//   (stream_atom, std::string id, exec_request, caf::actor sink, uint64_t token)
-//                                             -> exec_result | error; the remote form:
-//     the sink actor gets (stream_atom, uint64_t token, exec_chunk) per chunk
-//   (cancel_atom, std::string id, uint64_t token) -> nothing; kills that exec
-//     (token: chosen by the caller, unique per caller; 0 = not cancellable;
-//      remote clients pick random 64-bit tokens so they never collide)
-//   (bgexec_atom, id, exec_request)           -> background_process | error: a
-//     background exec, answered once init reported its pid; it runs on
-//   (bgexec_atom, id, exec_request, bool keep_stdin) -> the same; stdin stays
-//                                                open for (stdin_atom) (E2B stdin: true)
-//   (stdin_atom, id, int32_t pid, std::string data, bool close) -> bool | error
-//                                                (more stdin for such a command; EOF if
-//                                                close; not_found once it ended)
-//   (procs_atom, id)                          -> std::vector<process_info> | error
-//     (every process of the sandbox)
-//   (proc_atom, id, int32_t pid, int64_t wait_ms) -> background_process | error
-//     (output so far; waits up to wait_ms for the end; not_found if no such pid)
-//   (signal_atom, id, int32_t pid, int32_t signo, bool group) -> bool | error
-//     (not_found: no such pid; invalid_argument: pid 1, a bad signal)
-//   (wfile_atom, id, path, std::string data)  -> bool | error
-//   (rfile_atom, id, path)                    -> std::string | error
-//   (pause_atom, id) / (resume_atom, id)      -> sandbox_info | error (idempotent; an
-//                                                exec, file, snapshot or network call on a
-//                                                paused sandbox resumes it first)
-//   (snapshot_atom, id, std::string name, std::string version)
-//                                             -> snapshot_info | error (empty name/version:
-//                                                snapshot/<id>@<unix ms>)
-//   (network_atom, id, network_policy)        -> bool | error (replaces the allow-list)
-//   (update_atom, id, std::string cpu_class, bool set_network, network_policy)
-//                                             -> sandbox_info | error (PATCH: the class
-//                                                if not empty, then the policy if
-//                                                set_network; a paused sandbox resumes first)
-//   (job_atom, labels, bool pause)            -> job_result: pause (resume) every
-//                                                sandbox of this node whose labels
-//                                                include `labels` (actors/job_ops.hpp)
-//   (rebuilt_atom, id, std::string source, uint64_t upto) -> bool | error (notes in
-//                                                id's trajectory log that it was
-//                                                rebuilt from source's, up to seq upto)
-//   (fsop_atom, id, op, path, to, int32_t depth) -> std::vector<fs_entry> | error
-//                                                (core/fs_entry.hpp: stat, list, mkdir,
-//                                                move, remove; the E2B filesystem service)
-//   (setttl_atom, id, int64_t ttl_s)          -> sandbox_info | error (expires ttl_s
-//                                                from now; 0 = never)
-//   (layers_atom)                             -> std::vector<layer_info> | error
-//   (status_atom)                             -> node_status
-//   (shutdown_atom, bool keep_sandboxes)      -> bool (all sandboxes stopped or detached)
-//   INTERNAL from sandbox actors: (state_atom, sandbox_info), (gone_atom, id)
-//   INTERNAL, reclaim (in-process):
-//     (reclaim_atom, caf::actor reclaim)      -> nothing; from the supervisor: the
-//                                                actor a create under memory
-//                                                pressure asks to reclaim first
-//     (usage_atom)                            -> std::vector<reclaim_target>
-//                                                (every sandbox: id, state, actor)
-//     (usage_atom, reclaim::memory_report)    -> nothing; the last sample, which
-//                                                admission, info, list and
-//                                                /metrics read
-//
-// reclaim (one per node; spawned and owned by the supervisor, actors/reclaim.hpp):
-//   (reclaim_atom)                            -> reclaim::memory_report: reclaims
-//                                                the idle sandboxes now and samples
-//                                                again (a create under pressure)
-//   INTERNAL: (caf::tick_atom) every --reclaim-interval-ms
-//
-// sandbox, for reclaim (in-process):
-//   (usage_atom)                              -> backend_ref (its backend sandbox,
-//                                                weak; empty before it runs)
-//
-// sandbox (one per sandbox; spawned and supervised by lifecycle):
-//   (start_atom)                              -> sandbox_info | error (once, by lifecycle)
-//   (exec_atom, exec_request, uint64_t token) -> exec_result | error
-//   (stream_atom, exec_request, chunk_sink, uint64_t token) -> exec_result | error
-//   (cancel_atom, uint64_t token)             -> nothing
-//   (bgexec_atom, exec_request)               -> background_process | error
-//   (procs_atom)                              -> std::vector<process_info> | error
-//   (proc_atom, int32_t pid, int64_t wait_ms) -> background_process | error
-//   (signal_atom, int32_t pid, int32_t signo, bool group) -> bool | error
-//   (wfile_atom, path, data)                  -> bool | error
-//   (rfile_atom, path)                        -> std::string | error
-//   (pause_atom) / (resume_atom)              -> sandbox_info | error
-//   (snapshot_atom, name, version)            -> snapshot_info | error
-//   (network_atom, network_policy)            -> bool | error
-//   (rebuilt_atom, std::string source, uint64_t upto) -> bool | error
-//   (update_atom, cpu_class, bool set_network, network_policy) -> sandbox_info | error
-//   (info_atom)                               -> sandbox_info (with live denial counts)
-//   (destroy_atom)                            -> bool | error; the actor quits after it
-//   INTERNAL: (cont_atom, continuation), (ttl_atom, uint64_t gen) (actors/sandbox_ttl.hpp),
-//             (died_atom, std::string reason),
-//             (pwait_atom, int32_t pid, uint64_t waiter) (a wait's time is up)
-//   ADOPTED mode (adopted_sandbox_actor, for node_context::recovered, which
-//     lifecycle takes when it is spawned): no (start_atom); it runs at once and
-//     sends itself (ttl_atom, gen) at the record's expires_at (at once if past),
-//     or, if it was paused, stays paused with its paused_ttl_s deadline
-//
-// placement (one per node; the front door published on --listen, used by the
-// gateway, the SDK and peers; routes by the sandbox id's owner):
-//   every lifecycle row above (create, info, list, destroy, exec, stream in
-//   both forms, cancel, bgexec, procs, proc, signal, wfile, rfile, update, layers, status), answered for the whole
-//   cluster: local ones go to the lifecycle actor, others to the owner's
-//   placement actor; an owner that is dead or left answers `lost`
-//   (list_atom, labels, bool local_only)      -> std::vector<sandbox_info> (a
-//                                                peer's part of a cluster list)
-//   (nodes_atom)                              -> std::vector<member_info>
-//   (job_atom, labels, bool pause)            -> job_result for the cluster (this
-//                                                node and every live peer at once)
-//   (job_atom, labels, bool pause, bool local_only) -> job_result (a peer's part)
-//   (traj_atom, id, int64_t since)            -> std::string: id's trajectory log as
-//                                                NDJSON, records with seq > since (all
-//                                                if since < 0); from a live owner, else
-//                                                this node's --trajectory-dir
-//   (replay_atom, id, int64_t upto)           -> sandbox_info | error: a new sandbox
-//                                                rebuilt from id's log up to seq upto
-//                                                (< 0: all); actors/sandbox_replay.hpp
-//   INTERNAL from gossip: (view_atom, std::vector<member_info>)
-//
-// gossip (one per node; SWIM over UDP on the --listen port number):
-//   (nodes_atom)                              -> std::vector<member_info>
-//   (leave_atom)                              -> bool, once the leave has spread
-//   INTERNAL: (caf::tick_atom), (load_atom), (packet_atom, datagram),
-//             (leave_atom, bool)
-//
-// gateway (one per node; the only actor that knows HTTP):
-//   (http_atom, http_call)                    -> nothing; answers through http_call::respond
+// The front door (placement) speaks the sandbox API below for the whole
+// cluster; the lifecycle actor speaks it for this node's sandboxes, and one
+// sandbox actor per sandbox serves the id-less form. Semantics of each row:
+//   create   -> the sandbox, running (or an error: admission, backend)
+//   info, list(labels), destroy(id) -> bool existed (idempotent)
+//   exec(id, req, token)  token: chosen by the caller, unique per caller;
+//                         0 = not cancellable (remote clients pick random ones)
+//   stream(id, req, sink, token): the same, and every chunk of output goes to
+//                         `sink` as (stream_atom, token, exec_chunk) before the
+//                         answer leaves the node (actors/chunk_relay.hpp feeds
+//                         an in-process callback)
+//   cancel(id, token)     kills that exec; no answer
+//   bgexec(id, req[, keep_stdin]) -> the background process once init reported
+//                         its pid; stdin(id, pid, data, close) more input for it
+//   procs(id) every process; proc(id, pid, wait_ms) output so far, waiting up
+//                         to wait_ms for the end; signal(id, pid, signo, group)
+//   wfile(id, path, data); rfile(id, path, max_bytes) (too_large past it)
+//   pause / resume(id)    idempotent; an exec, file, snapshot or network call
+//                         on a paused sandbox resumes it first
+//   snapshot(id, name, version) (empty: snapshot/<id>@<unix ms>)
+//   network(id, policy)   replaces the allow-list
+//   update(id, cpu_class, set_network, policy): PATCH, the class if not empty,
+//                         then the policy if set_network
+//   fsop(id, op, path, to, depth): stat, list, mkdir, move, remove (E2B files)
+//   setttl(id, ttl_s)     expires ttl_s from now; 0 = never
+//   rebuilt(id, source, upto): notes in id's log that it was rebuilt from
+//                         source's log up to seq upto (actors/sandbox_replay.hpp)
+//   job(labels, pause)    pause (resume) every sandbox whose labels include
+//                         `labels`: on the lifecycle this node's, on placement
+//                         the cluster's (actors/job_ops.hpp)
+//   layers, status, metrics (every running sandbox with live denial counts)
 //
 // Errors travel as caf::error of category "dsec" (actors/caf_error.hpp), so a
 // caller on another node gets the same code and message.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
 
-#include <caf/actor.hpp>
-
+#include "actors/atoms.hpp"
 #include "actors/reclaim_policy.hpp"
+#include "core/fs_entry.hpp"
+#include "core/job.hpp"
 #include "core/types.hpp"
 
 namespace dsec::backends {
@@ -155,11 +63,6 @@ class sandbox;
 } // namespace dsec::backends
 
 namespace dsec {
-
-/// Receives streamed exec output, from any thread. In-process only.
-struct chunk_sink {
-  std::function<void(exec_chunk)> fn;
-};
 
 /// A closure that must run inside an actor (results of blocking work or of
 /// backend callbacks, sent to the actor that waits for them). In-process only.
@@ -174,12 +77,182 @@ struct backend_ref {
   std::weak_ptr<backends::sandbox> sb;
 };
 
+using label_map = std::map<std::string, std::string>;
+
+// -- the sandbox API: rows every front speaks --------------------------------
+
+/// The rows about sandboxes that both the lifecycle actor (this node's) and
+/// placement (the cluster's) answer; see the table above.
+using sandbox_api = caf::typed_actor<
+  caf::replies_to<create_atom, sandbox_spec>::with<sandbox_info>,
+  caf::replies_to<info_atom, std::string>::with<sandbox_info>,
+  caf::replies_to<list_atom, label_map>::with<std::vector<sandbox_info>>,
+  caf::replies_to<destroy_atom, std::string>::with<bool>,
+  caf::replies_to<exec_atom, std::string, exec_request, uint64_t>::with<exec_result>,
+  caf::replies_to<stream_atom, std::string, exec_request, caf::actor, uint64_t>::with<exec_result>,
+  caf::reacts_to<cancel_atom, std::string, uint64_t>,
+  caf::replies_to<bgexec_atom, std::string, exec_request>::with<background_process>,
+  caf::replies_to<bgexec_atom, std::string, exec_request, bool>::with<background_process>,
+  caf::replies_to<stdin_atom, std::string, int32_t, std::string, bool>::with<bool>,
+  caf::replies_to<procs_atom, std::string>::with<std::vector<process_info>>,
+  caf::replies_to<proc_atom, std::string, int32_t, int64_t>::with<background_process>,
+  caf::replies_to<signal_atom, std::string, int32_t, int32_t, bool>::with<bool>,
+  caf::replies_to<wfile_atom, std::string, std::string, std::string>::with<bool>,
+  caf::replies_to<rfile_atom, std::string, std::string, uint64_t>::with<std::string>,
+  caf::replies_to<pause_atom, std::string>::with<sandbox_info>,
+  caf::replies_to<resume_atom, std::string>::with<sandbox_info>,
+  caf::replies_to<snapshot_atom, std::string, std::string, std::string>::with<snapshot_info>,
+  caf::replies_to<network_atom, std::string, network_policy>::with<bool>,
+  caf::replies_to<update_atom, std::string, std::string, bool, network_policy>::with<sandbox_info>,
+  caf::replies_to<fsop_atom, std::string, std::string, std::string, std::string,
+                  int32_t>::with<std::vector<fs_entry>>,
+  caf::replies_to<setttl_atom, std::string, int64_t>::with<sandbox_info>,
+  caf::replies_to<rebuilt_atom, std::string, std::string, uint64_t>::with<bool>,
+  caf::replies_to<job_atom, label_map, bool>::with<job_result>,
+  caf::replies_to<layers_atom>::with<std::vector<layer_info>>,
+  caf::replies_to<status_atom>::with<node_status>,
+  caf::replies_to<metrics_atom>::with<std::vector<sandbox_info>>>;
+
+// -- one sandbox ---------------------------------------------------------------
+
+/// One sandbox's actor (actors/sandbox.hpp), spawned and supervised by the
+/// lifecycle actor: the sandbox API without the id, plus its start.
+using sandbox_actor = caf::typed_actor<
+  /// Once, by lifecycle: provisions the sandbox; answers it running.
+  caf::replies_to<start_atom>::with<sandbox_info>,
+  caf::replies_to<exec_atom, exec_request, uint64_t>::with<exec_result>,
+  caf::replies_to<stream_atom, exec_request, caf::actor, uint64_t>::with<exec_result>,
+  caf::reacts_to<cancel_atom, uint64_t>,
+  caf::replies_to<bgexec_atom, exec_request>::with<background_process>,
+  caf::replies_to<bgexec_atom, exec_request, bool>::with<background_process>,
+  caf::replies_to<stdin_atom, int32_t, std::string, bool>::with<bool>,
+  caf::replies_to<procs_atom>::with<std::vector<process_info>>,
+  caf::replies_to<proc_atom, int32_t, int64_t>::with<background_process>,
+  caf::replies_to<signal_atom, int32_t, int32_t, bool>::with<bool>,
+  caf::replies_to<wfile_atom, std::string, std::string>::with<bool>,
+  caf::replies_to<rfile_atom, std::string, uint64_t>::with<std::string>,
+  caf::replies_to<pause_atom>::with<sandbox_info>,
+  caf::replies_to<resume_atom>::with<sandbox_info>,
+  caf::replies_to<snapshot_atom, std::string, std::string>::with<snapshot_info>,
+  caf::replies_to<network_atom, network_policy>::with<bool>,
+  caf::replies_to<update_atom, std::string, bool, network_policy>::with<sandbox_info>,
+  caf::replies_to<fsop_atom, std::string, std::string, std::string,
+                  int32_t>::with<std::vector<fs_entry>>,
+  caf::replies_to<setttl_atom, int64_t>::with<sandbox_info>,
+  caf::replies_to<rebuilt_atom, std::string, uint64_t>::with<bool>,
+  /// With live denial counts.
+  caf::replies_to<info_atom>::with<sandbox_info>,
+  /// The actor quits after it answers.
+  caf::replies_to<destroy_atom>::with<bool>,
+  /// For reclaim: the backend sandbox (weak; empty before it runs).
+  caf::replies_to<usage_atom>::with<backend_ref>,
+  /// INTERNAL: results of its blocking work and backend callbacks.
+  caf::reacts_to<cont_atom, continuation>,
+  /// INTERNAL: a TTL timer of generation `gen` (actors/sandbox_ttl.hpp).
+  caf::reacts_to<ttl_atom, uint64_t>,
+  /// INTERNAL: init died (the backend's exit callback), with the reason.
+  caf::reacts_to<died_atom, std::string>,
+  /// INTERNAL: a process wait's time is up (pid, waiter).
+  caf::reacts_to<pwait_atom, int32_t, uint64_t>>;
+
 /// One sandbox as the lifecycle actor lists it for reclaim. In-process only.
 struct reclaim_target {
   std::string id;
   sandbox_state state = sandbox_state::creating;
-  caf::actor actor;
+  sandbox_actor actor;
 };
+
+// -- reclaim -------------------------------------------------------------------
+
+/// The reclaim actor (one per node, actors/reclaim.hpp).
+using reclaim_actor = caf::typed_actor<
+  /// Reclaims the idle sandboxes now and samples again (a create under
+  /// memory pressure asks this before it decides).
+  caf::replies_to<reclaim_atom>::with<reclaim::memory_report>,
+  /// INTERNAL: every --reclaim-interval-ms.
+  caf::reacts_to<caf::tick_atom>,
+  /// INTERNAL: results of its work on the pool.
+  caf::reacts_to<cont_atom, continuation>>;
+
+// -- lifecycle -----------------------------------------------------------------
+
+/// The lifecycle actor (one per node, actors/lifecycle.hpp): the sandbox API
+/// for this node's sandboxes, plus what the node's own actors tell it.
+using lifecycle_actor = sandbox_api::extend<
+  /// Stops or (keep) detaches every sandbox; answers once all are gone.
+  caf::replies_to<shutdown_atom>::with<bool>,
+  /// INTERNAL, from sandbox actors: a sandbox's new info, and its end.
+  caf::reacts_to<state_atom, sandbox_info>,
+  caf::reacts_to<gone_atom, std::string>,
+  /// INTERNAL, from the supervisor: the actor a create under memory pressure
+  /// asks to reclaim first.
+  caf::reacts_to<reclaim_atom, reclaim_actor>,
+  /// INTERNAL, reclaim: every sandbox (id, state, actor), for a pass.
+  caf::replies_to<usage_atom>::with<std::vector<reclaim_target>>,
+  /// INTERNAL, reclaim: the last sample, which admission, info, list and
+  /// /metrics read.
+  caf::reacts_to<usage_atom, reclaim::memory_report>,
+  /// INTERNAL: results of its blocking work.
+  caf::reacts_to<cont_atom, continuation>>;
+
+// -- placement -----------------------------------------------------------------
+
+/// The placement actor (one per node, actors/placement.hpp): the front door
+/// published on --listen, used by the gateway, the SDK and peers. The sandbox
+/// API for the whole cluster (local sandboxes go to the lifecycle actor,
+/// others to their owner's placement; an owner that is dead or left answers
+/// `lost`), plus the cluster's own rows.
+using placement_actor = sandbox_api::extend<
+  /// A peer's part of a cluster-wide list: this node's own sandboxes.
+  caf::replies_to<list_atom, label_map, bool>::with<std::vector<sandbox_info>>,
+  /// A peer's part of a cluster-wide job: this node's own sandboxes.
+  caf::replies_to<job_atom, label_map, bool, bool>::with<job_result>,
+  /// The gossip view, this node first.
+  caf::replies_to<nodes_atom>::with<std::vector<member_info>>,
+  /// id's trajectory log as NDJSON, records with seq > since (all if < 0):
+  /// from a live owner, else this node's --trajectory-dir.
+  caf::replies_to<traj_atom, std::string, int64_t>::with<std::string>,
+  /// A new sandbox rebuilt from id's log up to seq upto (< 0: all).
+  caf::replies_to<replay_atom, std::string, int64_t>::with<sandbox_info>,
+  /// FnCall on this node's warm pool.
+  caf::replies_to<fncall_atom, fncall_request>::with<exec_result>,
+  /// Image fetch between peers: what this node holds of a ref, and part of
+  /// an image (served by the image-fetch actor).
+  caf::replies_to<fetch_atom, std::string>::with<layer_info>,
+  caf::replies_to<blob_atom, std::string, uint64_t, uint32_t>::with<std::string>,
+  /// INTERNAL, from gossip: the view, on every change.
+  caf::reacts_to<view_atom, std::vector<member_info>>,
+  /// INTERNAL: results of its disk reads.
+  caf::reacts_to<cont_atom, continuation>>;
+
+// -- image fetch and fncall ----------------------------------------------------
+
+/// A waiter of an in-process fetch (the layer source's fetcher thread).
+struct fetch_waiter {
+  std::function<void(expected<layer_info>)> fn;
+};
+
+/// The image-fetch actor (one per node, actors/image_fetch.hpp).
+using image_fetch_actor = caf::typed_actor<
+  /// This node's callers: the layer, fetched from peers if the store lacks it.
+  caf::replies_to<fetch_atom, std::string>::with<layer_info>,
+  /// The same, answered through the waiter's callback.
+  caf::reacts_to<fetch_atom, std::string, fetch_waiter>,
+  /// A peer asks what this node holds of a ref.
+  caf::replies_to<info_atom, std::string>::with<layer_info>,
+  /// A peer reads part of an image (digest, offset, len).
+  caf::replies_to<blob_atom, std::string, uint64_t, uint32_t>::with<std::string>,
+  /// INTERNAL, from the supervisor: the front door, asked for the gossip
+  /// view (nodes_atom) when a fetch picks its peers.
+  caf::reacts_to<nodes_atom, placement_actor>,
+  /// INTERNAL: results of its file work.
+  caf::reacts_to<cont_atom, continuation>>;
+
+/// The FnCall actor (one per node, detached, actors/fncall.hpp).
+using fncall_actor = caf::typed_actor<
+  caf::replies_to<fncall_atom, fncall_request>::with<exec_result>,
+  /// INTERNAL: results from the pool's threads.
+  caf::reacts_to<cont_atom, continuation>>;
 
 } // namespace dsec
 
@@ -187,5 +260,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::backend_ref)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::reclaim_target)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dsec::reclaim_target>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::reclaim::memory_report)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::chunk_sink)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::continuation)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::fetch_waiter)

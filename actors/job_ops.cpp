@@ -46,7 +46,7 @@ struct local_job {
 };
 using local_ptr = std::shared_ptr<local_job>;
 
-void ask_sandbox(lifecycle_actor_ptr self, local_ptr job, caf::actor sb, std::string id,
+void ask_sandbox(lifecycle_actor_ptr self, local_ptr job, sandbox_actor sb, std::string id,
                  int tries_left) {
   auto req = job->pause ? self->request(sb, caf::duration{sandbox_timeout}, pause_atom::value)
                         : self->request(sb, caf::duration{sandbox_timeout}, resume_atom::value);
@@ -72,19 +72,19 @@ void ask_sandbox(lifecycle_actor_ptr self, local_ptr job, caf::actor sb, std::st
 
 } // namespace
 
-caf::result<caf::message> run_job_local(lifecycle_actor_ptr self, const lbl_map& labels,
-                                        bool pause) {
+caf::result<job_result> run_job_local(lifecycle_actor_ptr self, const lbl_map& labels,
+                                      bool pause) {
   if (auto st = validate_job_labels(labels, std::string{verb(pause)} + " job"); !st)
     return to_caf(st.err());
   auto job = std::make_shared<local_job>();
   job->node = self->state.ctx->config.node_id;
   job->pause = pause;
-  std::vector<std::pair<std::string, caf::actor>> targets;
+  std::vector<std::pair<std::string, sandbox_actor>> targets;
   for (auto& [id, e] : self->state.sandboxes)
     if (labels_match(e.info.labels, labels))
       targets.emplace_back(id, e.actor);
   if (targets.empty())
-    return caf::make_message(job_result{});
+    return job_result{};
   job->rp = self->make_response_promise();
   job->left = targets.size();
   for (auto& [id, actor] : targets)
@@ -92,8 +92,8 @@ caf::result<caf::message> run_job_local(lifecycle_actor_ptr self, const lbl_map&
   return job->rp;
 }
 
-caf::result<caf::message> run_job_cluster(placement_actor_ptr self, const lbl_map& labels,
-                                          bool pause, const job_peer_ask& ask) {
+caf::result<job_result> run_job_cluster(placement_actor_ptr self, const lbl_map& labels,
+                                        bool pause, const job_peer_ask& ask) {
   auto op = std::string{verb(pause)} + " job";
   if (auto st = validate_job_labels(labels, op); !st)
     return to_caf(st.err());
@@ -123,8 +123,7 @@ caf::result<caf::message> run_job_cluster(placement_actor_ptr self, const lbl_ma
     .then([add, me](job_result& r) { add(me, std::move(r)); },
           [add, me](caf::error& e) { add(me, from_caf(e)); });
   for (auto& p : peers)
-    ask(p, caf::make_message(job_atom::value, labels, pause, true),
-        [add, p](expected<job_result> r) { add(p, std::move(r)); });
+    ask(p, [add, p](expected<job_result> r) { add(p, std::move(r)); });
   return g->rp;
 }
 

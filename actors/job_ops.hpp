@@ -29,18 +29,19 @@
 namespace dsec {
 
 /// The lifecycle actor's part: this node's sandboxes matching `labels`.
-caf::result<caf::message> run_job_local(lifecycle_actor_ptr self,
-                                        const std::map<std::string, std::string>& labels,
-                                        bool pause);
+caf::result<job_result> run_job_local(lifecycle_actor_ptr self,
+                                      const std::map<std::string, std::string>& labels,
+                                      bool pause);
 
-/// How the placement actor asks one peer (its ask_peer): `done` runs once,
-/// inside the placement actor, with the peer's answer or an error.
-using job_peer_ask = std::function<void(const std::string& node, caf::message msg,
+/// How the placement actor asks one peer for its part (job_atom, labels,
+/// pause, true): `done` runs once, inside the placement actor, with the
+/// peer's answer or an error.
+using job_peer_ask = std::function<void(const std::string& node,
                                         std::function<void(expected<job_result>)> done)>;
 
 /// The placement actor's part: this node and every live peer.
-caf::result<caf::message> run_job_cluster(placement_actor_ptr self,
-                                          const std::map<std::string, std::string>& labels,
-                                          bool pause, const job_peer_ask& ask);
+caf::result<job_result> run_job_cluster(placement_actor_ptr self,
+                                        const std::map<std::string, std::string>& labels,
+                                        bool pause, const job_peer_ask& ask);
 
 } // namespace dsec

@@ -129,7 +129,7 @@ void release_followers(lifecycle_actor_ptr self, const std::string& request_id) 
   self->state.admitting.erase(it);
   for (auto& f : followers) {
     auto rp = f.second;
-    self->request(caf::actor_cast<caf::actor>(self), caf::infinite, create_atom::value,
+    self->request(caf::actor_cast<lifecycle_actor>(self), caf::infinite, create_atom::value,
                   std::move(f.first))
       .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
             [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
@@ -180,7 +180,7 @@ void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp
   }
 }
 
-caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& spec) {
+caf::result<sandbox_info> handle_create(lifecycle_actor_ptr self, sandbox_spec& spec) {
   auto& st = self->state;
   if (!spec.request_id.empty()) {
     auto it = st.by_request.find(spec.request_id);
@@ -191,7 +191,7 @@ caf::result<caf::message> handle_create(lifecycle_actor_ptr self, sandbox_spec& 
           return to_caf(conflict("create: request_id \"" + spec.request_id
                                  + "\" was used for another spec (sandbox " + it->second + ")"));
         if (e->second.info.state != sandbox_state::creating)
-          return caf::make_message(e->second.info);
+          return e->second.info;
         return self->delegate(e->second.actor, info_atom::value);
       }
     }
@@ -215,7 +215,7 @@ void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
                    caf::response_promise rp) {
   auto& st = self->state;
   auto id = make_sandbox_id(st.ctx->config.node_id);
-  auto actor = self->spawn(sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self), id, spec);
+  auto actor = self->spawn(sandbox_behavior, st.ctx, caf::actor_cast<lifecycle_actor>(self), id, spec);
   sandbox_entry entry;
   entry.actor = actor;
   entry.info = initial_info(id, st.ctx->config.node_id, spec);
@@ -249,7 +249,7 @@ void adopt_recovered(lifecycle_actor_ptr self) {
     auto id = rec.id;
     if (!rec.spec.request_id.empty())
       st.by_request[rec.spec.request_id] = id;
-    entry.actor = self->spawn(adopted_sandbox_actor, st.ctx, caf::actor_cast<caf::actor>(self),
+    entry.actor = self->spawn(adopted_sandbox_behavior, st.ctx, caf::actor_cast<lifecycle_actor>(self),
                               std::move(rec));
     st.committed_mb += entry.spec.memory_mb;
     st.sandboxes.emplace(id, std::move(entry));
@@ -330,17 +330,17 @@ bool same_request(const sandbox_spec& a, const sandbox_spec& b) {
          && a.paused_ttl_s == b.paused_ttl_s;
 }
 
-caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
+lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx) {
   self->state.ctx = std::move(ctx);
   adopt_recovered(self);
   return {
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
     // info asks the sandbox actor (it adds the live denial counts) unless
     // the sandbox is still being created (its actor answers only then).
-    [self](info_atom, const std::string& id) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+    [self](info_atom, const std::string& id) -> caf::result<sandbox_info> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         if (e.info.state == sandbox_state::creating)
-          return caf::make_message(e.info);
+          return e.info;
         auto rp = self->make_response_promise();
         self->request(e.actor, caf::infinite, info_atom::value)
           .then(
@@ -353,7 +353,7 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       });
     },
     // /metrics: every running sandbox's info with its live denial counts.
-    [self](metrics_atom) {
+    [self](metrics_atom) -> caf::result<std::vector<sandbox_info>> {
       struct gather {
         std::vector<sandbox_info> out;
         size_t left = 0;
@@ -366,7 +366,7 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
           ++g->left;
       if (g->left == 0) {
         g->rp.deliver(std::move(g->out));
-        return;
+        return g->rp;
       }
       auto done = [g] {
         if (--g->left == 0)
@@ -381,33 +381,34 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
                     done();
                   },
                   [done](caf::error&) { done(); });
+      return g->rp;
     },
-    [self](pause_atom, const std::string& id) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+    [self](pause_atom, const std::string& id) -> caf::result<sandbox_info> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         return self->delegate(e.actor, pause_atom::value);
       });
     },
-    [self](resume_atom, const std::string& id) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+    [self](resume_atom, const std::string& id) -> caf::result<sandbox_info> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         return self->delegate(e.actor, resume_atom::value);
       });
     },
     [self](snapshot_atom, const std::string& id, std::string& name,
-           std::string& version) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           std::string& version) -> caf::result<snapshot_info> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<snapshot_info> {
         return self->delegate(e.actor, snapshot_atom::value, std::move(name), std::move(version));
       });
     },
     [self](network_atom, const std::string& id,
-           network_policy& policy) -> caf::result<caf::message> {
+           network_policy& policy) -> caf::result<bool> {
       if (auto valid = validate(policy); !valid)
         return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
         return self->delegate(e.actor, network_atom::value, std::move(policy));
       });
     },
     [self](update_atom, const std::string& id, std::string& cpu_class, bool set_network,
-           network_policy& policy) -> caf::result<caf::message> {
+           network_policy& policy) -> caf::result<sandbox_info> {
       if (cpu_class.empty() && !set_network)
         return to_caf(invalid_argument("update " + id + ": nothing to change"));
       if (!cpu_class.empty())
@@ -416,7 +417,7 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       if (set_network)
         if (auto valid = validate(policy); !valid)
           return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         return self->delegate(e.actor, update_atom::value, std::move(cpu_class), set_network,
                               std::move(policy));
       });
@@ -442,12 +443,12 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     [self](job_atom, const lbl_map& labels, bool pause) {
       return run_job_local(self, labels, pause);
     },
-    [self](destroy_atom, const std::string& id) -> caf::result<caf::message> {
+    [self](destroy_atom, const std::string& id) -> caf::result<bool> {
       if (!valid_sandbox_id(id))
         return to_caf(bad_id(id));
       auto it = self->state.sandboxes.find(id);
       if (it == self->state.sandboxes.end())
-        return caf::make_message(false); // idempotent: already gone
+        return false; // idempotent: already gone
       // The entry goes before the answer: a get, list or exec after destroy
       // returned must not find the sandbox (its gone_atom then finds nothing).
       auto rp = self->make_response_promise();
@@ -461,71 +462,59 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
       return rp;
     },
     [self](exec_atom, const std::string& id, exec_request& req,
-           uint64_t token) -> caf::result<caf::message> {
+           uint64_t token) -> caf::result<exec_result> {
       if (auto valid = validate(req); !valid)
         return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<exec_result> {
         return self->delegate(e.actor, exec_atom::value, std::move(req), token);
       });
     },
-    [self](stream_atom, const std::string& id, exec_request& req, chunk_sink& sink,
-           uint64_t token) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
-        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink),
-                              token);
-      });
-    },
-    // Native clients (the Python SDK) stream to an actor of theirs: every chunk
-    // reaches it as (stream_atom, token, exec_chunk) before the final answer,
-    // which leaves the node after the last chunk on the same connection.
-    [self](stream_atom, const std::string& id, exec_request& req, const caf::actor& sink,
-           uint64_t token) -> caf::result<caf::message> {
+    // Every chunk reaches `sink` before the answer (actors/chunk_relay.hpp).
+    [self](stream_atom, const std::string& id, exec_request& req, caf::actor& sink,
+           uint64_t token) -> caf::result<exec_result> {
       if (auto valid = validate(req); !valid)
         return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
-        chunk_sink fwd{[sink, token](exec_chunk c) {
-          caf::anon_send(sink, stream_atom::value, token, std::move(c));
-        }};
-        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(fwd), token);
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<exec_result> {
+        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink), token);
       });
     },
-    [self](bgexec_atom, const std::string& id, exec_request& req) -> caf::result<caf::message> {
+    [self](bgexec_atom, const std::string& id, exec_request& req) -> caf::result<background_process> {
       if (auto valid = validate(req); !valid)
         return to_caf(valid.err());
       if (!req.step.empty()) // a step's result is what the log keeps; a background one has none yet
         return to_caf(invalid_argument("exec: step cannot be combined with background"));
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
         return self->delegate(e.actor, bgexec_atom::value, std::move(req));
       });
     },
     [self](bgexec_atom, const std::string& id, exec_request& req,
-           bool keep_stdin) -> caf::result<caf::message> {
+           bool keep_stdin) -> caf::result<background_process> {
       if (auto valid = validate(req); !valid)
         return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
         return self->delegate(e.actor, bgexec_atom::value, std::move(req), keep_stdin);
       });
     },
     [self](stdin_atom, const std::string& id, int32_t pid, std::string& data,
-           bool close) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           bool close) -> caf::result<bool> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
         return self->delegate(e.actor, stdin_atom::value, pid, std::move(data), close);
       });
     },
-    [self](procs_atom, const std::string& id) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+    [self](procs_atom, const std::string& id) -> caf::result<std::vector<process_info>> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::vector<process_info>> {
         return self->delegate(e.actor, procs_atom::value);
       });
     },
     [self](proc_atom, const std::string& id, int32_t pid,
-           int64_t wait_ms) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           int64_t wait_ms) -> caf::result<background_process> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
         return self->delegate(e.actor, proc_atom::value, pid, wait_ms);
       });
     },
     [self](signal_atom, const std::string& id, int32_t pid, int32_t signo,
-           bool group) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           bool group) -> caf::result<bool> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
         return self->delegate(e.actor, signal_atom::value, pid, signo, group);
       });
     },
@@ -535,44 +524,44 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
         self->send(it->second.actor, cancel_atom::value, token);
     },
     [self](wfile_atom, const std::string& id, std::string& path,
-           std::string& data) -> caf::result<caf::message> {
+           std::string& data) -> caf::result<bool> {
       auto max = self->state.ctx->config.max_file_bytes;
       if (data.size() > max)
         return to_caf(too_large("write " + path + " in sandbox " + id + ": "
                                 + std::to_string(data.size()) + " bytes, over the node's limit of "
                                 + std::to_string(max)));
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
         return self->delegate(e.actor, wfile_atom::value, std::move(path), std::move(data));
       });
     },
     [self](rfile_atom, const std::string& id, std::string& path,
-           uint64_t max_bytes) -> caf::result<caf::message> {
+           uint64_t max_bytes) -> caf::result<std::string> {
       // A caller may ask for less than the node's limit, never more.
       max_bytes = std::min<uint64_t>(max_bytes, self->state.ctx->config.max_file_bytes);
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::string> {
         return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
       });
     },
     // A replay notes its source in the new sandbox's log (sandbox_replay.hpp).
     [self](rebuilt_atom, const std::string& id, std::string& source,
-           uint64_t upto) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           uint64_t upto) -> caf::result<bool> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
         return self->delegate(e.actor, rebuilt_atom::value, std::move(source), upto);
       });
     },
     [self](fsop_atom, const std::string& id, std::string& op, std::string& path, std::string& to,
-           int32_t depth) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+           int32_t depth) -> caf::result<std::vector<fs_entry>> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::vector<fs_entry>> {
         return self->delegate(e.actor, fsop_atom::value, std::move(op), std::move(path),
                               std::move(to), depth);
       });
     },
-    [self](setttl_atom, const std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<caf::message> {
+    [self](setttl_atom, const std::string& id, int64_t ttl_s) -> caf::result<sandbox_info> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         return self->delegate(e.actor, setttl_atom::value, ttl_s);
       });
     },
-    [self](layers_atom) {
+    [self](layers_atom) -> caf::result<std::vector<layer_info>> {
       auto rp = self->make_response_promise();
       auto src = self->state.ctx->layers;
       run_blocking(self, *self->state.ctx->pool, [src] { return src->list(); },
@@ -595,7 +584,7 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     },
     [self](gone_atom, const std::string& id) { on_gone(self, id); },
     // INTERNAL, reclaim: from the supervisor, the actor to reclaim with.
-    [self](reclaim_atom, const caf::actor& reclaim) { self->state.reclaim = reclaim; },
+    [self](reclaim_atom, const reclaim_actor& reclaim) { self->state.reclaim = reclaim; },
     // INTERNAL, reclaim: every sandbox, for a reclaim pass.
     [self](usage_atom) {
       std::vector<reclaim_target> out;
@@ -605,7 +594,7 @@ caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx) {
     },
     // INTERNAL, reclaim: the last pass's figures.
     [self](usage_atom, reclaim::memory_report& r) { apply_report(self->state, r); },
-    [self](shutdown_atom) {
+    [self](shutdown_atom) -> caf::result<bool> {
       auto& st = self->state;
       st.shutting_down = true;
       auto rp = self->make_response_promise();

@@ -43,6 +43,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/reclaim_policy.hpp"
 #include "core/types.hpp"
@@ -51,7 +52,7 @@ namespace dsec {
 
 /// One row of the sandbox table.
 struct sandbox_entry {
-  caf::actor actor;
+  sandbox_actor actor;
   sandbox_info info;
   sandbox_spec spec;
   /// What admission expected it to use, MiB (reclaim::expected_need_mb).
@@ -83,7 +84,7 @@ struct lifecycle_state {
   std::vector<caf::response_promise> shutdown_waiters;
   /// The reclaim actor (null in tests without one: creates are then admitted
   /// by count alone until a report arrives).
-  caf::actor reclaim;
+  reclaim_actor reclaim;
   measured_memory memory;
   /// request_id -> creates with that key that came while the first waited
   /// for a reclaim (admission); they run again once it is decided, so they
@@ -92,11 +93,11 @@ struct lifecycle_state {
     admitting;
 };
 
-using lifecycle_actor_ptr = caf::stateful_actor<lifecycle_state>*;
+using lifecycle_actor_ptr = lifecycle_actor::stateful_pointer<lifecycle_state>;
 
 /// The lifecycle actor's behavior (protocol in actors/interfaces.hpp). It
 /// adopts ctx->recovered before it answers anything.
-caf::behavior lifecycle_actor(lifecycle_actor_ptr self, node_context_ptr ctx);
+lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx);
 
 /// True if two specs ask for the same sandbox (request_id idempotency).
 bool same_request(const sandbox_spec& a, const sandbox_spec& b);

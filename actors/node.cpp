@@ -22,7 +22,6 @@
 
 #include "actors/atoms.hpp"
 #include "actors/gateway.hpp"
-#include "actors/fncall.hpp"
 #include "actors/image_fetch.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/node_supervisor.hpp"
@@ -311,25 +310,18 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
           const std::pair<std::string, uint16_t>& listen, sigset_t sigs) {
   auto sup = sys.spawn(node_supervisor, ctx);
   caf::scoped_actor self{sys};
-  caf::actor front, gateway; // front: the placement actor
+  placement_actor front; // published on --listen
+  caf::actor gateway;
+  image_fetch_actor fetch;
   self->request(sup, std::chrono::seconds(10), caf::get_atom::value)
-    .receive([&](caf::actor& f, caf::actor& g) { front = f, gateway = g; },
+    .receive([&](placement_actor& f, caf::actor& g,
+                 image_fetch_actor& i) { front = f, gateway = g, fetch = i; },
              [&](caf::error&) {});
-  // Layers this node lacks come from peers; a create's worker blocks on the
-  // image-fetch actor through the fetcher (actors/image_fetch.hpp). FnCall's
-  // warm pool starts warming now (actors/fncall.hpp). Both before the doors
-  // open: a call that comes as soon as /healthz answers finds them.
-  auto fetch = spawn_image_fetch(sys, ctx, front);
-  auto fncall = spawn_fncall_actor(sys, ctx);
-  node.layers->set_fetcher(make_layer_fetcher(sys, fetch));
-  auto stop_helpers = [&] {
-    node.layers->set_fetcher({}); // it refers to `sys`
-    sys.registry().erase(image_fetch_registry_name());
-    caf::anon_send_exit(fetch, caf::exit_reason::user_shutdown);
-    sys.registry().erase(fncall_atom::value);
-    self->send_exit(fncall, caf::exit_reason::user_shutdown);
-    self->wait_for(fncall); // its warm sandboxes go before the layers are unmounted
-  };
+  // Layers this node lacks come from peers: a create's worker blocks on the
+  // image-fetch actor through the fetcher (actors/image_fetch.hpp), set before
+  // the doors open so a call that comes as soon as /healthz answers finds it.
+  node.layers->set_fetcher(make_layer_fetcher(fetch));
+  auto stop_helpers = [&] { node.layers->set_fetcher({}); }; // it refers to the actors
   auto server = start_http_server(rest.first, rest.second, node.config.max_body_bytes,
                                   [gateway](http_call c) {
                                     caf::anon_send(gateway, http_atom::value, std::move(c));

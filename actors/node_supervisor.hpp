@@ -1,11 +1,15 @@
-// The node supervisor: the root of a node's actors. It spawns and monitors the
-// lifecycle, reclaim, placement, gossip and gateway actors, runs the orderly shutdown
-// (leave the cluster, destroy every sandbox, then stop the children) and takes
-// the node down when a child dies unexpectedly, so a broken node exits instead
-// of answering half its API.
+// The node supervisor: the root of a node's actors. It spawns and monitors
+// every one of them (lifecycle, reclaim, fncall, image fetch, placement,
+// gossip, gateway) and hands each the handles it talks to, so no actor finds
+// another through the registry. It runs the orderly shutdown (leave the
+// cluster, destroy every sandbox, stop the fncall pool and wait for it, then
+// stop the rest) and takes the node down when a child dies unexpectedly, so a
+// broken node exits instead of answering half its API.
 //
-//   (get_atom)      -> (caf::actor placement, caf::actor gateway): the front
-//                      door to publish on --listen, and the REST gateway
+//   (get_atom)      -> (placement_actor, caf::actor gateway, image_fetch_actor):
+//                      the front door to publish on --listen, the REST
+//                      gateway, and the image-fetch actor the layer source's
+//                      fetcher asks
 //   (shutdown_atom) -> nothing; the supervisor quits when shutdown is done
 #pragma once
 
@@ -13,6 +17,7 @@
 #include <caf/fwd.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 
 namespace dsec {
@@ -21,14 +26,20 @@ namespace dsec {
 struct supervisor_state {
   static inline const char* name = "node";
   node_context_ptr ctx;
-  caf::actor lifecycle;
+  lifecycle_actor lifecycle;
   /// Measures sandboxes and host memory, reclaims idle ones (actors/reclaim.hpp).
-  caf::actor reclaim;
-  caf::actor placement;
+  reclaim_actor reclaim;
+  /// The FnCall warm pool (detached) and layers from peers.
+  fncall_actor fncall;
+  image_fetch_actor fetch;
+  placement_actor placement;
   /// Null when the node runs without a gossip socket (tests).
   caf::actor gossip;
   caf::actor gateway;
   bool stopping = false;
+  /// The stop waits for fncall's down message, then quits with this reason.
+  bool waiting_for_fncall = false;
+  caf::error final_reason;
 };
 
 using supervisor_actor_ptr = caf::stateful_actor<supervisor_state>*;

@@ -4,11 +4,9 @@
 #include <algorithm>
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
-#include "actors/image_fetch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox_replay.hpp"
@@ -42,95 +40,35 @@ const member_info* find_member(placement_actor_ptr self, const std::string& id) 
   return nullptr;
 }
 
-// -- peer links ------------------------------------------------------------------
+// -- peers ----------------------------------------------------------------------
 
-/// Fails everything queued on or in flight to `node` and forgets its link.
-void drop_peer(placement_actor_ptr self, const std::string& node, const error& err) {
-  auto it = self->state.peers.find(node);
-  if (it == self->state.peers.end())
-    return;
-  auto link = std::move(it->second);
-  self->state.peers.erase(it);
-  for (auto& w : link.waiting)
-    w(caf::actor{}, err);
-  for (auto& [ticket, fail] : link.inflight)
-    fail(err);
-}
-
-/// Runs `f(handle, error)` once `node`'s placement actor is connected.
-void with_peer(placement_actor_ptr self, const std::string& node,
-               std::function<void(const caf::actor&, const error&)> f) {
+/// Sends `(xs...)` to `node`'s placement actor and hands its T answer (or
+/// error) to `done`. Fails at once if the peer's connection drops meanwhile.
+template <class T, class... Ts>
+void ask_peer(placement_actor_ptr self, const std::string& node, caf::duration timeout,
+              std::function<void(expected<T>)> done, Ts... xs) {
   auto* m = find_member(self, node);
   if (!m)
-    return f({}, not_found("node " + node + " is not a member of this cluster"));
-  auto& link = self->state.peers[node];
-  if (link.handle)
-    return f(link.handle, {});
-  link.waiting.push_back(std::move(f));
-  if (link.connecting)
-    return;
-  link.connecting = true;
-  auto hp = parse_host_port(m->address, false);
-  if (!hp)
-    return drop_peer(self, node, unavailable("node " + node + ": bad address " + m->address));
-  auto mm = self->home_system().middleman().actor_handle();
-  self->request(mm, caf::duration{connect_timeout}, caf::connect_atom::value, hp->first,
-                hp->second)
-    .then(
-      [self, node](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        auto it = self->state.peers.find(node);
-        if (it == self->state.peers.end())
-          return;
-        if (!ptr)
-          return drop_peer(self, node, unavailable("node " + node + " publishes no actor"));
-        auto& link = it->second;
-        link.connecting = false;
-        link.handle = caf::actor_cast<caf::actor>(std::move(ptr));
-        self->monitor(link.handle);
-        auto waiting = std::move(link.waiting);
-        link.waiting.clear();
-        for (auto& w : waiting)
-          w(link.handle, {});
-      },
-      [self, node](caf::error& err) {
-        drop_peer(self, node, unavailable("connect to node " + node + ": "
-                                          + self->home_system().render(err)));
-      });
-}
-
-/// Sends `msg` to `node`'s placement actor and hands its T answer (or error)
-/// to `done`. Fails at once if the peer's connection drops meanwhile.
-template <class T>
-void ask_peer(placement_actor_ptr self, const std::string& node, caf::message msg,
-              caf::duration timeout, std::function<void(expected<T>)> done) {
-  with_peer(self, node, [self, node, msg = std::move(msg), timeout,
-                         done](const caf::actor& peer, const error& err) mutable {
-    if (!peer)
-      return done(err);
-    auto ticket = ++self->state.next_ticket;
-    self->state.peers[node].inflight[ticket] = [done](const error& e) { done(e); };
-    auto settle = [self, node, ticket] {
-      auto it = self->state.peers.find(node);
-      return it != self->state.peers.end() && it->second.inflight.erase(ticket) > 0;
-    };
-    self->request(peer, timeout, std::move(msg))
-      .then([done, settle](T& x) { if (settle()) done(std::move(x)); },
-            [done, settle](caf::error& e) { if (settle()) done(from_caf(e)); });
-  });
+    return done(not_found("node " + node + " is not a member of this cluster"));
+  self->state.peers.template ask<T>(self, node, m->address, connect_timeout, timeout,
+                                    std::move(done), std::move(xs)...);
 }
 
 /// Forwards a call about one sandbox to its remote owner; the answer goes to
 /// the original requester.
-template <class T>
-caf::result<caf::message> forward(placement_actor_ptr self, const std::string& node,
-                                  caf::message msg, caf::duration timeout) {
+template <class T, class... Ts>
+caf::result<T> forward(placement_actor_ptr self, const std::string& node, caf::duration timeout,
+                       Ts... xs) {
   auto rp = self->make_response_promise();
-  ask_peer<T>(self, node, std::move(msg), timeout, [rp](expected<T> r) mutable {
-    if (r)
-      rp.deliver(std::move(*r));
-    else
-      rp.deliver(to_caf(r.err()));
-  });
+  ask_peer<T>(
+    self, node, timeout,
+    [rp](expected<T> r) mutable {
+      if (r)
+        rp.deliver(std::move(*r));
+      else
+        rp.deliver(to_caf(r.err()));
+    },
+    std::move(xs)...);
   return rp;
 }
 
@@ -162,15 +100,15 @@ route route_of(placement_actor_ptr self, const std::string& id) {
   return {route::remote, node, {}};
 }
 
-/// Routes a call about sandbox `id`: `msg` goes to the local lifecycle or to
-/// the owner's placement actor.
-template <class T>
-caf::result<caf::message> routed(placement_actor_ptr self, const std::string& id,
-                                 caf::message msg, caf::duration timeout) {
+/// Routes a call about sandbox `id`: `(xs...)` goes to the local lifecycle
+/// or to the owner's placement actor.
+template <class T, class... Ts>
+caf::result<T> routed(placement_actor_ptr self, const std::string& id, caf::duration timeout,
+                      Ts... xs) {
   auto r = route_of(self, id);
   switch (r.kind) {
-    case route::local: return self->delegate(self->state.lifecycle, std::move(msg));
-    case route::remote: return forward<T>(self, r.node, std::move(msg), timeout);
+    case route::local: return self->delegate(self->state.lifecycle, std::move(xs)...);
+    case route::remote: return forward<T>(self, r.node, timeout, std::move(xs)...);
     default: return to_caf(r.err);
   }
 }
@@ -234,11 +172,11 @@ void try_next(placement_actor_ptr self, walk_ptr w) {
             [done](caf::error& e) { done(from_caf(e)); });
     return;
   }
-  ask_peer<sandbox_info>(self, target, caf::make_message(create_atom::value, std::move(spec)),
-                         caf::duration{peer_timeout}, done);
+  ask_peer<sandbox_info>(self, target, caf::duration{peer_timeout}, done, create_atom::value,
+                         std::move(spec));
 }
 
-caf::result<caf::message> handle_create(placement_actor_ptr self, sandbox_spec& spec) {
+caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& spec) {
   auto& st = self->state;
   if (!spec.node.empty()) {
     if (spec.node == self_id(self))
@@ -248,9 +186,8 @@ caf::result<caf::message> handle_create(placement_actor_ptr self, sandbox_spec& 
       return to_caf(not_found("create: node \"" + spec.node + "\" is not "
                               + (m ? "alive (it is " + m->state + ")" : "a member of this cluster")));
     auto target = spec.node; // copied: `spec` moves into the message
-    return forward<sandbox_info>(self, target,
-                                 caf::make_message(create_atom::value, std::move(spec)),
-                                 caf::duration{peer_timeout});
+    return forward<sandbox_info>(self, target, caf::duration{peer_timeout}, create_atom::value,
+                                 std::move(spec));
   }
   if (st.view.size() <= 1) // alone (or no view yet): serve locally
     return self->delegate(st.lifecycle, create_atom::value, std::move(spec));
@@ -270,7 +207,8 @@ caf::result<caf::message> handle_create(placement_actor_ptr self, sandbox_spec& 
 
 // -- cluster-wide list -------------------------------------------------------------
 
-caf::result<caf::message> handle_list(placement_actor_ptr self, const lbl_map& labels) {
+caf::result<std::vector<sandbox_info>> handle_list(placement_actor_ptr self,
+                                                   const lbl_map& labels) {
   struct gather {
     caf::response_promise rp;
     std::vector<sandbox_info> out;
@@ -299,8 +237,11 @@ caf::result<caf::message> handle_list(placement_actor_ptr self, const lbl_map& l
   // A peer that does not answer in time is left out rather than failing the list.
   for (auto& p : peers)
     ask_peer<std::vector<sandbox_info>>(
-      self, p, caf::make_message(list_atom::value, labels, true), caf::duration{list_timeout},
-      [add](expected<std::vector<sandbox_info>> r) { add(r ? std::move(*r) : std::vector<sandbox_info>{}); });
+      self, p, caf::duration{list_timeout},
+      [add](expected<std::vector<sandbox_info>> r) {
+        add(r ? std::move(*r) : std::vector<sandbox_info>{});
+      },
+      list_atom::value, labels, true);
   return g->rp;
 }
 
@@ -331,14 +272,11 @@ void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   }
   st.view = std::move(view);
   // Links to members that died or left fail their calls now, not at TCP timeout.
-  std::vector<std::string> gone;
-  for (auto& [id, link] : st.peers) {
+  for (auto& id : st.peers.nodes()) {
     auto* m = find_member(self, id);
     if (!m || m->state == "dead" || m->state == "left")
-      gone.push_back(id);
+      st.peers.drop(id, unavailable("node " + id + " left the cluster or died"));
   }
-  for (auto& id : gone)
-    drop_peer(self, id, unavailable("node " + id + " left the cluster or died"));
 }
 
 } // namespace
@@ -349,32 +287,33 @@ std::string live_owner(placement_actor_ptr self, const std::string& id) {
   return r.kind == route::remote ? r.node : std::string{};
 }
 
-void ask_text(placement_actor_ptr self, const std::string& node, caf::message msg,
-              std::function<void(expected<std::string>)> done) {
-  ask_peer<std::string>(self, node, std::move(msg), caf::duration{peer_timeout}, std::move(done));
+void ask_trajectory(placement_actor_ptr self, const std::string& node, const std::string& id,
+                    int64_t since, std::function<void(expected<std::string>)> done) {
+  ask_peer<std::string>(self, node, caf::duration{peer_timeout}, std::move(done),
+                        traj_atom::value, id, since);
 }
 
-void ask_sandbox(placement_actor_ptr self, const std::string& node, caf::message msg,
-                 caf::duration timeout, std::function<void(expected<sandbox_info>)> done) {
-  ask_peer<sandbox_info>(self, node, std::move(msg), timeout, std::move(done));
+void ask_replay(placement_actor_ptr self, const std::string& node, const std::string& id,
+                int64_t upto, caf::duration timeout,
+                std::function<void(expected<sandbox_info>)> done) {
+  ask_peer<sandbox_info>(self, node, timeout, std::move(done), replay_atom::value, id, upto);
 }
 
-caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
-                              caf::actor lifecycle) {
-  self->state.ctx = std::move(ctx);
-  self->state.lifecycle = std::move(lifecycle);
+placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node_context_ptr ctx,
+                                                  lifecycle_actor lifecycle,
+                                                  image_fetch_actor fetch, fncall_actor fncall) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.lifecycle = std::move(lifecycle);
+  st.fetch = std::move(fetch);
+  st.fncall = std::move(fncall);
   self->set_down_handler([self](caf::down_msg& dm) {
-    for (auto& [id, link] : self->state.peers)
-      if (link.handle && link.handle.address() == dm.source) {
-        auto node = id;
-        drop_peer(self, node, unavailable("node " + node + " went away ("
-                                          + self->home_system().render(dm.reason) + ")"));
-        return;
-      }
+    self->state.peers.on_down(dm.source, self->home_system().render(dm.reason));
   });
+  auto timeout = caf::duration{peer_timeout};
   return {
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
-    [self](info_atom, std::string& id) -> caf::result<caf::message> {
+    [self, timeout](info_atom, std::string& id) -> caf::result<sandbox_info> {
       auto r = route_of(self, id);
       if (r.kind == route::lost) { // answered, not failed: the caller sees `lost`
         sandbox_info info;
@@ -382,237 +321,168 @@ caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
         info.node = r.node;
         info.state = sandbox_state::lost;
         info.reason = "node " + r.node + " is gone";
-        return caf::make_message(std::move(info));
+        return info;
       }
-      return routed<sandbox_info>(self, id, caf::make_message(info_atom::value, id),
-                                  caf::duration{peer_timeout});
+      return routed<sandbox_info>(self, id, timeout, info_atom::value, id);
     },
     [self](list_atom, const lbl_map& labels) { return handle_list(self, labels); },
     // A peer's part of a cluster-wide list: this node's own sandboxes.
-    [self](list_atom, lbl_map& labels, bool) -> caf::result<caf::message> {
+    [self](list_atom, lbl_map& labels, bool) {
       return self->delegate(self->state.lifecycle, list_atom::value, std::move(labels));
     },
     // Job-level pause/resume, cluster-wide (actors/job_ops.hpp); a peer's
     // part is its own sandboxes.
     [self](job_atom, const lbl_map& labels, bool pause) {
       return run_job_cluster(self, labels, pause,
-                             [self](const std::string& node, caf::message msg,
-                                    std::function<void(expected<job_result>)> done) {
-                               ask_peer<job_result>(self, node, std::move(msg),
-                                                    caf::duration{peer_timeout + 30s},
-                                                    std::move(done));
+                             [self, labels, pause](const std::string& node,
+                                                   std::function<void(expected<job_result>)> done) {
+                               ask_peer<job_result>(self, node, caf::duration{peer_timeout + 30s},
+                                                    std::move(done), job_atom::value, labels,
+                                                    pause, true);
                              });
     },
-    [self](job_atom, lbl_map& labels, bool pause, bool) -> caf::result<caf::message> {
+    [self](job_atom, lbl_map& labels, bool pause, bool) {
       return self->delegate(self->state.lifecycle, job_atom::value, std::move(labels), pause);
     },
-    [self](destroy_atom, std::string& id) -> caf::result<caf::message> {
+    [self, timeout](destroy_atom, std::string& id) -> caf::result<bool> {
       if (route_of(self, id).kind == route::lost)
-        return caf::make_message(false); // idempotent: it is gone with its node
-      return routed<bool>(self, id, caf::make_message(destroy_atom::value, id),
-                          caf::duration{peer_timeout});
+        return false; // idempotent: it is gone with its node
+      return routed<bool>(self, id, timeout, destroy_atom::value, id);
     },
     [self](exec_atom, std::string& id, exec_request& req,
-           uint64_t token) -> caf::result<caf::message> {
+           uint64_t token) -> caf::result<exec_result> {
       stamp(req); // a forwarded exec is stamped again by its owner
-      auto timeout = exec_timeout(req);
-      return routed<exec_result>(self, id,
-                                 caf::make_message(exec_atom::value, id, std::move(req), token),
-                                 timeout);
+      auto bound = exec_timeout(req);
+      return routed<exec_result>(self, id, bound, exec_atom::value, id, std::move(req), token);
     },
+    // The sink may be on any node: the owner sends it the chunks
+    // (actors/chunk_relay.hpp).
     [self](stream_atom, std::string& id, exec_request& req, caf::actor& sink,
-           uint64_t token) -> caf::result<caf::message> {
+           uint64_t token) -> caf::result<exec_result> {
       stamp(req);
-      auto timeout = exec_timeout(req);
-      return routed<exec_result>(
-        self, id, caf::make_message(stream_atom::value, id, std::move(req), sink, token), timeout);
+      auto bound = exec_timeout(req);
+      return routed<exec_result>(self, id, bound, stream_atom::value, id, std::move(req),
+                                 std::move(sink), token);
     },
-    // The gateway's in-process sink cannot cross nodes: a local relay actor
-    // takes the remote chunks and feeds the sink.
-    [self](stream_atom, std::string& id, exec_request& req, chunk_sink& sink,
-           uint64_t token) -> caf::result<caf::message> {
+    [self, timeout](bgexec_atom, std::string& id,
+                    exec_request& req) -> caf::result<background_process> {
       stamp(req);
-      auto r = route_of(self, id);
-      if (r.kind != route::remote)
-        return routed<exec_result>(
-          self, id, caf::make_message(stream_atom::value, id, std::move(req), std::move(sink), token),
-          exec_timeout(req));
-      // The owner sends the chunks to the relay and the result to us over one
-      // connection, so the chunks are in the relay's mailbox before the
-      // result reaches us: a shutdown request queued behind them answers once
-      // the relay has fed them all to the sink (an exit message would jump
-      // the queue and drop the last chunks).
-      auto relay = self->spawn([fn = std::move(sink.fn)](caf::event_based_actor* relay_self)
-                                 -> caf::behavior {
-        return {[fn](stream_atom, uint64_t, exec_chunk& c) { fn(std::move(c)); },
-                [relay_self](shutdown_atom) {
-                  relay_self->quit();
-                  return true;
-                }};
-      });
-      auto rp = self->make_response_promise();
-      auto timeout = exec_timeout(req);
-      ask_peer<exec_result>(
-        self, r.node, caf::make_message(stream_atom::value, id, std::move(req), relay, token),
-        timeout, [self, rp, relay](expected<exec_result> res) mutable {
-          auto out = std::make_shared<expected<exec_result>>(std::move(res));
-          auto deliver = [rp, out]() mutable {
-            if (*out)
-              rp.deliver(std::move(**out));
-            else
-              rp.deliver(to_caf(out->err()));
-          };
-          self->request(relay, std::chrono::seconds(10), shutdown_atom::value)
-            .then([deliver](bool) mutable { deliver(); },
-                  [deliver, relay](caf::error&) mutable {
-                    caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-                    deliver();
-                  });
-        });
-      return rp;
+      return routed<background_process>(self, id, timeout, bgexec_atom::value, id,
+                                        std::move(req));
     },
-    [self](bgexec_atom, std::string& id, exec_request& req) -> caf::result<caf::message> {
+    [self, timeout](bgexec_atom, std::string& id, exec_request& req,
+                    bool keep_stdin) -> caf::result<background_process> {
       stamp(req);
-      return routed<background_process>(self, id,
-                                         caf::make_message(bgexec_atom::value, id, std::move(req)),
-                                         caf::duration{peer_timeout});
+      return routed<background_process>(self, id, timeout, bgexec_atom::value, id,
+                                        std::move(req), keep_stdin);
     },
-    [self](bgexec_atom, std::string& id, exec_request& req,
-           bool keep_stdin) -> caf::result<caf::message> {
-      stamp(req);
-      return routed<background_process>(
-        self, id, caf::make_message(bgexec_atom::value, id, std::move(req), keep_stdin),
-        caf::duration{peer_timeout});
+    [self, timeout](stdin_atom, std::string& id, int32_t pid, std::string& data,
+                    bool close) -> caf::result<bool> {
+      return routed<bool>(self, id, timeout, stdin_atom::value, id, pid, std::move(data), close);
     },
-    [self](stdin_atom, std::string& id, int32_t pid, std::string& data,
-           bool close) -> caf::result<caf::message> {
-      return routed<bool>(self, id,
-                          caf::make_message(stdin_atom::value, id, pid, std::move(data), close),
-                          caf::duration{peer_timeout});
-    },
-    [self](procs_atom, std::string& id) -> caf::result<caf::message> {
-      return routed<std::vector<process_info>>(self, id, caf::make_message(procs_atom::value, id),
-                                               caf::duration{peer_timeout});
+    [self, timeout](procs_atom, std::string& id) -> caf::result<std::vector<process_info>> {
+      return routed<std::vector<process_info>>(self, id, timeout, procs_atom::value, id);
     },
     // A wait is answered after up to wait_ms: the route waits that long too.
-    [self](proc_atom, std::string& id, int32_t pid, int64_t wait_ms) -> caf::result<caf::message> {
-      auto bound = caf::duration{peer_timeout + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0))};
-      return routed<background_process>(self, id,
-                                         caf::make_message(proc_atom::value, id, pid, wait_ms),
-                                         bound);
+    [self](proc_atom, std::string& id, int32_t pid,
+           int64_t wait_ms) -> caf::result<background_process> {
+      auto bound = caf::duration{peer_timeout
+                                 + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0))};
+      return routed<background_process>(self, id, bound, proc_atom::value, id, pid, wait_ms);
     },
-    [self](signal_atom, std::string& id, int32_t pid, int32_t signo,
-           bool group) -> caf::result<caf::message> {
-      return routed<bool>(self, id, caf::make_message(signal_atom::value, id, pid, signo, group),
-                          caf::duration{peer_timeout});
+    [self, timeout](signal_atom, std::string& id, int32_t pid, int32_t signo,
+                    bool group) -> caf::result<bool> {
+      return routed<bool>(self, id, timeout, signal_atom::value, id, pid, signo, group);
     },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto r = route_of(self, id);
-      if (r.kind == route::local)
+      if (r.kind == route::local) {
         self->send(self->state.lifecycle, cancel_atom::value, id, token);
-      else if (r.kind == route::remote)
-        with_peer(self, r.node, [self, id, token](const caf::actor& peer, const error&) {
-          if (peer)
-            self->send(peer, cancel_atom::value, id, token);
-        });
+        return;
+      }
+      if (r.kind != route::remote)
+        return;
+      auto* m = find_member(self, r.node);
+      self->state.peers.with(self, r.node, m ? m->address : std::string{}, connect_timeout,
+                             [self, id, token](const placement_actor& peer, const error&) {
+                               if (peer)
+                                 self->send(peer, cancel_atom::value, id, token);
+                             });
     },
-    [self](wfile_atom, std::string& id, std::string& path,
-           std::string& data) -> caf::result<caf::message> {
-      return routed<bool>(self, id,
-                          caf::make_message(wfile_atom::value, id, std::move(path), std::move(data)),
-                          caf::duration{peer_timeout});
+    [self, timeout](wfile_atom, std::string& id, std::string& path,
+                    std::string& data) -> caf::result<bool> {
+      return routed<bool>(self, id, timeout, wfile_atom::value, id, std::move(path),
+                          std::move(data));
     },
-    [self](rfile_atom, std::string& id, std::string& path,
-           uint64_t max_bytes) -> caf::result<caf::message> {
-      return routed<std::string>(self, id,
-                                 caf::make_message(rfile_atom::value, id, std::move(path), max_bytes),
-                                 caf::duration{peer_timeout});
+    [self, timeout](rfile_atom, std::string& id, std::string& path,
+                    uint64_t max_bytes) -> caf::result<std::string> {
+      return routed<std::string>(self, id, timeout, rfile_atom::value, id, std::move(path),
+                                 max_bytes);
     },
-    [self](fsop_atom, std::string& id, std::string& op, std::string& path, std::string& to,
-           int32_t depth) -> caf::result<caf::message> {
-      return routed<std::vector<fs_entry>>(
-        self, id,
-        caf::make_message(fsop_atom::value, id, std::move(op), std::move(path), std::move(to),
-                          depth),
-        caf::duration{peer_timeout});
+    [self, timeout](fsop_atom, std::string& id, std::string& op, std::string& path,
+                    std::string& to, int32_t depth) -> caf::result<std::vector<fs_entry>> {
+      return routed<std::vector<fs_entry>>(self, id, timeout, fsop_atom::value, id,
+                                           std::move(op), std::move(path), std::move(to), depth);
     },
-    [self](setttl_atom, std::string& id, int64_t ttl_s) -> caf::result<caf::message> {
-      return routed<sandbox_info>(self, id, caf::make_message(setttl_atom::value, id, ttl_s),
-                                  caf::duration{peer_timeout});
+    [self, timeout](setttl_atom, std::string& id, int64_t ttl_s) -> caf::result<sandbox_info> {
+      return routed<sandbox_info>(self, id, timeout, setttl_atom::value, id, ttl_s);
     },
-    [self](pause_atom, std::string& id) -> caf::result<caf::message> {
-      return routed<sandbox_info>(self, id, caf::make_message(pause_atom::value, id),
-                                  caf::duration{peer_timeout});
+    [self, timeout](pause_atom, std::string& id) -> caf::result<sandbox_info> {
+      return routed<sandbox_info>(self, id, timeout, pause_atom::value, id);
     },
-    [self](resume_atom, std::string& id) -> caf::result<caf::message> {
-      return routed<sandbox_info>(self, id, caf::make_message(resume_atom::value, id),
-                                  caf::duration{peer_timeout});
+    [self, timeout](resume_atom, std::string& id) -> caf::result<sandbox_info> {
+      return routed<sandbox_info>(self, id, timeout, resume_atom::value, id);
     },
-    [self](snapshot_atom, std::string& id, std::string& name,
-           std::string& version) -> caf::result<caf::message> {
-      return routed<snapshot_info>(self, id,
-                                   caf::make_message(snapshot_atom::value, id, std::move(name),
-                                                     std::move(version)),
-                                   caf::duration{peer_timeout});
+    [self, timeout](snapshot_atom, std::string& id, std::string& name,
+                    std::string& version) -> caf::result<snapshot_info> {
+      return routed<snapshot_info>(self, id, timeout, snapshot_atom::value, id, std::move(name),
+                                   std::move(version));
     },
-    [self](network_atom, std::string& id, network_policy& policy) -> caf::result<caf::message> {
-      return routed<bool>(self, id, caf::make_message(network_atom::value, id, std::move(policy)),
-                          caf::duration{peer_timeout});
+    [self, timeout](network_atom, std::string& id,
+                    network_policy& policy) -> caf::result<bool> {
+      return routed<bool>(self, id, timeout, network_atom::value, id, std::move(policy));
     },
-    [self](update_atom, std::string& id, std::string& cpu_class, bool set_network,
-           network_policy& policy) -> caf::result<caf::message> {
-      return routed<sandbox_info>(self, id,
-                                  caf::make_message(update_atom::value, id, std::move(cpu_class),
-                                                    set_network, std::move(policy)),
-                                  caf::duration{peer_timeout});
+    [self, timeout](update_atom, std::string& id, std::string& cpu_class, bool set_network,
+                    network_policy& policy) -> caf::result<sandbox_info> {
+      return routed<sandbox_info>(self, id, timeout, update_atom::value, id,
+                                  std::move(cpu_class), set_network, std::move(policy));
     },
-    // Trajectory log (placement_trajectory.cpp): served by a live owner,
+    [self, timeout](rebuilt_atom, std::string& id, std::string& source,
+                    uint64_t upto) -> caf::result<bool> {
+      return routed<bool>(self, id, timeout, rebuilt_atom::value, id, std::move(source), upto);
+    },
+    // Trajectory log (actors/sandbox_replay.hpp): served by a live owner,
     // else from this node's --trajectory-dir (shared in a cluster).
     [self](traj_atom, std::string& id, int64_t since) {
       return placement_trajectory(self, id, since);
     },
     [self](replay_atom, std::string& id, int64_t upto) { return placement_replay(self, id, upto); },
     [](cont_atom, continuation& c) { c.fn(); }, // INTERNAL: their disk reads' results
-    [self](rebuilt_atom, std::string& id, std::string& source,
-           uint64_t upto) -> caf::result<caf::message> {
-      return routed<bool>(self, id,
-                          caf::make_message(rebuilt_atom::value, id, std::move(source), upto),
-                          caf::duration{peer_timeout});
-    },
-    [self](layers_atom) -> caf::result<caf::message> {
-      return self->delegate(self->state.lifecycle, layers_atom::value);
-    },
-    [self](metrics_atom) -> caf::result<caf::message> {
-      return self->delegate(self->state.lifecycle, metrics_atom::value);
-    },
+    [self](layers_atom) { return self->delegate(self->state.lifecycle, layers_atom::value); },
+    [self](metrics_atom) { return self->delegate(self->state.lifecycle, metrics_atom::value); },
+    [self](status_atom) { return self->delegate(self->state.lifecycle, status_atom::value); },
     // FnCall (actors/fncall.hpp): served by this node's warm pool.
-    [self](fncall_atom, fncall_request& req) -> caf::result<caf::message> {
-      auto fn = self->home_system().registry().get(fncall_atom::value);
-      if (!fn)
+    [self](fncall_atom, fncall_request& req) -> caf::result<exec_result> {
+      if (!self->state.fncall)
         return to_caf(unavailable("node " + self_id(self) + ": fncall is not running"));
-      return self->delegate(caf::actor_cast<caf::actor>(fn), fncall_atom::value, std::move(req));
+      return self->delegate(self->state.fncall, fncall_atom::value, std::move(req));
     },
     // Image fetch from peers (actors/image_fetch.hpp): what this node holds
     // of `ref`, and part of an image, both served by the image-fetch actor.
-    [self](fetch_atom, std::string& ref) -> caf::result<caf::message> {
-      auto fetch = image_fetch_of(self->home_system());
-      if (!fetch)
+    [self](fetch_atom, std::string& ref) -> caf::result<layer_info> {
+      if (!self->state.fetch)
         return to_caf(unavailable("node " + self_id(self) + ": image fetch is not running"));
-      return self->delegate(fetch, info_atom::value, std::move(ref));
+      return self->delegate(self->state.fetch, info_atom::value, std::move(ref));
     },
     [self](blob_atom, std::string& digest, uint64_t offset,
-           uint32_t len) -> caf::result<caf::message> {
-      auto fetch = image_fetch_of(self->home_system());
-      if (!fetch)
+           uint32_t len) -> caf::result<std::string> {
+      if (!self->state.fetch)
         return to_caf(unavailable("node " + self_id(self) + ": image fetch is not running"));
-      return self->delegate(fetch, blob_atom::value, std::move(digest), offset, len);
-    },
-    [self](status_atom) -> caf::result<caf::message> {
-      return self->delegate(self->state.lifecycle, status_atom::value);
+      return self->delegate(self->state.fetch, blob_atom::value, std::move(digest), offset, len);
     },
     // The view, with this node's own entry fresh from the lifecycle (gossip
     // reports are up to a second old).
-    [self](nodes_atom) {
+    [self](nodes_atom) -> caf::result<std::vector<member_info>> {
       auto rp = self->make_response_promise();
       self->request(self->state.lifecycle, caf::duration{list_timeout}, status_atom::value)
         .then(

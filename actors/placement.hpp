@@ -25,48 +25,56 @@
 #include <map>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
-#include <caf/stateful_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
+#include "actors/peer_links.hpp"
 #include "actors/placement_policy.hpp"
 
 namespace dsec {
-
-/// A connection to one peer's placement actor.
-struct peer_link {
-  caf::actor handle;
-  bool connecting = false;
-  /// Calls that wait for the connection: run with the handle, or with an error.
-  std::vector<std::function<void(const caf::actor&, const error&)>> waiting;
-  /// Calls in flight to the peer: failed at once if its connection drops.
-  std::unordered_map<uint64_t, std::function<void(const error&)>> inflight;
-};
 
 /// State of the placement actor.
 struct placement_state {
   static inline const char* name = "placement";
   node_context_ptr ctx;
-  caf::actor lifecycle;
+  lifecycle_actor lifecycle;
+  /// Serve peers' image requests and this node's function calls.
+  image_fetch_actor fetch;
+  fncall_actor fncall;
   /// The gossip view (self included), pushed by the gossip actor.
   std::vector<member_info> view;
-  std::unordered_map<std::string, peer_link> peers;
+  /// Connections to peers' placement actors (actors/peer_links.hpp).
+  peer_links<placement_actor> peers;
   /// Creates sent to each node since its last load report (anti-herding).
   std::map<std::string, int64_t> placed;
   placement::policy policy;
   std::mt19937_64 rng{std::random_device{}()};
-  uint64_t next_ticket = 0;
 };
 
-using placement_actor_ptr = caf::stateful_actor<placement_state>*;
+using placement_actor_ptr = placement_actor::stateful_pointer<placement_state>;
 
 /// The placement actor's behavior. Until the gossip actor pushes a view, the
-/// node knows only itself and serves everything locally.
-caf::behavior placement_actor(placement_actor_ptr self, node_context_ptr ctx,
-                              caf::actor lifecycle);
+/// node knows only itself and serves everything locally. `fetch` and `fncall`
+/// may be null (tests): their rows then answer `unavailable`.
+placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node_context_ptr ctx,
+                                                  lifecycle_actor lifecycle,
+                                                  image_fetch_actor fetch, fncall_actor fncall);
+
+// -- for the trajectory rows (actors/sandbox_replay.cpp) -------------------------
+
+/// The owner of `id` if it is a live peer, else empty (this node serves it).
+std::string live_owner(placement_actor_ptr self, const std::string& id);
+
+/// Asks `node` for `id`'s log (traj_atom); `done` gets the text or the error.
+void ask_trajectory(placement_actor_ptr self, const std::string& node, const std::string& id,
+                    int64_t since, std::function<void(expected<std::string>)> done);
+
+/// Asks `node` to rebuild `id` (replay_atom); `done` gets the new sandbox.
+void ask_replay(placement_actor_ptr self, const std::string& node, const std::string& id,
+                int64_t upto, caf::duration timeout,
+                std::function<void(expected<sandbox_info>)> done);
 
 } // namespace dsec

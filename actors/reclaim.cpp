@@ -306,8 +306,8 @@ reclaim_options reclaim_options_from(const node_config& cfg) {
   return o;
 }
 
-caf::behavior reclaim_actor(reclaim_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                            reclaim_options opt) {
+reclaim_actor::behavior_type reclaim_behavior(reclaim_actor_ptr self, node_context_ptr ctx,
+                                              lifecycle_actor lifecycle, reclaim_options opt) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
@@ -325,7 +325,7 @@ caf::behavior reclaim_actor(reclaim_actor_ptr self, node_context_ptr ctx, caf::a
       self->delayed_send(self, std::chrono::milliseconds(self->state.opt.interval_ms),
                          caf::tick_atom::value);
     },
-    [self](reclaim_atom) {
+    [self](reclaim_atom) -> caf::result<reclaim::memory_report> {
       auto rp = self->make_response_promise();
       self->state.waiters.push_back(rp);
       begin_pass(self); // or the next one, when a pass is running

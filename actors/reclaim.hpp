@@ -31,6 +31,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/reclaim_policy.hpp"
 
@@ -57,7 +58,7 @@ reclaim_options reclaim_options_from(const node_config& cfg);
 struct reclaim_entry {
   reclaim::tracked t;
   sandbox_state state = sandbox_state::creating;
-  caf::actor actor;
+  sandbox_actor actor;
   std::weak_ptr<backends::sandbox> sb;
   /// Its backend cannot measure or reclaim (logged once).
   bool usage_failed = false;
@@ -68,7 +69,7 @@ struct reclaim_entry {
 struct reclaim_state {
   static inline const char* name = "reclaim";
   node_context_ptr ctx;
-  caf::actor lifecycle;
+  lifecycle_actor lifecycle;
   reclaim_options opt;
   std::map<std::string, reclaim_entry> sandboxes;
   reclaim::host_memory host;
@@ -81,10 +82,10 @@ struct reclaim_state {
   int64_t passes = 0;
 };
 
-using reclaim_actor_ptr = caf::stateful_actor<reclaim_state>*;
+using reclaim_actor_ptr = reclaim_actor::stateful_pointer<reclaim_state>;
 
 /// Starts ticking at once (the first sample comes before the first create).
-caf::behavior reclaim_actor(reclaim_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                            reclaim_options opt);
+reclaim_actor::behavior_type reclaim_behavior(reclaim_actor_ptr self, node_context_ptr ctx,
+                                              lifecycle_actor lifecycle, reclaim_options opt);
 
 } // namespace dsec

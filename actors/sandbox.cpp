@@ -10,6 +10,7 @@
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/chunk_relay.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_ttl.hpp"
@@ -311,8 +312,7 @@ void file_op(sandbox_actor_ptr self, caf::response_promise rp, Work work) {
 
 /// Pause or resume: `to` is the state after it. Idempotent: a sandbox
 /// already in `to` answers at once.
-void change_pause(sandbox_actor_ptr self, bool pause) {
-  auto rp = self->make_response_promise();
+void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause) {
   auto& st = self->state;
   auto to = pause ? sandbox_state::paused : sandbox_state::running;
   if (st.info.state == to && !st.destroying && !st.changing) {
@@ -454,7 +454,7 @@ void watch_exit(sandbox_actor_ptr self) {
   });
 }
 
-caf::behavior sandbox_behavior(sandbox_actor_ptr self);
+sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self);
 
 } // namespace
 
@@ -513,19 +513,22 @@ sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& nod
   return info;
 }
 
-caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                            std::string id, sandbox_spec spec) {
+sandbox_actor::behavior_type sandbox_behavior(sandbox_actor_ptr self, node_context_ptr ctx,
+                                              lifecycle_actor lifecycle, std::string id,
+                                              sandbox_spec spec) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
   st.info = initial_info(id, st.ctx->config.node_id, spec);
   st.log = make_trajectory(*st.ctx, id, spec);
   st.spec = std::move(spec);
-  return sandbox_behavior(self);
+  return sandbox_handlers(self);
 }
 
-caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx,
-                                    caf::actor lifecycle, recovered_sandbox rec) {
+sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
+                                                      node_context_ptr ctx,
+                                                      lifecycle_actor lifecycle,
+                                                      recovered_sandbox rec) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
@@ -536,14 +539,14 @@ caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx
   st.digests = std::move(rec.digests);
   ttl_adopt(self, rec); // paused again if it was
   watch_exit(self);
-  return sandbox_behavior(self);
+  return sandbox_handlers(self);
 }
 
 namespace {
 
-caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
+sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
   return {
-    [self](start_atom) {
+    [self](start_atom) -> caf::result<sandbox_info> {
       auto rp = self->make_response_promise();
       auto ctx = self->state.ctx;
       auto id = self->state.info.id;
@@ -574,13 +577,19 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
                        begin_destroy(self, "");
                      }
                    });
+      return rp;
     },
-    [self](exec_atom, exec_request& req, uint64_t token) {
-      trajectory_exec(self, self->make_response_promise(), std::move(req), nullptr, token);
+    [self](exec_atom, exec_request& req, uint64_t token) -> caf::result<exec_result> {
+      auto rp = self->make_response_promise();
+      trajectory_exec(self, rp, std::move(req), nullptr, token);
+      return rp;
     },
-    [self](stream_atom, exec_request& req, chunk_sink& sink, uint64_t token) {
-      trajectory_exec(self, self->make_response_promise(), std::move(req), std::move(sink.fn),
-                      token);
+    // Every chunk goes to `sink` before the answer (actors/chunk_relay.hpp).
+    [self](stream_atom, exec_request& req, caf::actor& sink,
+           uint64_t token) -> caf::result<exec_result> {
+      auto rp = self->make_response_promise();
+      trajectory_exec(self, rp, std::move(req), chunk_sender(std::move(sink), token), token);
+      return rp;
     },
     [self](cancel_atom, uint64_t token) {
       auto& st = self->state;
@@ -590,27 +599,35 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
       else if (!st.after_resume.empty()) // it may wait for a resume
         st.cancelled_early.insert(token);
     },
-    [self](wfile_atom, std::string& path, std::string& data) {
-      trajectory_write_file(self, self->make_response_promise(), std::move(path), std::move(data));
+    [self](wfile_atom, std::string& path, std::string& data) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      trajectory_write_file(self, rp, std::move(path), std::move(data));
+      return rp;
     },
     // The log notes a rebuild (actors/sandbox_replay.hpp).
-    [self](rebuilt_atom, std::string& source, uint64_t upto) {
+    [self](rebuilt_atom, std::string& source, uint64_t upto) -> caf::result<bool> {
       trajectory::record rec;
       rec.kind = "rebuilt";
       rec.source = std::move(source);
       rec.upto_seq = upto;
-      trajectory_note(self, self->make_response_promise(), std::move(rec));
+      auto rp = self->make_response_promise();
+      trajectory_note(self, rp, std::move(rec));
+      return rp;
     },
-    [self](rfile_atom, std::string& path, uint64_t max_bytes) {
-      file_op(self, self->make_response_promise(), [path, max_bytes](backends::sandbox& sb) {
+    [self](rfile_atom, std::string& path, uint64_t max_bytes) -> caf::result<std::string> {
+      auto rp = self->make_response_promise();
+      file_op(self, rp, [path, max_bytes](backends::sandbox& sb) {
         return sb.read_file(path, static_cast<size_t>(max_bytes));
       });
+      return rp;
     },
-    [self](fsop_atom, std::string& op, std::string& path, std::string& to, int32_t depth) {
-      file_op(self, self->make_response_promise(),
-              [op, path, to, depth](backends::sandbox& sb) {
-                return sb.file_op(op, path, to, depth);
-              });
+    [self](fsop_atom, std::string& op, std::string& path, std::string& to,
+           int32_t depth) -> caf::result<std::vector<fs_entry>> {
+      auto rp = self->make_response_promise();
+      file_op(self, rp, [op, path, to, depth](backends::sandbox& sb) {
+        return sb.file_op(op, path, to, depth);
+      });
+      return rp;
     },
     // A new TTL from now (E2B setTimeout / connect); 0 = none. Counts
     // running time like any TTL: on a paused sandbox it starts at resume.
@@ -633,28 +650,44 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     // The reclaim actor measures and squeezes the backend sandbox itself,
     // on the worker pool (actors/reclaim.hpp); weak, empty before it runs.
     [self](usage_atom) { return backend_ref{self->state.sb}; },
-    [self](pause_atom) { change_pause(self, true); },
-    [self](resume_atom) { change_pause(self, false); },
-    [self](snapshot_atom, std::string& name, std::string& version) {
-      start_snapshot(self, self->make_response_promise(), std::move(name), std::move(version));
+    [self](pause_atom) -> caf::result<sandbox_info> {
+      auto rp = self->make_response_promise();
+      change_pause(self, rp, true);
+      return rp;
     },
-    [self](network_atom, network_policy& policy) {
-      set_network(self, self->make_response_promise(), std::move(policy));
+    [self](resume_atom) -> caf::result<sandbox_info> {
+      auto rp = self->make_response_promise();
+      change_pause(self, rp, false);
+      return rp;
     },
-    [self](update_atom, std::string& cls, bool set_net, network_policy& policy) {
-      update_sandbox(self, self->make_response_promise(), std::move(cls), set_net,
-                     std::move(policy));
+    [self](snapshot_atom, std::string& name,
+           std::string& version) -> caf::result<snapshot_info> {
+      auto rp = self->make_response_promise();
+      start_snapshot(self, rp, std::move(name), std::move(version));
+      return rp;
     },
-    [self](destroy_atom) {
+    [self](network_atom, network_policy& policy) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      set_network(self, rp, std::move(policy));
+      return rp;
+    },
+    [self](update_atom, std::string& cls, bool set_net,
+           network_policy& policy) -> caf::result<sandbox_info> {
+      auto rp = self->make_response_promise();
+      update_sandbox(self, rp, std::move(cls), set_net, std::move(policy));
+      return rp;
+    },
+    [self](destroy_atom) -> caf::result<bool> {
       auto rp = self->make_response_promise();
       auto& st = self->state;
       st.destroy_waiters.push_back(rp);
       if (st.info.state == sandbox_state::creating) {
         st.destroying = true; // handled when the create job reports back
-        return;
+        return rp;
       }
       begin_destroy(self, "");
       maybe_quit(self);
+      return rp;
     },
     // The TTL counts running time; a paused sandbox has paused_ttl_s
     // (actors/sandbox_ttl.hpp).
@@ -664,21 +697,35 @@ caf::behavior sandbox_behavior(sandbox_actor_ptr self) {
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
     // Processes: background execs, the process table, signals (sandbox_procs.cpp).
-    [self](bgexec_atom, exec_request& req) {
-      start_background(self, self->make_response_promise(), std::move(req));
+    [self](bgexec_atom, exec_request& req) -> caf::result<background_process> {
+      auto rp = self->make_response_promise();
+      start_background(self, rp, std::move(req));
+      return rp;
     },
-    [self](bgexec_atom, exec_request& req, bool keep_stdin) {
-      start_background(self, self->make_response_promise(), std::move(req), keep_stdin);
+    [self](bgexec_atom, exec_request& req, bool keep_stdin) -> caf::result<background_process> {
+      auto rp = self->make_response_promise();
+      start_background(self, rp, std::move(req), keep_stdin);
+      return rp;
     },
-    [self](stdin_atom, int32_t pid, std::string& data, bool close) {
-      send_stdin(self, self->make_response_promise(), pid, std::move(data), close);
+    [self](stdin_atom, int32_t pid, std::string& data, bool close) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      send_stdin(self, rp, pid, std::move(data), close);
+      return rp;
     },
-    [self](procs_atom) { list_processes(self, self->make_response_promise()); },
-    [self](proc_atom, int32_t pid, int64_t wait_ms) {
-      get_process(self, self->make_response_promise(), pid, wait_ms);
+    [self](procs_atom) -> caf::result<std::vector<process_info>> {
+      auto rp = self->make_response_promise();
+      list_processes(self, rp);
+      return rp;
     },
-    [self](signal_atom, int32_t pid, int32_t signo, bool group) {
-      signal_process(self, self->make_response_promise(), pid, signo, group);
+    [self](proc_atom, int32_t pid, int64_t wait_ms) -> caf::result<background_process> {
+      auto rp = self->make_response_promise();
+      get_process(self, rp, pid, wait_ms);
+      return rp;
+    },
+    [self](signal_atom, int32_t pid, int32_t signo, bool group) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      signal_process(self, rp, pid, signo, group);
+      return rp;
     },
     [self](pwait_atom, int32_t pid, uint64_t waiter) { wait_expired(self, pid, waiter); },
     [](cont_atom, continuation& c) { c.fn(); },

@@ -6,7 +6,7 @@
 // (transparent resume), so a trainer back from preemption need not know what
 // it paused. Once the
 // sandbox runs, it keeps a record of it on disk (record.json in the sandbox
-// dir) so that a restarted node can adopt it (adopted_sandbox_actor).
+// dir) so that a restarted node can adopt it (adopted_sandbox_behavior).
 #pragma once
 
 #include <deque>
@@ -22,6 +22,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/sandbox_ttl.hpp"
 #include "core/types.hpp"
@@ -51,7 +52,7 @@ struct background_entry {
 struct sandbox_actor_state {
   static inline const char* name = "sandbox";
   node_context_ptr ctx;
-  caf::actor lifecycle;
+  lifecycle_actor lifecycle;
   sandbox_spec spec;
   sandbox_info info;
   std::shared_ptr<backends::sandbox> sb;
@@ -87,7 +88,7 @@ struct sandbox_actor_state {
   std::unordered_set<std::string> running_steps;
 };
 
-using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;
+using sandbox_actor_ptr = sandbox_actor::stateful_pointer<sandbox_actor_state>;
 
 /// What a sandbox looks like before it runs (state creating).
 sandbox_info initial_info(const std::string& id, const std::string& node,
@@ -98,14 +99,17 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
 sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& node);
 
 /// Spawned by lifecycle with the id and spec; waits for (start_atom).
-caf::behavior sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx, caf::actor lifecycle,
-                            std::string id, sandbox_spec spec);
+sandbox_actor::behavior_type sandbox_behavior(sandbox_actor_ptr self, node_context_ptr ctx,
+                                              lifecycle_actor lifecycle, std::string id,
+                                              sandbox_spec spec);
 
 /// Spawned by lifecycle for a sandbox that outlived the previous node process
 /// ("adopted" mode): running at once, holding `rec`'s backend sandbox and layer
 /// mounts, its TTL re-armed for the time left (destroyed at once if none is
-/// left). Takes no (start_atom); everything else as sandbox_actor.
-caf::behavior adopted_sandbox_actor(sandbox_actor_ptr self, node_context_ptr ctx,
-                                    caf::actor lifecycle, recovered_sandbox rec);
+/// left). Takes no (start_atom); everything else as sandbox_behavior.
+sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
+                                                      node_context_ptr ctx,
+                                                      lifecycle_actor lifecycle,
+                                                      recovered_sandbox rec);
 
 } // namespace dsec

@@ -39,7 +39,7 @@ error no_log(const node_context& ctx, const std::string& what) {
 struct replay_state {
   static inline const char* name = "replay";
   node_context_ptr ctx;
-  caf::actor front;
+  placement_actor front;
   std::string source;
   uint64_t upto = 0;
   std::vector<trajectory::record> records;
@@ -188,7 +188,7 @@ void on_records(replay_ptr self, expected<std::vector<trajectory::record>>& recs
       });
 }
 
-caf::behavior replay_driver(replay_ptr self, node_context_ptr ctx, caf::actor front) {
+caf::behavior replay_driver(replay_ptr self, node_context_ptr ctx, placement_actor front) {
   self->state.ctx = std::move(ctx);
   self->state.front = std::move(front);
   return {
@@ -235,7 +235,7 @@ void replay_here(placement_actor_ptr self, caf::response_promise rp, const std::
   auto& ctx = self->state.ctx;
   if (ctx->trajectory.dir.empty())
     return rp.deliver(to_caf(no_log(*ctx, "replay " + id)));
-  auto driver = self->spawn(replay_driver, ctx, caf::actor_cast<caf::actor>(self));
+  auto driver = self->spawn(replay_driver, ctx, caf::actor_cast<placement_actor>(self));
   self->request(driver, caf::infinite, replay_atom::value, id, upto)
     .then([rp](sandbox_info& info) mutable { rp.deliver(std::move(info)); },
           [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
@@ -243,8 +243,8 @@ void replay_here(placement_actor_ptr self, caf::response_promise rp, const std::
 
 } // namespace
 
-caf::result<caf::message> placement_trajectory(placement_actor_ptr self, const std::string& id,
-                                               int64_t since) {
+caf::result<std::string> placement_trajectory(placement_actor_ptr self, const std::string& id,
+                                              int64_t since) {
   if (!valid_sandbox_id(id))
     return to_caf(bad_id(id));
   auto rp = self->make_response_promise();
@@ -253,8 +253,8 @@ caf::result<caf::message> placement_trajectory(placement_actor_ptr self, const s
     read_here(self, rp, id, since);
     return rp;
   }
-  ask_text(self, node, caf::make_message(traj_atom::value, id, since),
-           [self, rp, id, since](expected<std::string> r) mutable {
+  ask_trajectory(self, node, id, since,
+                 [self, rp, id, since](expected<std::string> r) mutable {
              if (!r && r.err().code == errc::unavailable) // owner unreachable: the shared dir
                return read_here(self, rp, id, since);
              if (r)
@@ -265,8 +265,8 @@ caf::result<caf::message> placement_trajectory(placement_actor_ptr self, const s
   return rp;
 }
 
-caf::result<caf::message> placement_replay(placement_actor_ptr self, const std::string& id,
-                                           int64_t upto) {
+caf::result<sandbox_info> placement_replay(placement_actor_ptr self, const std::string& id,
+                                          int64_t upto) {
   if (!valid_sandbox_id(id))
     return to_caf(bad_id(id));
   auto rp = self->make_response_promise();
@@ -275,8 +275,7 @@ caf::result<caf::message> placement_replay(placement_actor_ptr self, const std::
     replay_here(self, rp, id, upto);
     return rp;
   }
-  ask_sandbox(self, node, caf::make_message(replay_atom::value, id, upto),
-              caf::duration{replay_timeout},
+  ask_replay(self, node, id, upto, caf::duration{replay_timeout},
               [self, rp, id, upto](expected<sandbox_info> r) mutable {
                 if (!r && r.err().code == errc::unavailable
                     && r.err().message.rfind("replay", 0) != 0) // the owner, not the replay

@@ -32,22 +32,12 @@ namespace dsec {
 
 /// (traj_atom, id, since) on the placement actor -> std::string (NDJSON lines
 /// with seq > since; all for since < 0) | error.
-caf::result<caf::message> placement_trajectory(placement_actor_ptr self, const std::string& id,
-                                               int64_t since);
+caf::result<std::string> placement_trajectory(placement_actor_ptr self, const std::string& id,
+                                              int64_t since);
 
 /// (replay_atom, id, upto) on the placement actor -> sandbox_info of the new
 /// sandbox | error; upto < 0 = the whole log.
-caf::result<caf::message> placement_replay(placement_actor_ptr self, const std::string& id,
-                                           int64_t upto);
-
-// -- from placement.cpp ---------------------------------------------------------
-
-/// The owner of `id` if it is a live peer, else empty (this node serves it).
-std::string live_owner(placement_actor_ptr self, const std::string& id);
-/// Asks `node`'s placement actor; `done` gets the answer or the error.
-void ask_text(placement_actor_ptr self, const std::string& node, caf::message msg,
-              std::function<void(expected<std::string>)> done);
-void ask_sandbox(placement_actor_ptr self, const std::string& node, caf::message msg,
-                 caf::duration timeout, std::function<void(expected<sandbox_info>)> done);
+caf::result<sandbox_info> placement_replay(placement_actor_ptr self, const std::string& id,
+                                          int64_t upto);
 
 } // namespace dsec

@@ -19,12 +19,14 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/interfaces.hpp"
+
 namespace dsec {
 
 struct node_context;
 struct recovered_sandbox;
 struct sandbox_actor_state;
-using sandbox_actor_ptr = caf::stateful_actor<sandbox_actor_state>*;
+using sandbox_actor_ptr = sandbox_actor::stateful_pointer<sandbox_actor_state>;
 
 /// Orders the ttl.json writes of one sandbox and ends them at teardown.
 /// Shared with the worker pool.

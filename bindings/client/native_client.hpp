@@ -1,5 +1,5 @@
 // The native client: one connection from any program (the Python module, the
-// SDK benchmark) to a node's lifecycle actor over CAF's binary protocol
+// SDK benchmark) to a node's front door (its placement actor) over CAF's binary protocol
 // (BASP), the same messages a peer node sends (actors/interfaces.hpp).
 //
 // Every call is asynchronous: it takes a completion callback, which runs on a
@@ -78,7 +78,7 @@ class connection {
   /// calls too. Idempotent.
   void close();
 
-  // -- calls (actors/interfaces.hpp, lifecycle table) -----------------------
+  // -- calls (actors/interfaces.hpp, placement_actor) -----------------------
 
   void create(sandbox_spec spec, done_fn<sandbox_info> done);
   void info(std::string id, done_fn<sandbox_info> done);

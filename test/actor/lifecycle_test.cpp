@@ -180,7 +180,7 @@ struct fixture {
   caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<world> w = std::make_shared<world>();
   node_context_ptr ctx = std::make_shared<node_context>();
-  caf::actor lc;
+  lifecycle_actor lc;
 
   fixture() {
     cfg.set("scheduler.policy", caf::atom("testing"));
@@ -196,7 +196,7 @@ struct fixture {
     ctx->container = std::make_shared<fake_backend>(w);
     ctx->layers = std::make_shared<fake_layers>(w);
     ctx->pool = std::make_shared<sys::worker_pool>(0);
-    lc = sys->spawn(lifecycle_actor, ctx);
+    lc = sys->spawn(lifecycle_behavior, ctx);
     drive();
   }
 
@@ -212,7 +212,7 @@ struct fixture {
   void restart_lifecycle() {
     caf::anon_send_exit(lc, caf::exit_reason::user_shutdown);
     drive();
-    lc = sys->spawn(lifecycle_actor, ctx);
+    lc = sys->spawn(lifecycle_behavior, ctx);
     drive();
   }
 

@@ -136,8 +136,8 @@ struct fixture {
   caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<world> w = std::make_shared<world>();
   node_context_ptr ctx = std::make_shared<node_context>();
-  caf::actor lc;
-  caf::actor rc;
+  lifecycle_actor lc;
+  reclaim_actor rc;
   /// The fake wall clock (unix ms) and the host's MemAvailable before reclaim.
   std::shared_ptr<int64_t> now = std::make_shared<int64_t>(1700000000000);
   std::shared_ptr<int64_t> avail_mb = std::make_shared<int64_t>(16000);
@@ -159,7 +159,7 @@ struct fixture {
     ctx->container = std::make_shared<fake_backend>(w);
     ctx->layers = std::make_shared<fake_layers>();
     ctx->pool = std::make_shared<sys::worker_pool>(0);
-    lc = sys->spawn(lifecycle_actor, ctx);
+    lc = sys->spawn(lifecycle_behavior, ctx);
     reclaim_options opt;
     opt.interval_ms = interval_ms;
     opt.tun.idle_ms = 3000;
@@ -171,7 +171,7 @@ struct fixture {
       h.available_mb = *avail + w->freed_mb;
       return h;
     };
-    rc = sys->spawn(reclaim_actor, ctx, lc, opt);
+    rc = sys->spawn(reclaim_behavior, ctx, lc, opt);
     caf::anon_send(lc, reclaim_atom::value, rc);
     drive();
   }
@@ -200,8 +200,8 @@ struct fixture {
   }
 
   /// Sends without driving; the answer lands in the slot once the test drives.
-  template <class T, class... Ts>
-  std::shared_ptr<std::optional<expected<T>>> send_only(caf::actor dest, Ts... xs) {
+  template <class T, class Handle, class... Ts>
+  std::shared_ptr<std::optional<expected<T>>> send_only(Handle dest, Ts... xs) {
     auto out = std::make_shared<std::optional<expected<T>>>();
     sys->spawn([=](caf::event_based_actor* self) {
       self->request(dest, caf::infinite, xs...)
@@ -211,8 +211,8 @@ struct fixture {
     return out;
   }
 
-  template <class T, class... Ts>
-  expected<T> ask_of(caf::actor dest, Ts... xs) {
+  template <class T, class Handle, class... Ts>
+  expected<T> ask_of(Handle dest, Ts... xs) {
     auto out = send_only<T>(dest, xs...);
     drive();
     REQUIRE(out->has_value());
