@@ -27,7 +27,7 @@
 #include "actors/node_supervisor.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
 #include "core/clock.hpp"
 #include "core/host_port.hpp"

@@ -24,9 +24,9 @@
 
 #include "backends/container/container_net.hpp"
 #include "backends/container/container_sandbox.hpp"
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 #include "backends/container/launch.hpp"
-#include "backends/container/seccomp_filter.hpp"
+#include "backends/policy/seccomp_filter.hpp"
 #include "sys/cleanup.hpp"
 #include "sys/fs.hpp"
 

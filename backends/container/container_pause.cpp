@@ -1,4 +1,4 @@
-// Pause, resume and the changes of a container sandbox.
+// Pause, resume, the changes and the CPU class of a container sandbox.
 //
 // Pause freezes every process of the sandbox (cgroup freezer: they stop
 // where they are, their files and sockets stay) and then asks the kernel to
@@ -24,7 +24,7 @@
 #include <string>
 
 #include "backends/container/container_sandbox.hpp"
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 #include "sys/page_out.hpp"
 #include "sys/swap_tier.hpp"
 
@@ -69,6 +69,19 @@ expected<std::string> container_sandbox::changes_dir() {
   if (channel_->gone())
     return unavailable("snapshot " + parts_.id + ": sandbox is gone");
   return parts_.dir + "/upper";
+}
+
+status container_sandbox::set_cpu_class(const std::string& cls) {
+  // destroy_m_: pause, resume and destroy take it too, so a class change
+  // never races a freeze or a teardown.
+  std::lock_guard<std::mutex> once(destroy_m_);
+  if (channel_->gone())
+    return unavailable("set cpu class of " + parts_.id + ": sandbox is gone");
+  if (!parts_.cgroup)
+    return internal_error("set cpu class of " + parts_.id + ": no cgroup");
+  if (auto st = move_cgroup_to_class(*parts_.cgroup, cls); !st)
+    return error{st.err().code, parts_.id + ": " + st.err().message};
+  return {};
 }
 
 } // namespace dsec::backends

@@ -77,7 +77,8 @@ class container_sandbox final : public sandbox,
   status set_network(const network_policy& policy) override;
   denial_counts denials() override;
 
-  // CPU class (cgroup knobs + every task's policy): cpu_class.cpp.
+  // CPU class (cgroup knobs + every task's policy, policy/cpu_class.hpp):
+  // container_pause.cpp.
   status set_cpu_class(const std::string& cls) override;
 
   // Process table and signals: through init, over the channel.

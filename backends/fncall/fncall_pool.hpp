@@ -1,5 +1,5 @@
 // The FnCall pool: a per-node set of warm container sandboxes, each running
-// the fork server (fork_server.py) with the interpreter preloaded, that
+// the fork server (fork_server/server.py) with the interpreter preloaded, that
 // serves POST /v1/fncall. A call goes to an idle worker over a unix stream
 // socket the node holds open (connected once through the sandbox's root, then
 // unlinked inside it), so a call costs one fork in the sandbox and no exec
@@ -114,7 +114,7 @@ class pool {
 /// `min_workers` in the background.
 std::shared_ptr<pool> start_pool(std::shared_ptr<backend> b, pool_config cfg);
 
-/// The fork server's Python source (embedded from fork_server.py).
+/// The fork server's Python program (fork_server/*.py, put together by embed.py).
 extern const char* const fork_server_source;
 
 } // namespace dsec::backends::fncall

@@ -1,5 +1,5 @@
 // The FnCall wire: the framing between the node and the fork server in a pool sandbox
-// (backends/fncall/fork_server.py holds the other end). Pure, no I/O, so it
+// (backends/fncall/fork_server/wire.py holds the other end). Pure, no I/O, so it
 // is table-tested on its own.
 //
 // Frames both ways: u32 little-endian length of the rest, then fields, each a

@@ -504,7 +504,7 @@ std::string drop_capabilities() {
 }
 
 // SAFETY: `prog` comes from the node, which compiled it with libseccomp
-// (backends/container/seccomp_filter.cpp). Its shape is checked here and its
+// (backends/policy/seccomp_filter.cpp). Its shape is checked here and its
 // instructions by the kernel; any failure refuses the sandbox, so init never
 // runs the agent unfiltered. TSYNC: init is single-threaded, but the filter
 // must cover every thread should that change.

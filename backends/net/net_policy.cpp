@@ -32,7 +32,7 @@ namespace {
 // -- what counts as a denial ---------------------------------------------------
 
 // THE list of counted syscalls. Kind "syscall": every call the seccomp filter
-// (backends/container/seccomp_filter.cpp, `denied`, plus clone with namespace
+// (backends/policy/seccomp_filter.cpp, `denied`, plus clone with namespace
 // flags and the refused ioctls) answers with EPERM; keep it in step with that
 // file. clone3 is left out: the filter answers ENOSYS by design (glibc falls
 // back to clone). Kind "file": calls that change files, counted when they

@@ -15,7 +15,7 @@
 //
 // The syscall numbers counted as denials live in ONE table in
 // net_policy.cpp (`counted_syscalls`): the seccomp filter's refusals
-// (backends/container/seccomp_filter.cpp) and the file-modifying calls.
+// (backends/policy/seccomp_filter.cpp) and the file-modifying calls.
 //
 // Thread-safe: the kernel maps are the only state besides the links.
 #pragma once

@@ -24,7 +24,7 @@
 #include <iostream>
 
 #include "backends/channel/io_loop.hpp"
-#include "backends/container/seccomp_filter.hpp"
+#include "backends/policy/seccomp_filter.hpp"
 #include "backends/channel/protocol.hpp"
 #include "backends/vm/initramfs.hpp"
 #include "backends/vm/qemu.hpp"

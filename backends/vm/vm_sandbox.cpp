@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "backends/channel/sandbox_path.hpp"
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 #include "backends/init/guest_proto.hpp"
 #include "backends/vm/vm_template.hpp"
 #include "sys/fs.hpp"

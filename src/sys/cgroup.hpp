@@ -8,7 +8,7 @@
 // Layout: every controller directory is <root>/<ctrl>/<rel>, with rel =
 // "dsec/<node id>/<sandbox id>". Parents are created on demand and kept.
 // The cpu controller's directory may sit elsewhere (cpu_rel: a batch
-// sandbox's is under an idle top-level group, backends/container/cpu_class)
+// sandbox's is under an idle top-level group, backends/policy/cpu_class)
 // and move there and back with its tasks (move_cpu).
 #pragma once
 

@@ -26,7 +26,7 @@
 
 #include "backends/container/container_backend.hpp"
 #include "backends/container/launch.hpp"
-#include "backends/container/seccomp_filter.hpp"
+#include "backends/policy/seccomp_filter.hpp"
 #include "backends/channel/protocol.hpp"
 #include "privilege.hpp"
 #include "sys/cgroup.hpp"

@@ -6,7 +6,7 @@
 // leave no group in either place.
 #include "container_fixture.hpp"
 
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 
 namespace {
 

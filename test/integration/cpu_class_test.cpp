@@ -17,7 +17,7 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/container/cpu_class.hpp"
+#include "backends/policy/cpu_class.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 

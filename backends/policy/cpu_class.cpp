@@ -1,6 +1,5 @@
-// CPU classes: cgroup knobs and per-task scheduling policy (cpu_class.hpp),
-// and container_sandbox::set_cpu_class() on top of them.
-#include "backends/container/cpu_class.hpp"
+// CPU classes: cgroup knobs and per-task scheduling policy (cpu_class.hpp).
+#include "backends/policy/cpu_class.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,7 +13,6 @@
 #include <cstdlib>
 #include <set>
 
-#include "backends/container/container_sandbox.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
@@ -455,21 +453,6 @@ void remove_process_cpu_dir(const std::string& cgroup_root, const std::string& n
   // EBUSY while the tasks of a process that was just killed finish exiting.
   for (int i = 0; i < 100 && ::rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i)
     ::usleep(10000);
-}
-
-// -- the container sandbox's side -------------------------------------------
-
-status container_sandbox::set_cpu_class(const std::string& cls) {
-  // destroy_m_: pause, resume and destroy take it too, so a class change
-  // never races a freeze or a teardown.
-  std::lock_guard<std::mutex> once(destroy_m_);
-  if (channel_->gone())
-    return unavailable("set cpu class of " + parts_.id + ": sandbox is gone");
-  if (!parts_.cgroup)
-    return internal_error("set cpu class of " + parts_.id + ": no cgroup");
-  if (auto st = move_cgroup_to_class(*parts_.cgroup, cls); !st)
-    return error{st.err().code, parts_.id + ": " + st.err().message};
-  return {};
 }
 
 } // namespace dsec::backends

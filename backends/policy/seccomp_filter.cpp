@@ -1,7 +1,7 @@
 // Builds the sandbox seccomp filter with libseccomp and exports it as BPF
 // (see seccomp_filter.hpp). The rule set is the sandbox's syscall policy:
 // changing it changes what every agent may do.
-#include "backends/container/seccomp_filter.hpp"
+#include "backends/policy/seccomp_filter.hpp"
 
 #include <sched.h>
 #include <seccomp.h>
