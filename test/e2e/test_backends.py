@@ -15,7 +15,7 @@ import pytest
 from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
 from conftest import _finish_node, start_node
 
-CALL_DIR = "/tmp/call"  # where fncall runs a program (fork_server.py)
+CALL_DIR = "/tmp/call"  # where fncall runs a program (backends/fncall/fork_server/)
 
 PROGRAM = r"""
 import sys, json, os

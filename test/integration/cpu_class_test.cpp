@@ -1,4 +1,4 @@
-// CPU classes on real cgroups and real tasks (backends/container/cpu_class):
+// CPU classes on real cgroups and real tasks (backends/policy/cpu_class):
 // the class table, the tasks-file parser, the two places (dsec/<node>/<id>
 // and the idle dsec-batch/<node>/<id>), apply_cpu_class() on a live
 // two-thread process, cgroup::move_cpu() and move_cgroup_to_class() moving

@@ -1,7 +1,7 @@
 // The FnCall wire (backends/fncall/fncall_wire.hpp): the request frame the
 // node writes for the fork server, the frame boundary in a byte stream, and
 // the server's answer, ack, clean and ready frames, with malformed frames
-// refused. The fork server's side (fork_server.py) is covered end to end by
+// refused. The fork server's side (backends/fncall/fork_server/) is covered end to end by
 // test/e2e/test_fncall.py.
 #include <catch2/catch.hpp>
 
