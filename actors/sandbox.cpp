@@ -12,6 +12,8 @@
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/sandbox_ops.hpp"
+#include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
@@ -169,6 +171,8 @@ void on_died(sandbox_actor_ptr self, const std::string& reason) {
   st.ctx->pool->post([job = take_teardown(st)] { (void)job(); });
 }
 
+} // namespace
+
 error not_running(const sandbox_actor_state& st) {
   auto s = to_string(st.info.state);
   std::string msg = "sandbox " + st.info.id + " is " + s;
@@ -178,7 +182,7 @@ error not_running(const sandbox_actor_state& st) {
 }
 
 /// Answers `rp` with an error unless the sandbox takes operations now.
-bool accepts_ops(sandbox_actor_ptr self, caf::response_promise& rp) {
+static bool accepts_ops(sandbox_actor_ptr self, caf::response_promise& rp) {
   auto& st = self->state;
   if (st.info.state == sandbox_state::running && !st.destroying && st.sb)
     return true;
@@ -186,7 +190,7 @@ bool accepts_ops(sandbox_actor_ptr self, caf::response_promise& rp) {
   return false;
 }
 
-void begin_resume(sandbox_actor_ptr self);
+static void begin_resume(sandbox_actor_ptr self);
 
 /// Whether the operation answering `rp` can run now. On a sandbox that is
 /// paused, being paused or being resumed it waits in after_resume, as `run`,
@@ -229,7 +233,7 @@ void run_deferred(sandbox_actor_ptr self, const status& last) {
 }
 
 /// Resumes a paused sandbox for the operations waiting in after_resume.
-void begin_resume(sandbox_actor_ptr self) {
+static void begin_resume(sandbox_actor_ptr self) {
   auto& st = self->state;
   ++st.inflight;
   st.changing = true;
@@ -248,16 +252,7 @@ void begin_resume(sandbox_actor_ptr self) {
                });
 }
 
-/// Ends an operation started with ++inflight: answers and maybe quits.
-template <class T>
-void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& res) {
-  --self->state.inflight;
-  if (res)
-    rp.deliver(std::move(*res));
-  else
-    rp.deliver(to_caf(res.err()));
-  maybe_quit(self);
-}
+namespace {
 
 void start_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
                 std::function<void(exec_chunk)> sink, uint64_t token) {
@@ -310,118 +305,6 @@ void file_op(sandbox_actor_ptr self, caf::response_promise rp, Work work) {
                [self, rp](auto& res) mutable { finish_op(self, rp, res); });
 }
 
-/// Pause or resume: `to` is the state after it. Idempotent: a sandbox
-/// already in `to` answers at once.
-void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause) {
-  auto& st = self->state;
-  auto to = pause ? sandbox_state::paused : sandbox_state::running;
-  if (st.info.state == to && !st.destroying && !st.changing) {
-    rp.deliver(st.info);
-    return;
-  }
-  // A resume while a call's resume (or a pause) is under way answers when the
-  // sandbox runs again.
-  if (!pause && !st.destroying && st.sb && st.changing
-      && (st.info.state == sandbox_state::paused || st.pausing)) {
-    st.after_resume.push_back({rp, [self](caf::response_promise rp) {
-                                 rp.deliver(self->state.info);
-                               }});
-    return;
-  }
-  auto from = pause ? sandbox_state::running : sandbox_state::paused;
-  if (st.info.state != from || st.destroying || !st.sb || st.changing) {
-    rp.deliver(to_caf(st.changing ? conflict("sandbox " + st.info.id
-                                             + " is being paused, resumed or snapshotted")
-                                  : not_running(st)));
-    return;
-  }
-  ++st.inflight;
-  st.changing = true;
-  st.pausing = pause;
-  auto sb = st.sb;
-  run_blocking(self, *st.ctx->pool, [sb, pause] { return pause ? sb->pause() : sb->resume(); },
-               [self, rp, to, pause](status& res) mutable {
-                 auto& st = self->state;
-                 st.changing = false;
-                 st.pausing = false;
-                 expected<sandbox_info> out = res ? expected<sandbox_info>{st.info}
-                                                  : expected<sandbox_info>{res.err()};
-                 if (res && !st.destroying) {
-                   st.info.state = to;
-                   if (pause)
-                     ttl_on_paused(self);
-                   else
-                     ttl_on_resumed(self);
-                   notify_lifecycle(self);
-                   out = st.info;
-                 }
-                 run_deferred(self, res);
-                 finish_op(self, rp, out);
-               });
-}
-
-/// Blocking: the sandbox's changes as a new snapshot layer. The running
-/// sandbox is paused while its upper is read so the image is one consistent
-/// state.
-expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox& sb,
-                                      const sandbox_info& info, std::string name,
-                                      std::string version) {
-  if (!ctx.store)
-    return invalid_argument("snapshot " + info.id + ": this node has no layer store");
-  auto began = std::chrono::steady_clock::now();
-  auto dir = sb.changes_dir();
-  if (!dir)
-    return dir.err();
-  if (name.empty())
-    name = "snapshot/" + info.id;
-  if (version.empty())
-    version = std::to_string(now_ms());
-  if (auto st = sb.pause(); !st)
-    return st.err();
-  auto layer = ctx.store->build(*dir, name, version, "snapshot");
-  if (auto st = sb.resume(); !st && layer)
-    return st.err();
-  if (!layer)
-    return error{layer.err().code, "snapshot " + info.id + ": " + layer.err().message};
-  snapshot_info out;
-  out.ref = layer->ref;
-  out.digest = layer->digest;
-  out.size_bytes = layer->size_bytes;
-  out.layers = info.layers;
-  out.layers.push_back(layer->ref);
-  out.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
-                                                              - began).count();
-  return out;
-}
-
-/// Snapshots the sandbox (resumed first if paused); one change at a time.
-void start_snapshot(sandbox_actor_ptr self, caf::response_promise rp, std::string name,
-                    std::string version) {
-  auto retry = [self, name, version](caf::response_promise rp) {
-    start_snapshot(self, std::move(rp), name, version);
-  };
-  if (!ready_for(self, rp, std::move(retry)))
-    return;
-  auto& st = self->state;
-  if (st.changing) {
-    rp.deliver(to_caf(conflict("sandbox " + st.info.id
-                               + " is being paused, resumed or snapshotted")));
-    return;
-  }
-  ++st.inflight;
-  st.changing = true;
-  run_blocking(self, *st.ctx->pool,
-               [ctx = st.ctx, sb = st.sb, info = st.info, name = std::move(name),
-                version = std::move(version)]() mutable {
-                 return take_snapshot(*ctx, *sb, info, std::move(name), std::move(version));
-               },
-               [self, rp](expected<snapshot_info>& res) mutable {
-                 self->state.changing = false;
-                 run_deferred(self, status{});
-                 finish_op(self, rp, res);
-               });
-}
-
 /// Replaces the network policy (the sandbox resumed first if paused).
 void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_policy policy) {
   if (!ready_for(self, rp, [self, policy](caf::response_promise rp) {
@@ -457,13 +340,6 @@ void watch_exit(sandbox_actor_ptr self) {
 sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self);
 
 } // namespace
-
-// The gate of the process handlers (sandbox_procs.cpp): the same as exec's,
-// so a paused sandbox is resumed first.
-bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
-                 std::function<void(caf::response_promise)> retry) {
-  return ready_for(self, rp, std::move(retry));
-}
 
 void run_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
               std::function<void(exec_chunk)> sink, uint64_t token) {

@@ -2,6 +2,7 @@
 // sandbox_procs.hpp). Backend callbacks run on a backend thread and only
 // hand their results to the actor (run_in); a result that arrives after the
 // actor quit is dropped with it.
+#include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_procs.hpp"
 
 #include <chrono>
@@ -118,7 +119,7 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   auto retry = [self, req, keep_stdin](caf::response_promise rp) {
     start_background(self, rp, req, keep_stdin);
   };
-  if (!procs_ready(self, rp, retry))
+  if (!ready_for(self, rp, retry))
     return;
   auto& st = self->state;
   ++st.ctx->execs_total;
@@ -149,7 +150,7 @@ void send_stdin(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
   auto retry = [self, pid, data, close](caf::response_promise rp) {
     send_stdin(self, rp, pid, data, close);
   };
-  if (!procs_ready(self, rp, retry))
+  if (!ready_for(self, rp, retry))
     return;
   auto& st = self->state;
   auto it = st.background.find(pid);
@@ -164,7 +165,7 @@ void send_stdin(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
 }
 
 void list_processes(sandbox_actor_ptr self, caf::response_promise rp) {
-  if (!procs_ready(self, rp, [self](caf::response_promise rp) { list_processes(self, rp); }))
+  if (!ready_for(self, rp, [self](caf::response_promise rp) { list_processes(self, rp); }))
     return;
   auto hdl = caf::actor_cast<caf::actor>(self);
   self->state.sb->processes([hdl, self, rp](expected<std::vector<process_info>> res) mutable {
@@ -193,14 +194,14 @@ void get_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
     // process to end resumes its sandbox first.
     if (!e.proc.running || wait_ms <= 0 || st.destroying)
       return rp.deliver(e.proc);
-    if (!procs_ready(self, rp, retry))
+    if (!ready_for(self, rp, retry))
       return;
     auto id = ++st.next_waiter;
     e.waiters.emplace(id, rp);
     self->delayed_send(self, std::chrono::milliseconds(wait_ms), pwait_atom::value, pid, id);
     return;
   }
-  if (!procs_ready(self, rp, retry))
+  if (!ready_for(self, rp, retry))
     return;
   auto what = "process " + std::to_string(pid) + " in sandbox " + st.info.id;
   auto hdl = caf::actor_cast<caf::actor>(self);
@@ -246,7 +247,7 @@ void signal_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pi
   auto retry = [self, pid, signo, group](caf::response_promise rp) {
     signal_process(self, rp, pid, signo, group);
   };
-  if (!procs_ready(self, rp, retry))
+  if (!ready_for(self, rp, retry))
     return;
   auto hdl = caf::actor_cast<caf::actor>(self);
   self->state.sb->signal_process(pid, signo, group, [hdl, rp](status res) mutable {

@@ -18,12 +18,6 @@ constexpr size_t max_finished_background = 64;
 /// 64 x 32 MiB of a node's memory. The newest finished one always stays.
 constexpr size_t max_finished_output = 64u << 20;
 
-/// Whether an operation answering `rp` can run now, as for exec and file
-/// calls (sandbox.cpp): true if the sandbox runs; otherwise `rp` got the
-/// error, or `retry` runs later with `rp` (a sandbox that is resumed first).
-bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
-                 std::function<void(caf::response_promise)> retry);
-
 /// (bgexec_atom, exec_request): starts `req` and answers a running
 /// background_process with its pid once init reported it.
 void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,

@@ -1,4 +1,5 @@
 // The sandbox actor's trajectory log (see sandbox_trajectory.hpp).
+#include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_trajectory.hpp"
 
 #include <chrono>
@@ -13,11 +14,6 @@
 #include "core/inspect.hpp"
 
 namespace dsec {
-
-// From sandbox.cpp.
-bool procs_ready(sandbox_actor_ptr self, caf::response_promise& rp,
-                 std::function<void(caf::response_promise)> retry);
-void end_op(sandbox_actor_ptr self);
 
 namespace {
 
@@ -211,7 +207,7 @@ void trajectory_write_file(sandbox_actor_ptr self, caf::response_promise rp, std
   auto retry = [self, path, shared](caf::response_promise rp) {
     trajectory_write_file(self, std::move(rp), path, *shared);
   };
-  if (!procs_ready(self, rp, std::move(retry)))
+  if (!ready_for(self, rp, std::move(retry)))
     return;
   auto& st = self->state;
   ++st.inflight;

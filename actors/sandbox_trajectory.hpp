@@ -74,10 +74,4 @@ void trajectory_note(sandbox_actor_ptr self, caf::response_promise rp, trajector
 /// once the record is written.
 void trajectory_destroyed(sandbox_actor_ptr self, const std::string& reason);
 
-// -- from sandbox.cpp ---------------------------------------------------------
-
-/// start_exec: runs an exec on the backend (a paused sandbox resumed first).
-void run_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
-              std::function<void(exec_chunk)> sink, uint64_t token);
-
 } // namespace dsec

@@ -1,6 +1,7 @@
 // PATCH /v1/sandboxes/{id} in the sandbox actor: the CPU class, then the
 // network policy, on the worker pool; the record keeps the class for a
 // restarted node. Split from sandbox.cpp by subject.
+#include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_update.hpp"
 
 #include <caf/all.hpp>
@@ -56,7 +57,7 @@ update_outcome apply_update(const node_context& ctx, backends::sandbox& sb,
 
 void update_sandbox(sandbox_actor_ptr self, caf::response_promise rp, std::string cls,
                     bool set_net, network_policy policy) {
-  if (!procs_ready(self, rp, [self, cls, set_net, policy](caf::response_promise rp) {
+  if (!ready_for(self, rp, [self, cls, set_net, policy](caf::response_promise rp) {
         update_sandbox(self, std::move(rp), cls, set_net, policy);
       }))
     return;
