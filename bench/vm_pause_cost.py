@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What a paused microVM costs (issue 14): QEMU RSS while running, the files left
 while paused (state file, upper disk), pause and resume->first exec time, with
-VM templates off and on. Root; uses the e2e Node helper. Prints JSON."""
+VM templates off and on. Root; uses the test harness's Node helper. Prints JSON."""
 import sys, time, os, json, subprocess
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "e2e"))
-from conftest import Node, BUSYBOX, wait_for
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "pylib"))
+from dsec_harness import Node, BUSYBOX, wait_for
 def qemu_pids():
     out = []
     for p in os.listdir("/proc"):

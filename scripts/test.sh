@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The second of the README's two commands (and what CI runs): install what is
 # missing, build, prepare the test layer store, run every test: unit, actor,
-# privileged integration (Catch2 via meson test) and end-to-end (pytest
-# against real nodes).
+# gossip, privileged integration and security (Catch2 via meson test), then
+# end-to-end and security (pytest against real nodes; test/security is the
+# one home of the security tests, red team included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,11 +18,11 @@ echo "== test layer store $DSEC_TEST_STORE"
 echo "== guest kernel for the microVM and VM backends (cached after the first run)"
 bash scripts/guest_kernel.sh "${DSEC_GUEST_DIR:-/var/lib/dsec/guest}"
 
-echo "== unit, actor and integration tests"
+echo "== unit, actor, gossip, integration and security (C++) tests"
 meson test -C build --print-errorlogs --num-processes 1
 
 echo "== end-to-end tests"
 /usr/bin/python3 -m pytest test/e2e -q -p no:cacheprovider
 
-echo "== red-team tests"
+echo "== security tests: red team, isolation, seccomp, protected paths, network policy"
 /usr/bin/python3 -m pytest test/security -q -p no:cacheprovider

@@ -8,14 +8,13 @@
 #include <optional>
 
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/image_fetch.hpp"
-#include "actors/wire_types.hpp"
 #include "core/inspect.hpp"
 #include "sys/fs.hpp"
+#include "test/actor/test_system.hpp"
 
 using namespace dsec;
 
@@ -38,21 +37,13 @@ caf::behavior fake_front(caf::event_based_actor*, std::shared_ptr<int> asked,
   };
 }
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : test::coordinated_system {
   node_context_ptr ctx = std::make_shared<node_context>();
   std::shared_ptr<sys::worker_pool> io = std::make_shared<sys::worker_pool>(0);
   std::shared_ptr<int> asked = std::make_shared<int>(0);
   image_fetch_actor fetch;
 
   explicit fixture(std::vector<member_info> others = {}) {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    add_wire_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.node_id = "n-a";
     char tmpl[] = "/tmp/dsec-fetch-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -79,13 +70,7 @@ struct fixture {
 
   template <class T, class... Ts>
   expected<T> ask(Ts... xs) {
-    auto out = std::make_shared<std::optional<expected<T>>>();
-    auto dest = fetch;
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-        .then([=](T& x) { out->emplace(std::move(x)); },
-              [=](caf::error& e) { out->emplace(from_caf(e)); });
-    });
+    auto out = test::send_only<T>(*sys, fetch, xs...);
     drive();
     REQUIRE(out->has_value());
     return std::move(**out);

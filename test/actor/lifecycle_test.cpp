@@ -21,6 +21,7 @@
 #include "core/inspect_job.hpp"
 #include "core/json_codec.hpp"
 #include "sys/fs.hpp"
+#include "test/actor/test_system.hpp"
 
 using namespace dsec;
 
@@ -174,20 +175,12 @@ class fake_layers final : public layer_source {
   std::shared_ptr<world> w_;
 };
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : test::coordinated_system {
   std::shared_ptr<world> w = std::make_shared<world>();
   node_context_ptr ctx = std::make_shared<node_context>();
   lifecycle_actor lc;
 
   fixture() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    add_wire_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.node_id = "n-test";
     char tmpl[] = "/tmp/dsec-actor-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -227,15 +220,8 @@ struct fixture {
   /// Sends `xs` to the lifecycle actor without driving; the answer lands in
   /// the returned slot once the test drives.
   template <class T, class... Ts>
-  std::shared_ptr<std::optional<expected<T>>> send_only(Ts... xs) {
-    auto out = std::make_shared<std::optional<expected<T>>>();
-    auto dest = lc;
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-        .then([=](T& x) { out->emplace(std::move(x)); },
-              [=](caf::error& e) { out->emplace(from_caf(e)); });
-    });
-    return out;
+  test::reply_slot<T> send_only(Ts... xs) {
+    return test::send_only<T>(*sys, lc, xs...);
   }
 
   template <class T, class... Ts>

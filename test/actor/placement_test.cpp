@@ -6,19 +6,15 @@
 // test/e2e/test_cluster.py runs them between real nodes).
 #include <catch2/catch.hpp>
 
-#include <optional>
-
 #include <caf/all.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/placement.hpp"
-#include "actors/wire_types.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
-#include "sys/fs.hpp"
+#include "test/actor/test_system.hpp"
 
 using namespace dsec;
 
@@ -87,20 +83,12 @@ caf::behavior fake_lifecycle(caf::event_based_actor* self, std::shared_ptr<seen>
   };
 }
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : test::coordinated_system {
   node_context_ptr ctx = std::make_shared<node_context>();
   std::shared_ptr<seen> s = std::make_shared<seen>();
   placement_actor front;
 
   fixture() {
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    add_wire_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.node_id = "n-a";
     ctx->config.listen = "127.0.0.1:7000";
     auto lc = caf::actor_cast<lifecycle_actor>(sys->spawn(fake_lifecycle, s));
@@ -115,13 +103,7 @@ struct fixture {
 
   template <class T, class... Ts>
   expected<T> ask(Ts... xs) {
-    auto out = std::make_shared<std::optional<expected<T>>>();
-    auto dest = front;
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-        .then([=](T& x) { out->emplace(std::move(x)); },
-              [=](caf::error& e) { out->emplace(from_caf(e)); });
-    });
+    auto out = test::send_only<T>(*sys, front, xs...);
     sched->run();
     REQUIRE(out->has_value());
     return std::move(**out);

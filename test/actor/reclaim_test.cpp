@@ -20,6 +20,7 @@
 #include "actors/wire_types.hpp"
 #include "core/inspect.hpp"
 #include "sys/fs.hpp"
+#include "test/actor/test_system.hpp"
 
 using namespace dsec;
 
@@ -130,10 +131,7 @@ class fake_layers final : public layer_source {
 
 constexpr int64_t interval_ms = 1000;
 
-struct fixture {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  caf::scheduler::test_coordinator* sched = nullptr;
+struct fixture : test::coordinated_system {
   std::shared_ptr<world> w = std::make_shared<world>();
   node_context_ptr ctx = std::make_shared<node_context>();
   lifecycle_actor lc;
@@ -144,11 +142,6 @@ struct fixture {
 
   fixture() {
     w->clock = now;
-    cfg.set("scheduler.policy", caf::atom("testing"));
-    cfg.set("logger.verbosity", caf::atom("quiet"));
-    add_wire_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
     ctx->config.node_id = "n-test";
     char tmpl[] = "/tmp/dsec-reclaim-test-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -201,14 +194,8 @@ struct fixture {
 
   /// Sends without driving; the answer lands in the slot once the test drives.
   template <class T, class Handle, class... Ts>
-  std::shared_ptr<std::optional<expected<T>>> send_only(Handle dest, Ts... xs) {
-    auto out = std::make_shared<std::optional<expected<T>>>();
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(dest, caf::infinite, xs...)
-        .then([=](T& x) { out->emplace(std::move(x)); },
-              [=](caf::error& e) { out->emplace(from_caf(e)); });
-    });
-    return out;
+  test::reply_slot<T> send_only(Handle dest, Ts... xs) {
+    return test::send_only<T>(*sys, dest, xs...);
   }
 
   template <class T, class Handle, class... Ts>

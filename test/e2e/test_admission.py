@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import BUSYBOX, assert_error, import_sdk, wait_for
+from dsec_harness import BUSYBOX, assert_error, import_sdk, wait_for
 
 dsec = import_sdk()
 

@@ -4,7 +4,7 @@
 import time
 import uuid
 
-from conftest import BUSYBOX, assert_error
+from dsec_harness import BUSYBOX, assert_error
 
 
 def test_healthz(client, node):

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
-from conftest import _finish_node, start_node
+from dsec_harness import _finish_node, start_node
 
 CALL_DIR = "/tmp/call"  # where fncall runs a program (backends/fncall/fork_server/)
 

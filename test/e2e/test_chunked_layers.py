@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from conftest import TMP_ROOT, Node, _finish_node, assert_clean
+from dsec_harness import TMP_ROOT, Node, _finish_node, assert_clean
 
 BUSYBOX_BIN = "/bin/busybox"
 APPLETS = ["sh", "cat", "sha256sum", "wc", "ls"]

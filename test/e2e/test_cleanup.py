@@ -5,7 +5,7 @@
 import os
 import threading
 
-from conftest import (BUSYBOX, CGROUP_ROOTS, assert_clean, cgroup_dirs, mounts_under, procs_in_node_cgroups,
+from dsec_harness import (BUSYBOX, CGROUP_ROOTS, assert_clean, cgroup_dirs, mounts_under, procs_in_node_cgroups,
                       wait_for)
 
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from conftest import BUSYBOX, free_port
+from dsec_harness import BUSYBOX, free_port
 
 
 def ok(p):

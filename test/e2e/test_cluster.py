@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import BUSYBOX, Node, _finish_node, assert_error, wait_for
+from dsec_harness import BUSYBOX, Node, _finish_node, assert_error, wait_for
 
 # Detection bound for tests: the target is <= 5 s on an idle machine; CI shares
 # 2 cores with the nodes' own work, so the tests allow more.

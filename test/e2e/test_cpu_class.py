@@ -19,7 +19,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import CGROUP_ROOTS, assert_clean, assert_error, cgroup_dirs, import_sdk, wait_for
+from dsec_harness import CGROUP_ROOTS, assert_clean, assert_error, cgroup_dirs, import_sdk, wait_for
 
 SCHED_OTHER = 0
 SCHED_IDLE = 5
@@ -486,7 +486,7 @@ def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
     guest = tm.GUEST_DIR
     if not os.path.isdir(guest):
         pytest.skip(f"no guest kernel in {guest} (scripts/guest_kernel.sh fetches it)")
-    from conftest import _finish_node, start_node
+    from dsec_harness import _finish_node, start_node
     n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest, DSEC_VM_BOOT_TIMEOUT_S=tm.BOOT_TIMEOUT_S)
     try:
         c = n.client
@@ -525,7 +525,7 @@ def test_microvm_batch_runs_qemu_sched_idle(dsec_bin, store):
 # -- a cluster: PATCH through any peer ----------------------------------------------
 
 def test_patch_through_a_peer_reaches_the_owner(dsec_bin, store):
-    from conftest import Node, _finish_node
+    from dsec_harness import Node, _finish_node
     first = Node(dsec_bin, store).start()
     nodes = [first]
     try:

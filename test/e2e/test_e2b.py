@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Client, Node, _finish_node, wait_for
+from dsec_harness import Client, Node, _finish_node, wait_for
 
 SCRIPTS = Path(__file__).resolve().parent / "e2b"
 NPM_CACHE = Path(os.environ.get("DSEC_NPM_CACHE", "/var/cache/dsec-npm"))

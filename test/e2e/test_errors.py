@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from conftest import BUSYBOX, assert_error
+from dsec_harness import BUSYBOX, assert_error
 
 SB = "/v1/sandboxes"
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import assert_error, wait_for
+from dsec_harness import assert_error, wait_for
 
 
 def test_string_runs_through_sh(client, sandbox):

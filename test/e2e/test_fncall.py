@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import _finish_node, assert_error, start_node, wait_for
+from dsec_harness import _finish_node, assert_error, start_node, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 
-from conftest import BUSYBOX, PYTHON, REPO, assert_clean, import_sdk, sdk_env, wait_for
+from dsec_harness import BUSYBOX, PYTHON, REPO, assert_clean, import_sdk, sdk_env, wait_for
 from test_restart import gone, init_pid_of, kill9
 
 

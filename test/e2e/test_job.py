@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import BUSYBOX, Node, _finish_node, assert_error, import_sdk, wait_for
+from dsec_harness import BUSYBOX, Node, _finish_node, assert_error, import_sdk, wait_for
 from test_restart import gone, init_pid_of
 
 JOIN_WAIT_S = 20

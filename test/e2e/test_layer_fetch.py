@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import BUSYBOX, STORE, TMP_ROOT, Node, _finish_node, wait_for
+from dsec_harness import BUSYBOX, STORE, TMP_ROOT, Node, _finish_node, wait_for
 
 JOIN_WAIT_S = 30
 # Node ids sort the candidate peers (after those advertising the layer): the

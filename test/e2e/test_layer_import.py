@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from conftest import TMP_ROOT, Node, _finish_node
+from dsec_harness import TMP_ROOT, Node, _finish_node
 
 BUSYBOX_BIN = "/bin/busybox"
 APPLETS = ["sh", "ls", "cat", "test", "stat", "echo", "wc", "grep"]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import CGROUP_ROOTS, PYTHON, cgroup_dirs, wait_for
+from dsec_harness import CGROUP_ROOTS, PYTHON, cgroup_dirs, wait_for
 
 
 def cg_file(node, sid, controller, name):

@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import REPO, _finish_node, assert_error, start_node, wait_for
+from dsec_harness import REPO, _finish_node, assert_error, start_node, wait_for
 
 QEMU = shutil.which("qemu-system-x86_64")
 GUEST_DIR = os.environ.get("DSEC_GUEST_DIR", "/var/lib/dsec/guest")

@@ -11,7 +11,7 @@
 import os
 import signal
 
-from conftest import (assert_clean, cgroup_dirs, detached_dirs_held, mounts_under,
+from dsec_harness import (assert_clean, cgroup_dirs, detached_dirs_held, mounts_under,
                       procs_in_node_cgroups, wait_for)
 
 COUNT = 5

@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Node, PYTHON, _finish_node, wait_for
+from dsec_harness import Node, PYTHON, _finish_node, wait_for
 
 MIB = 1 << 20
 HOLDER = 200 * MIB

@@ -15,7 +15,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BUSYBOX, PYTHON, assert_error, procs_in_node_cgroups, wait_for
+from dsec_harness import BUSYBOX, PYTHON, assert_error, procs_in_node_cgroups, wait_for
 
 LAYERS = [BUSYBOX, PYTHON]  # python's Debian userland: coreutils nohup, setsid, bash
 

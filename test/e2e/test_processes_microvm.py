@@ -8,7 +8,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BUSYBOX, _finish_node, assert_error, start_node, wait_for
+from dsec_harness import BUSYBOX, _finish_node, assert_error, start_node, wait_for
 from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
 
 pytestmark = pytest.mark.skipif(QEMU is None,

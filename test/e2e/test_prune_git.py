@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from conftest import TMP_ROOT
+from dsec_harness import TMP_ROOT
 
 SECRET = "THE-ANSWER-h1oci-4f1c9e"
 NESTED_SECRET = "NESTED-ANSWER-h1oci-77aa"

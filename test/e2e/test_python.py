@@ -1,6 +1,6 @@
 # The python layer: a sandbox from base/python@3.11 runs Python.
 
-from conftest import PYTHON
+from dsec_harness import PYTHON
 
 
 def test_python_layer(client):

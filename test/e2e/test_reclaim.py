@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, wait_for
+from dsec_harness import PYTHON, wait_for
 
 MiB = 1 << 20
 

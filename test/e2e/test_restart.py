@@ -11,7 +11,7 @@ import signal
 import time
 import uuid
 
-from conftest import BUSYBOX, assert_clean, cgroup_dirs, procs_in_node_cgroups, wait_for
+from dsec_harness import BUSYBOX, assert_clean, cgroup_dirs, procs_in_node_cgroups, wait_for
 
 
 def kill9(n):

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import (BUSYBOX, PYTHON, REPO, assert_clean, destroy_all, import_sdk,
+from dsec_harness import (BUSYBOX, PYTHON, REPO, assert_clean, destroy_all, import_sdk,
                       sdk_env, wait_for)
 
 dsec = import_sdk()

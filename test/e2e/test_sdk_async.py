@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import BUSYBOX, PYTHON, REPO, assert_clean, destroy_all, import_sdk, sdk_env
+from dsec_harness import BUSYBOX, PYTHON, REPO, assert_clean, destroy_all, import_sdk, sdk_env
 
 dsec = import_sdk()
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BUSYBOX, assert_clean, free_port, import_sdk, wait_for
+from dsec_harness import BUSYBOX, assert_clean, free_port, import_sdk, wait_for
 
 dsec = import_sdk()
 

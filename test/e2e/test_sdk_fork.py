@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import BUSYBOX, import_sdk, sdk_env
+from dsec_harness import BUSYBOX, import_sdk, sdk_env
 
 dsec = import_sdk()
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import BUSYBOX, PYTHON, import_sdk, wait_for
+from dsec_harness import BUSYBOX, PYTHON, import_sdk, wait_for
 
 dsec = import_sdk()
 

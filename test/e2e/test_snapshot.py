@@ -12,7 +12,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import BUSYBOX, assert_error
+from dsec_harness import BUSYBOX, assert_error
 
 
 def q(sid):

@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 
-from conftest import CGROUP_ROOTS, PYTHON, Node, TMP_ROOT, wait_for
+from dsec_harness import CGROUP_ROOTS, PYTHON, Node, TMP_ROOT, wait_for
 
 RECORD = "/run/dsec/swaptier"
 ZSWAP = "/sys/module/zswap/parameters"

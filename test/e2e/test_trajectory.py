@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from conftest import (BUSYBOX, TMP_ROOT, Node, _finish_node, assert_clean, assert_error,
+from dsec_harness import (BUSYBOX, TMP_ROOT, Node, _finish_node, assert_clean, assert_error,
                       wait_for)
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BUSYBOX, assert_clean, assert_error, import_sdk, wait_for
+from dsec_harness import BUSYBOX, assert_clean, assert_error, import_sdk, wait_for
 from test_restart import kill9
 
 

@@ -23,7 +23,7 @@ import uuid
 
 import pytest
 
-from conftest import _finish_node, assert_error, mounts_under, start_node, wait_for
+from dsec_harness import _finish_node, assert_error, mounts_under, start_node, wait_for
 from test_microvm import QEMU, guest_kernel, qemu_args, qemu_pids, template_root  # noqa: F401
 
 pytestmark = pytest.mark.skipif(QEMU is None,

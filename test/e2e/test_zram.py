@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import Node, wait_for
+from dsec_harness import Node, wait_for
 
 RECORD = "/run/dsec/zram"
 # zram alone: no swap tier file and zswap left as it is (test_swap_tier.py

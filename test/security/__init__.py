@@ -1,2 +1,2 @@
-# The red-team suite is a package so that its conftest does not take the
+# The security suite is a package so that its conftest does not take the
 # module name `conftest` from test/e2e when both run in one pytest call.

@@ -1,11 +1,19 @@
-# Red-team suite fixtures (issue 6): every test runs one attack from inside a
-# sandbox, asserts that it failed the way it should, then that nothing else
-# was harmed: the node answers /healthz, a NEIGHBOUR sandbox created before
-# the attack still execs and keeps its files, and host files planted by the
-# suite are unchanged (or, for files that must not appear, absent).
+# The security suite's fixtures. test/security is the one home of dsec's
+# security tests: the red-team attacks (threat table below), the isolation,
+# seccomp, protected-path, network allow-list and file-API escape checks
+# (test_isolation.py, test_seccomp.py, test_protect.py, test_network.py,
+# test_file_api_escape.py), and in C++ the privileged container and eBPF
+# policy tests (container_security_test.cpp, net_policy_test.cpp; meson
+# suite `security`).
 #
-# The node fixtures come from test/e2e/conftest.py (redteam.py loads it under
-# its own module name): one `dsec node` per test module, the REST client,
+# Red-team tests (issue 6) run one attack from inside a sandbox, assert that
+# it failed the way it should, then that nothing else was harmed (the
+# `unharmed` fixture): the node answers /healthz, a NEIGHBOUR sandbox created
+# before the attack still execs and keeps its files, and host files planted
+# by the suite are unchanged (or, for files that must not appear, absent).
+#
+# The node fixtures come from the shared harness test/pylib/dsec_harness.py
+# (also test/e2e's): one `dsec node` per test module, the REST client,
 # DSEC_BIN / DSEC_TEST_STORE / DSEC_E2E_TMP as documented there.
 #
 # Threat -> test:
@@ -21,18 +29,19 @@
 #   channel    init not dumpable, no socket to reach    test_channel.py
 #   fds        inherited descriptors, node environment  test_fds.py
 #   egress     raw sockets, the node's ports            test_net.py
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from .redteam import Client, HostFiles, Neighbour, PYTHON, e2e
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
 
-# Fixtures and hooks reused as they are (pytest finds them by name here).
-dsec_bin = e2e.dsec_bin
-store = e2e.store
-client = e2e.client
-pytest_runtest_makereport = e2e.pytest_runtest_makereport
+from dsec_harness import (  # noqa: E402,F401  fixtures pytest finds here by name
+    Node, _finish_node, client, dsec_bin, dsec_sdk, node_factory, pytest_runtest_makereport,
+    sandbox, sdk, sdk_client, skip_unless_root, store)
+
+from .redteam import Client, HostFiles, Neighbour, PYTHON  # noqa: E402
 
 SECURITY_DIR = Path(__file__).resolve().parent
 
@@ -40,13 +49,13 @@ SECURITY_DIR = Path(__file__).resolve().parent
 @pytest.fixture(scope="module")
 def node(dsec_bin, store):
     """One node per test module (as in e2e), named redteam-*."""
-    n = e2e.Node(dsec_bin, store, node_id=f"redteam-{uuid.uuid4().hex[:6]}").start()
+    n = Node(dsec_bin, store, node_id=f"redteam-{uuid.uuid4().hex[:6]}").start()
     yield n
-    e2e._finish_node(n)
+    _finish_node(n)
 
 
 def pytest_collection_modifyitems(config, items):
-    e2e.skip_unless_root(items, SECURITY_DIR, "the red-team suite")
+    skip_unless_root(items, SECURITY_DIR, "the security suite")
 
 
 @pytest.fixture(scope="module")

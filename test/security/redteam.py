@@ -1,29 +1,18 @@
-# Red-team suite helpers (see conftest.py): the e2e fixtures' module loaded
-# under its own name, the attack runner (a python script with raw-syscall
-# helpers run inside a sandbox, answering one JSON object), the neighbour
-# sandbox and the watched host files. A module of its own, not conftest, so
-# test modules can import it while test/e2e is collected in the same run.
+# Red-team suite helpers (see conftest.py): the attack runner (a python
+# script with raw-syscall helpers run inside a sandbox, answering one JSON
+# object), the neighbour sandbox and the watched host files. Nodes, the REST
+# client and the polling helpers come from the shared harness
+# (test/pylib/dsec_harness.py). A module of its own, not conftest, so test
+# modules can import it while test/e2e is collected in the same run.
 
 import hashlib
-import importlib.util
 import json
 import os
-import sys
 import uuid
 from pathlib import Path
 
-_E2E = Path(__file__).resolve().parents[1] / "e2e" / "conftest.py"
-if "dsec_e2e_conftest" in sys.modules:
-    e2e = sys.modules["dsec_e2e_conftest"]
-else:
-    _spec = importlib.util.spec_from_file_location("dsec_e2e_conftest", _E2E)
-    e2e = importlib.util.module_from_spec(_spec)
-    sys.modules["dsec_e2e_conftest"] = e2e
-    _spec.loader.exec_module(e2e)
-
-BUSYBOX, PYTHON = e2e.BUSYBOX, e2e.PYTHON
-Client, Node, wait_for, cgroup_dirs = e2e.Client, e2e.Node, e2e.wait_for, e2e.cgroup_dirs
-CGROUP_ROOTS = e2e.CGROUP_ROOTS
+from dsec_harness import (  # noqa: F401  re-exported to the attack modules
+    BUSYBOX, CGROUP_ROOTS, PYTHON, TMP_ROOT, Client, Node, cgroup_dirs, wait_for)
 
 # A variable in the node's environment that no sandbox process may see.
 CANARY_ENV = "DSEC_REDTEAM_CANARY"
@@ -118,7 +107,7 @@ class HostFiles:
     each default layer as the node mounted it."""
 
     def __init__(self, node, dsec_bin):
-        self.dir = Path(e2e.TMP_ROOT) / f"dsec-redteam-host-{uuid.uuid4().hex[:8]}"
+        self.dir = Path(TMP_ROOT) / f"dsec-redteam-host-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir(mode=0o755)
         self.secret_value = "host-secret-" + uuid.uuid4().hex
         self.secret = self.dir / "secret"

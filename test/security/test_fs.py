@@ -12,7 +12,9 @@ import time
 import urllib.parse
 import uuid
 
-from .redteam import PYTHON, attack, e2e, wait_for
+from dsec_harness import detached_dirs_held
+
+from .redteam import PYTHON, attack, wait_for
 
 EPERM, ENOENT, EACCES, ETXTBSY, EROFS = 1, 2, 13, 26, 30
 
@@ -240,7 +242,7 @@ out(res)
     inside = client.sh(py, "cat /proc/self/mountinfo")["stdout"].splitlines()
     opts = [l.split()[5].split(",") for l in inside if l.split()[4] == "/"]
     assert opts and "nosuid" in opts[-1] and "nodev" in opts[-1], inside
-    views = [f"/proc/{node.proc.pid}/fd/{d.split()[1]}" for d in e2e.detached_dirs_held(node.proc.pid)]
+    views = [f"/proc/{node.proc.pid}/fd/{d.split()[1]}" for d in detached_dirs_held(node.proc.pid)]
     assert views, "the node holds no view of the sandbox root"
     for v in views:
         flags = os.statvfs(v).f_flag

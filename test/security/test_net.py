@@ -1,7 +1,7 @@
 # Red team, egress from a default sandbox (network mode none): no raw or
 # packet sockets (no CAP_NET_RAW), and neither the node's ports nor the
 # host's addresses are reachable. The eBPF allow-list itself is tested in
-# test/e2e/test_network.py.
+# test_network.py.
 import socket
 
 from .redteam import attack

@@ -1,6 +1,6 @@
 // The network allow-list grammar (backends/net/net_allow.hpp): which entries
 // parse into which address, prefix, domain and port, and what each refused
-// entry is told. Pure; the kernel side is in test/integration/net_policy_test.
+// entry is told. Pure; the kernel side is in test/security/net_policy_test.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>

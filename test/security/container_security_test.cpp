@@ -2,7 +2,7 @@
 // agent inside sees and cannot do (namespaces, capabilities, seccomp, fds,
 // file escapes), cgroup limits that hold, and the init protocol refusing
 // malformed input.
-#include "container_fixture.hpp"
+#include "test/integration/container_fixture.hpp"
 
 TEST_CASE("container: namespaces: pid 1, hostname, network", "[container][security]") {
   if (!is_root())

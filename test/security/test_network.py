@@ -8,7 +8,7 @@
 # GET /v1/sandboxes/{id} "denials"; destroy and node stop leave no veth,
 # bridge or nftables table behind.
 #
-# Domain entries are tested by test/integration/net_policy_test.cpp, which
+# Domain entries are tested by test/security/net_policy_test.cpp, which
 # can give the node a private /etc/hosts.
 import json
 import os
@@ -20,7 +20,7 @@ import urllib.parse
 
 import pytest
 
-from conftest import Node, _finish_node, start_node
+from dsec_harness import Node, _finish_node, start_node
 
 PYTHON = "base/python@3.11"
 BUSYBOX_LAYER = "base/busybox@1"

@@ -4,7 +4,7 @@
 # own file API still reaches them: protections bind the agent, not the trainer.
 import pytest
 
-from conftest import assert_error
+from dsec_harness import assert_error
 
 # Paths the busybox layer holds: /etc and /bin (read-only: the tools a grader
 # runs), /root and /etc/group (hidden).

@@ -7,7 +7,7 @@ import socket
 import threading
 import uuid
 
-from conftest import wait_for
+from dsec_harness import wait_for
 
 
 def status_fields(client, sid):

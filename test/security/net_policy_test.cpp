@@ -4,7 +4,7 @@
 // internet" peer (a separate net namespace with TCP echo servers), policy
 // updates apply to the next connect, refused connects, syscalls and file
 // writes are counted, and destroy leaves no veth, map entry or address.
-#include "container_fixture.hpp"
+#include "test/integration/container_fixture.hpp"
 
 #include <arpa/inet.h>
 
