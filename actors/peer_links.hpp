@@ -43,16 +43,27 @@ class peer_links {
     auto& link = links_[node];
     if (link.handle)
       return f(link.handle, {});
+    auto hp = parse_host_port(address, false);
+    if (!hp) {
+      links_.erase(node);
+      return f({}, unavailable("node " + node + ": bad address " + address));
+    }
+    with(self, node, hp->first, hp->second, connect_timeout, std::move(f));
+  }
+
+  /// The same, with the peer's host and port.
+  template <class Self>
+  void with(Self* self, const std::string& node, const std::string& host, uint16_t port,
+            std::chrono::milliseconds connect_timeout, ready_fn f) {
+    auto& link = links_[node];
+    if (link.handle)
+      return f(link.handle, {});
     link.waiting.push_back(std::move(f));
     if (link.connecting)
       return;
     link.connecting = true;
-    auto hp = parse_host_port(address, false);
-    if (!hp)
-      return drop(node, unavailable("node " + node + ": bad address " + address));
     auto mm = self->home_system().middleman().actor_handle();
-    self->request(mm, caf::duration{connect_timeout}, caf::connect_atom::value, hp->first,
-                  hp->second)
+    self->request(mm, caf::duration{connect_timeout}, caf::connect_atom::value, host, port)
       .then(
         [this, self, node](const caf::node_id&, caf::strong_actor_ptr& ptr,
                            const std::set<std::string>&) {

@@ -36,15 +36,8 @@ void fail_all_and_quit(client_actor_ptr self, const error& err) {
     caf::scoped_execution_unit unit{&self->home_system()};
     comp->cleanup(caf::error{}, &unit);
   }
-  auto pending = std::move(st.pending);
-  auto waiting = std::move(st.waiting);
-  st.pending.clear();
-  st.waiting.clear();
   st.streams.clear();
-  for (auto& [ticket, call] : pending)
-    call->fail(err);
-  for (auto& j : waiting)
-    j.call->fail(err);
+  st.links.drop(st.address(), err); // the jobs waiting and the calls in flight
   self->quit();
 }
 
@@ -115,39 +108,31 @@ caf::strong_actor_ptr make_companion(caf::actor_system& sys, std::weak_ptr<link>
   return companion;
 }
 
-void connect(client_actor_ptr self) {
+/// Runs `j` once the node is connected; the first connection sets up the
+/// direct path and the expiry tick. A node that cannot be reached fails
+/// every job of this lifetime.
+void run_connected(client_actor_ptr self, job j) {
   auto& st = self->state;
-  st.connecting = true;
-  auto mm = self->home_system().middleman().actor_handle();
-  self->request(mm, caf::duration{st.opts.connect_timeout}, caf::connect_atom::value, st.host,
-                st.port)
-    .then(
-      [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-        auto& st = self->state;
-        st.connecting = false;
-        if (!ptr)
-          return fail_all_and_quit(self, unavailable("connect " + st.where()
-                                                     + ": no dsec node is published there"));
-        st.front = caf::actor_cast<placement_actor>(std::move(ptr));
-        self->monitor(st.front);
-        {
-          std::lock_guard<std::mutex> lock{st.lk->mu};
-          st.lk->front = caf::actor_cast<caf::actor>(st.front);
-          st.lk->companion = make_companion(self->home_system(), st.lk);
-        }
-        self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
-        auto waiting = std::move(st.waiting);
-        st.waiting.clear();
-        for (auto& j : waiting)
-          run_job(self, j);
-      },
-      [self](caf::error& err) {
-        auto& st = self->state;
-        fail_all_and_quit(self, unavailable("connect " + st.where() + ": "
-                                            + (err == caf::sec::request_timeout
-                                                 ? std::string{"timed out"}
-                                                 : self->home_system().render(err))));
-      });
+  auto on_ready = [self, j](const placement_actor& front, const error& err) mutable {
+    auto& st = self->state;
+    if (!front)
+      return fail_all_and_quit(self, err.code == errc::unavailable
+                                       ? err
+                                       : unavailable("connect " + st.where() + ": "
+                                                     + err.message));
+    if (!st.front) {
+      st.front = front;
+      {
+        std::lock_guard<std::mutex> lock{st.lk->mu};
+        st.lk->front = caf::actor_cast<caf::actor>(st.front);
+        st.lk->companion = make_companion(self->home_system(), st.lk);
+      }
+      self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
+    }
+    run_job(self, j);
+  };
+  st.links.with(self, st.address(), st.host, st.port, st.opts.connect_timeout,
+                std::move(on_ready));
 }
 
 caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t port, options opts,
@@ -160,6 +145,8 @@ caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t por
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source != self->state.front.address())
       return;
+    // The calls in flight fail first, with the reason; then the rest.
+    self->state.links.on_down(dm.source, self->home_system().render(dm.reason));
     fail_all_and_quit(self, unavailable(self->state.where() + " went away ("
                                         + self->home_system().render(dm.reason) + ")"));
   });
@@ -167,14 +154,7 @@ caf::behavior client_actor(client_actor_ptr self, std::string host, uint16_t por
     fail_all_and_quit(self, unavailable(self->state.where() + ": client shut down"));
   });
   return {
-    [self](call_atom, job& j) {
-      auto& st = self->state;
-      if (st.front)
-        return run_job(self, j);
-      st.waiting.push_back(std::move(j));
-      if (!st.connecting)
-        connect(self);
-    },
+    [self](call_atom, job& j) { run_connected(self, std::move(j)); },
     // Streamed output of an exec (the remote form of stream_atom).
     [self](stream_atom, uint64_t token, exec_chunk& c) {
       auto it = self->state.streams.find(token);

@@ -17,6 +17,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/peer_links.hpp"
 #include "bindings/client/native_client.hpp"
 
 namespace dsec::client::detail {
@@ -110,18 +111,19 @@ struct client_state {
   std::string host;
   uint16_t port = 0;
   options opts;
+  /// The node's front door, once connected.
   placement_actor front;
-  bool connecting = false;
-  /// Jobs that arrived before the connection was up.
-  std::vector<job> waiting;
-  uint64_t next_ticket = 0;
-  std::unordered_map<uint64_t, std::shared_ptr<call_base>> pending;
+  /// The one link (actors/peer_links.hpp): jobs wait on it while it connects,
+  /// and calls in flight on it fail at once when the node goes away.
+  peer_links<placement_actor> links;
   /// Exec token -> where its streamed chunks go.
   std::unordered_map<uint64_t, chunk_fn> streams;
   /// Shared with the connection (and its calling threads).
   std::shared_ptr<link> lk;
 
-  std::string where() const { return "node " + host + ":" + std::to_string(port); }
+  std::string where() const { return "node " + address(); }
+  /// "host:port", the node's key in `links`.
+  std::string address() const { return host + ":" + std::to_string(port); }
 };
 
 /// Guards the runtime and every connection's actor handle. Lock order:

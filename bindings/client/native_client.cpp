@@ -4,8 +4,9 @@
 // client::shutdown()); per connection, one event-based "client actor" per
 // connection *lifetime*. The actor connects through the middleman (never
 // blocking), holds the node's front-door handle, issues every call as a CAF
-// request and tracks it in `pending`. When the node goes away, the actor fails
-// everything pending with `unavailable`, marks itself dead and quits; the
+// request and tracks it on its link (actors/peer_links.hpp). When the node goes
+// away, the actor fails everything in flight with `unavailable`, marks itself
+// dead and quits; the
 // next call spawns a fresh actor, which reconnects.
 //
 // A call is a `pending_call<T>`: it answers exactly once, whoever gets there
@@ -166,17 +167,18 @@ struct connection::impl {
     j.run = [pc, msg = std::move(msg), timeout, stream_token,
              chunk = std::move(chunk)](client_actor_ptr self) mutable {
       auto& st = self->state;
-      auto ticket = ++st.next_ticket;
-      st.pending.emplace(ticket, pc);
+      auto node = st.address();
+      auto ticket = st.links.track(node, [pc](const error& e) { pc->fail(e); });
+      bool streamed = chunk != nullptr; // before `chunk` moves into the table
       if (chunk) {
         st.streams.emplace(stream_token, std::move(chunk));
         // The sink is this actor, known only here (interfaces.hpp, the stream row).
         msg.get_mutable_as<caf::actor>(3) = caf::actor_cast<caf::actor>(self);
       }
-      auto settle = [self, ticket, stream_token, streamed = chunk == nullptr ? false : true] {
+      auto settle = [self, node, ticket, stream_token, streamed] {
         if (streamed)
           self->state.streams.erase(stream_token);
-        return self->state.pending.erase(ticket) > 0;
+        return self->state.links.settle(node, ticket);
       };
       // `msg` was checked against placement_actor when it was made.
       self->request(caf::actor_cast<caf::actor>(st.front), timeout, std::move(msg))
