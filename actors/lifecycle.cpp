@@ -14,6 +14,7 @@
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
+#include "core/spec_fields.hpp"
 #include "core/validate.hpp"
 
 namespace dsec {
@@ -319,16 +320,6 @@ node_status make_status(lifecycle_actor_ptr self) {
 }
 
 } // namespace
-
-bool same_request(const sandbox_spec& a, const sandbox_spec& b) {
-  return a.backend == b.backend && a.layers == b.layers && a.cpu == b.cpu
-         && a.memory_mb == b.memory_mb && a.disk_mb == b.disk_mb && a.pids == b.pids
-         && a.ttl_s == b.ttl_s && a.network.allow == b.network.allow
-         && a.protect.readonly == b.protect.readonly && a.protect.hidden == b.protect.hidden
-         && a.env == b.env && a.labels == b.labels && a.cpu_class == b.cpu_class
-         && a.node == b.node && a.request_id == b.request_id
-         && a.paused_ttl_s == b.paused_ttl_s;
-}
 
 lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx) {
   self->state.ctx = std::move(ctx);

@@ -99,7 +99,4 @@ using lifecycle_actor_ptr = lifecycle_actor::stateful_pointer<lifecycle_state>;
 /// adopts ctx->recovered before it answers anything.
 lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx);
 
-/// True if two specs ask for the same sandbox (request_id idempotency).
-bool same_request(const sandbox_spec& a, const sandbox_spec& b);
-
 } // namespace dsec

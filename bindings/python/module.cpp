@@ -1,16 +1,19 @@
 // dsec._native: the pybind11 layer over the native client
 // (bindings/client/native_client.hpp). It knows Python; the client knows CAF;
-// neither knows the other's world.
+// neither knows the other's world. Two translation units, split by
+// mechanism: convert.cpp turns node errors into dsec.errors exceptions and
+// values into Python objects and back (native.hpp); this file starts the
+// calls, waits for them and defines the module's classes. Two, not more:
+// each file that includes pybind11 costs ~9 s of the 2-core build on its own.
 //
 // Every call has two forms:
-//   - blocking (`Connection.create(...)`): the GIL is released while waiting,
+//   - blocking (`Connection.call(...)`): the GIL is released while waiting,
 //     in 100 ms slices so Ctrl-C still works (an interrupted exec is
 //     cancelled on the node);
 //   - submitted (`Connection.submit(queue, ticket, op, args)`): the result is
 //     pushed to a CompletionQueue from the CAF thread (no GIL taken there) and
 //     its eventfd wakes the asyncio loop, which drains it on its own thread.
 // Results are built as Python objects only under the GIL, in `outcome::make`.
-// Node errors become dsec.errors exceptions in one function, raise_error().
 //
 // After fork, connections work in the child (the client reconnects), but a
 // stream or completion queue made before the fork belongs to the parent: its
@@ -22,242 +25,14 @@
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "bindings/python/native.hpp"
 
-#include "bindings/client/native_client.hpp"
-#include "core/error_kind.hpp"
-#include "core/ttl.hpp"
-
-namespace py = pybind11;
 using namespace std::chrono_literals;
 
 namespace dsec::py_native {
-
-using client::connection;
-using client::connection_ptr;
-
-// -- errors ---------------------------------------------------------------------
-
-/// The dsec.errors class for a code.
-py::object error_class(errc code) {
-  auto mod = py::module_::import("dsec.errors");
-  switch (code) {
-    case errc::invalid_argument: return mod.attr("InvalidArgument");
-    case errc::too_large: return mod.attr("TooLarge");
-    case errc::not_found: return mod.attr("NotFound");
-    case errc::conflict: return mod.attr("Conflict");
-    case errc::resource_exhausted: return mod.attr("ResourceExhausted");
-    case errc::unavailable: return mod.attr("Unavailable");
-    case errc::timeout: return mod.attr("Timeout");
-    default: return mod.attr("Error");
-  }
-}
-
-/// The exception object for a node error (code name and message attached).
-py::object make_exception(const error& err) {
-  auto cls = error_class(err.code);
-  // A changed step (core/trajectory.hpp step_conflict) has its own subclass.
-  if (err.code == errc::conflict && err.message.rfind("step \"", 0) == 0)
-    cls = py::module_::import("dsec.errors").attr("StepConflict");
-  return cls(err.message, py::str(std::string{to_string(err.code)}),
-             py::arg("infra") = is_infra(err));
-}
-
-/// Raises `err` as its dsec.errors exception.
-[[noreturn]] void raise_error(const error& err) {
-  auto exc = make_exception(err);
-  PyErr_SetObject(exc.get_type().ptr(), exc.ptr());
-  throw py::error_already_set();
-}
-
-// -- conversions ------------------------------------------------------------------
-
-py::bytes to_bytes(const std::string& s) { return py::bytes(s.data(), s.size()); }
-
-py::dict to_py(const sandbox_info& s) {
-  py::dict d;
-  d["id"] = s.id;
-  d["node"] = s.node;
-  d["state"] = to_string(s.state);
-  d["backend"] = s.backend;
-  d["layers"] = s.layers;
-  d["labels"] = s.labels;
-  d["created_at"] = s.created_at_ms / 1000.0;
-  d["expires_at"] = s.expires_at_ms ? py::object(py::float_(s.expires_at_ms / 1000.0)) : py::none();
-  d["reason"] = s.reason;
-  d["cpu"] = s.cpu;
-  d["memory_mb"] = s.memory_mb;
-  d["disk_mb"] = s.disk_mb;
-  d["cpu_class"] = s.cpu_class;
-  {
-    using namespace std::chrono;
-    auto now = duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-    auto left = ttl::remaining_ms(s, now);
-    d["ttl_remaining_s"] = left < 0 ? py::object(py::none()) : py::object(py::float_(left / 1000.0));
-    d["paused_ttl_s"] = s.paused_ttl_s;
-    d["paused_expires_at"] = s.paused_expires_at_ms
-                               ? py::object(py::float_(s.paused_expires_at_ms / 1000.0))
-                               : py::object(py::none());
-  }
-  py::dict den;
-  den["network"] = s.denials.network;
-  den["syscall"] = s.denials.syscall;
-  den["file"] = s.denials.file;
-  den["recent"] = s.denials.recent;
-  d["denials"] = den;
-  return d;
-}
-
-py::dict to_py(const snapshot_info& s) {
-  py::dict d;
-  d["ref"] = s.ref;
-  d["digest"] = s.digest;
-  d["layers"] = s.layers;
-  d["size_bytes"] = s.size_bytes;
-  d["duration_ms"] = s.duration_ms;
-  return d;
-}
-
-py::tuple to_py(const exec_result& r) {
-  return py::make_tuple(r.exit_code, to_bytes(r.stdout_data), to_bytes(r.stderr_data),
-                        r.timed_out, r.duration_ms, r.truncated, r.node_ms, r.replayed);
-}
-
-/// (pid, argv, started_at, running, result tuple as for exec_result).
-py::tuple to_py(const background_process& p) {
-  return py::make_tuple(p.pid, p.argv, p.started_at_ms / 1000.0, p.running, to_py(p.result));
-}
-
-py::dict to_py(const process_info& p) {
-  py::dict d;
-  d["pid"] = p.pid;
-  d["ppid"] = p.ppid;
-  d["argv"] = p.argv;
-  d["name"] = p.name;
-  d["state"] = p.state;
-  d["started_at"] = p.started_at_ms / 1000.0;
-  d["background"] = p.background;
-  return d;
-}
-
-py::dict to_py(const node_status& s) {
-  py::dict d;
-  d["id"] = s.node_id;
-  d["version"] = s.version;
-  d["sandboxes"] = s.sandboxes;
-  d["creating"] = s.creating;
-  d["uptime_ms"] = s.uptime_ms;
-  d["creates_total"] = s.creates_total;
-  d["create_failures_total"] = s.create_failures_total;
-  d["destroys_total"] = s.destroys_total;
-  d["execs_total"] = s.execs_total;
-  return d;
-}
-
-py::dict to_py(const layer_info& l) {
-  py::dict d;
-  d["ref"] = l.ref;
-  d["name"] = l.name;
-  d["version"] = l.version;
-  d["kind"] = l.kind;
-  d["digest"] = l.digest;
-  d["size_bytes"] = l.size_bytes;
-  d["created_at"] = l.created_at_ms / 1000.0;
-  return d;
-}
-
-py::dict to_py(const member_info& m) {
-  py::dict load;
-  load["free_memory_mb"] = m.free_memory_mb;
-  load["cpu_load"] = m.cpu_load;
-  load["sandboxes"] = m.sandboxes;
-  load["creating"] = m.creating;
-  load["accepting"] = m.accepting;
-  load["layers"] = m.layers;
-  py::dict d;
-  d["id"] = m.id;
-  d["address"] = m.address;
-  d["state"] = m.state;
-  d["incarnation"] = m.incarnation;
-  d["load"] = load;
-  return d;
-}
-
-/// (done ids, [(id or None, node, exception)]).
-py::tuple to_py(const job_result& r) {
-  py::list errors;
-  for (auto& e : r.errors)
-    errors.append(py::make_tuple(e.id.empty() ? py::object(py::none()) : py::object(py::str(e.id)),
-                                 e.node, make_exception(error{e.code, e.message})));
-  return py::make_tuple(r.done, errors);
-}
-
-template <class T>
-py::list to_py(const std::vector<T>& xs) {
-  py::list out;
-  for (auto& x : xs)
-    out.append(to_py(x));
-  return out;
-}
-
-py::object to_py(bool b) { return py::bool_(b); }
-py::object to_py(const std::string& s) { return to_bytes(s); }
-
-/// Field `key` of a spec dict, cast to T; InvalidArgument naming the field.
-template <class T>
-void take(const py::dict& d, const char* key, T& out) {
-  if (!d.contains(key) || d[key].is_none())
-    return;
-  try {
-    out = d[key].cast<T>();
-  } catch (const py::cast_error&) {
-    raise_error(invalid_argument(std::string{"spec: "} + key + " has the wrong type ("
-                                 + std::string{py::str(d[key].get_type().attr("__name__"))}
-                                 + ")"));
-  }
-}
-
-sandbox_spec spec_from(const py::dict& d) {
-  sandbox_spec s;
-  take(d, "backend", s.backend);
-  take(d, "layers", s.layers);
-  take(d, "cpu", s.cpu);
-  take(d, "memory_mb", s.memory_mb);
-  take(d, "disk_mb", s.disk_mb);
-  take(d, "pids", s.pids);
-  take(d, "ttl_s", s.ttl_s);
-  take(d, "network_allow", s.network.allow);
-  take(d, "protect_readonly", s.protect.readonly);
-  take(d, "protect_hidden", s.protect.hidden);
-  take(d, "env", s.env);
-  take(d, "labels", s.labels);
-  take(d, "cpu_class", s.cpu_class);
-  take(d, "node", s.node);
-  take(d, "request_id", s.request_id);
-  take(d, "paused_ttl_s", s.paused_ttl_s);
-  return s;
-}
-
-/// exec args tuple: (argv, cwd, env, stdin bytes, timeout_s).
-exec_request exec_from(const py::tuple& a) {
-  exec_request r;
-  try {
-    r.argv = a[0].cast<std::vector<std::string>>();
-    r.cwd = a[1].cast<std::string>();
-    r.env = a[2].cast<std::map<std::string, std::string>>();
-    r.stdin_data = a[3].cast<std::string>();
-    r.timeout_s = a[4].cast<double>();
-    if (a.size() > 5) // the step key (fast-forward), "" = none
-      r.step = a[5].cast<std::string>();
-  } catch (const py::cast_error&) {
-    raise_error(invalid_argument("exec: argv must be a list of str, cwd a str, env a dict of "
-                                 "str, stdin bytes and timeout_s a number"));
-  }
-  return r;
-}
 
 // -- outcomes -------------------------------------------------------------------
 
@@ -382,14 +157,6 @@ py::object value_or_raise(outcome& o) {
   return o.make();
 }
 
-/// The error of `what`, made in a process that has forked since.
-[[noreturn]] void raise_inherited(const std::string& what) {
-  raise_error(unavailable(what + ": started before this process was forked, so its results go "
-                                 "to the parent process; start it again in this process "
-                                 "(Client, AsyncClient and Sandbox objects inherited across "
-                                 "fork work in the child)"));
-}
-
 // -- completion queue (asyncio) ---------------------------------------------------
 
 /// Finished submitted calls and stream chunks, handed to the asyncio loop.
@@ -453,8 +220,6 @@ class completion_queue {
 };
 
 using queue_ptr = std::shared_ptr<completion_queue>;
-
-py::object chunk_to_py(const exec_chunk& c) { return py::make_tuple(c.stream, to_bytes(c.data)); }
 
 // -- blocking streams -------------------------------------------------------------
 
@@ -652,6 +417,12 @@ PYBIND11_MODULE(_native, m) {
     .def("cancel", [](connection& c, const std::string& id, uint64_t token) {
       c.cancel(id, token);
     });
+
+  // The field lists of core/spec_fields.hpp as Python sees them: dsec/_spec.py
+  // checks create()'s keywords by SPEC_FIELDS; test/e2e/test_spec_fields.py
+  // holds dsec/types.py and __init__.pyi to both.
+  m.attr("SPEC_FIELDS") = spec_keywords();
+  m.attr("SANDBOX_INFO_FIELDS") = sandbox_info_keys();
 
   m.def("shutdown", [] {
     py::gil_scoped_release nogil;

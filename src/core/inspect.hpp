@@ -1,30 +1,40 @@
 // inspect() overloads that let CAF serialize the shared vocabulary
 // (core/types.hpp), so the structs cross actor and process boundaries. Only
 // actor code includes this header; the wire names are registered once in
-// actors/wire_types.cpp. Field order is the wire order: append only.
+// actors/wire_types.cpp. Field order is the wire order: append only. The
+// spec and sandbox info (and their nested policies and denial counts) take
+// their order from core/spec_fields.hpp.
 #pragma once
 
 #include <caf/meta/type_name.hpp>
 
+#include "core/spec_fields.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
 
+/// The fields of `x` in the order of its list (core/spec_fields.hpp), which
+/// is the wire order: the spec and the sandbox info are written out there once.
+template <class Inspector, class T>
+typename Inspector::result_type inspect_fields(Inspector& f, const char* type_name, T& x) {
+  return apply_members(x, [&](auto&... member) {
+    return f(caf::meta::type_name(type_name), member...);
+  });
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, network_policy& x) {
-  return f(caf::meta::type_name("dsec::network_policy"), x.allow);
+  return inspect_fields(f, "dsec::network_policy", x);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, protect_policy& x) {
-  return f(caf::meta::type_name("dsec::protect_policy"), x.readonly, x.hidden);
+  return inspect_fields(f, "dsec::protect_policy", x);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_spec& x) {
-  return f(caf::meta::type_name("dsec::sandbox_spec"), x.backend, x.layers, x.cpu,
-           x.memory_mb, x.disk_mb, x.pids, x.ttl_s, x.network, x.protect, x.env, x.labels,
-           x.cpu_class, x.node, x.request_id, x.paused_ttl_s);
+  return inspect_fields(f, "dsec::sandbox_spec", x);
 }
 
 template <class Inspector>
@@ -58,16 +68,12 @@ typename Inspector::result_type inspect(Inspector& f, snapshot_info& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, denial_counts& x) {
-  return f(caf::meta::type_name("dsec::denial_counts"), x.network, x.syscall, x.file, x.recent);
+  return inspect_fields(f, "dsec::denial_counts", x);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
-  return f(caf::meta::type_name("dsec::sandbox_info"), x.id, x.node, x.state, x.backend,
-           x.layers, x.labels, x.created_at_ms, x.expires_at_ms, x.reason, x.cpu, x.memory_mb,
-           x.disk_mb, x.denials, x.resident_bytes, x.swap_bytes, x.reclaimed_bytes,
-           x.idle_since_ms, x.cpu_class, x.ttl_s, x.paused_ttl_s, x.ttl_left_ms,
-           x.paused_expires_at_ms);
+  return inspect_fields(f, "dsec::sandbox_info", x);
 }
 
 template <class Inspector>

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec_fields.hpp"
+#include "core/spec_fields.hpp"
 #include "core/validate.hpp"
 
 namespace dsec::json_codec {
@@ -16,60 +17,85 @@ using nlohmann::json;
 
 namespace {
 
-status parse_network(const json& j, network_policy& out) {
-  auto it = j.find("network");
+// -- one field of a spec, by its type (the list is core/spec_fields.hpp) -----------
+
+status read_value(const json& j, const char* key, std::string& out, range) {
+  return get_string(j, key, out);
+}
+
+status read_value(const json& j, const char* key, int64_t& out, range r) {
+  return get_int(j, key, out, static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi));
+}
+
+status read_value(const json& j, const char* key, double& out, range r) {
+  return get_double(j, key, out, r.lo, r.hi);
+}
+
+status read_value(const json& j, const char* key, std::vector<std::string>& out, range r) {
+  return get_string_list(j, key, out, static_cast<size_t>(r.hi));
+}
+
+status read_value(const json& j, const char* key, std::map<std::string, std::string>& out,
+                  range r) {
+  return get_string_map(j, key, out, static_cast<size_t>(r.hi));
+}
+
+status read_value(const json& j, const char* key, network_policy& out, range);
+status read_value(const json& j, const char* key, protect_policy& out, range);
+
+/// Every field of T's list from `j`, in list order, stopping at the first error.
+template <class T>
+status read_each(const json& j, T& x) {
+  status st;
+  for_each_field<T>([&](const auto& fd) {
+    if (st)
+      st = read_value(j, fd.name, x.*(fd.member), fd.limits);
+  });
+  return st;
+}
+
+/// read_each, and any key not in T's list is refused (`what` names the object).
+template <class T>
+status read_fields(const json& j, T& x, const char* what) {
+  auto names = field_names<T>();
+  if (auto st = reject_unknown(j, names.data(), names.size(), what); !st)
+    return st;
+  return read_each(j, x);
+}
+
+// Special (core/spec_fields.hpp): "mode" is no field, an empty allow-list is
+// mode "none".
+status read_value(const json& j, const char* key, network_policy& out, range) {
+  auto it = j.find(key);
   if (it == j.end() || it->is_null())
     return {};
   if (!it->is_object())
-    return bad("network", R"(must be {"mode":"none"} or {"allow":[...]})");
-  if (auto st = reject_unknown(*it, {"mode", "allow"}, "network"); !st)
+    return bad(key, R"(must be {"mode":"none"} or {"allow":[...]})");
+  if (auto st = reject_unknown(*it, {"mode", "allow"}, key); !st)
     return st;
   std::string mode;
   if (auto st = get_string(*it, "mode", mode); !st)
     return st;
   if (!mode.empty() && mode != "none" && mode != "allow")
     return bad("network.mode", "must be \"none\" or \"allow\", got \"" + mode + "\"");
-  return get_string_list(*it, "allow", out.allow, 1024);
+  return read_each(*it, out);
 }
 
-status parse_protect(const json& j, protect_policy& out) {
-  auto it = j.find("protect");
+status read_value(const json& j, const char* key, protect_policy& out, range) {
+  auto it = j.find(key);
   if (it == j.end() || it->is_null())
     return {};
   if (!it->is_object())
-    return bad("protect", R"(must be {"readonly":[paths],"hidden":[paths]})");
-  if (auto st = reject_unknown(*it, {"readonly", "hidden"}, "protect"); !st)
-    return st;
-  if (auto st = get_string_list(*it, "readonly", out.readonly, 256); !st)
-    return st;
-  return get_string_list(*it, "hidden", out.hidden, 256);
+    return bad(key, R"(must be {"readonly":[paths],"hidden":[paths]})");
+  return read_fields(*it, out, key);
 }
 
 } // namespace
 
 status spec_from(const json& j, sandbox_spec& s) {
-  if (auto st = reject_unknown(j, {"backend", "layers", "cpu", "memory_mb", "disk_mb", "pids",
-                                   "ttl_s", "network", "protect", "env", "labels", "cpu_class",
-                                   "node", "request_id", "paused_ttl_s"},
-                               "spec");
-      !st)
+  if (auto st = read_fields(j, s, "spec"); !st)
     return st;
-  status st;
-  if ((st = get_string(j, "backend", s.backend)) && (st = get_string_list(j, "layers", s.layers, 4096))
-      && (st = get_double(j, "cpu", s.cpu, 0, spec_limits::max_cpu))
-      && (st = get_int(j, "memory_mb", s.memory_mb, spec_limits::min_memory_mb,
-                       spec_limits::max_memory_mb))
-      && (st = get_int(j, "disk_mb", s.disk_mb, 1, spec_limits::max_disk_mb))
-      && (st = get_int(j, "pids", s.pids, 8, spec_limits::max_pids))
-      && (st = get_int(j, "ttl_s", s.ttl_s, 0, spec_limits::max_ttl_s))
-      && (st = get_int(j, "paused_ttl_s", s.paused_ttl_s, 1, spec_limits::max_paused_ttl_s))
-      && (st = parse_network(j, s.network)) && (st = parse_protect(j, s.protect))
-      && (st = get_string_map(j, "env", s.env, spec_limits::max_env))
-      && (st = get_string_map(j, "labels", s.labels, spec_limits::max_labels))
-      && (st = get_string(j, "cpu_class", s.cpu_class)) && (st = get_string(j, "node", s.node))
-      && (st = get_string(j, "request_id", s.request_id)))
-    return validate(s);
-  return st;
+  return validate(s);
 }
 
 expected<sandbox_spec> parse_spec(std::string_view body) {
@@ -161,7 +187,7 @@ expected<network_policy> parse_network_policy(std::string_view body) {
   if (!j)
     return j.err();
   network_policy out;
-  if (auto st = parse_network(json{{"network", *j}}, out); !st)
+  if (auto st = read_value(json{{"network", *j}}, "network", out, {}); !st)
     return st.err();
   if (auto st = validate(out); !st)
     return st.err();

@@ -5,6 +5,7 @@
 
 #include "core/json_codec.hpp"
 #include "core/json_codec_fields.hpp"
+#include "core/spec_fields.hpp"
 
 namespace dsec::json_codec {
 
@@ -19,30 +20,32 @@ sandbox_state state_from(const std::string& s) {
   return sandbox_state::failed;
 }
 
+/// The fields of T's list that answers show, read leniently: a missing or
+/// mistyped field keeps its default.
+template <class T>
+void read_shown(const json& j, T& x) {
+  for_each_field<T>([&](const auto& fd) {
+    using F = std::decay_t<decltype(fd)>;
+    auto& v = x.*(fd.member);
+    if constexpr (F::form == shown::plain || F::form == shown::json_only) {
+      if constexpr (has_field_list_v<typename F::type>) {
+        if (auto it = j.find(fd.name); it != j.end() && it->is_object())
+          read_shown(*it, v);
+      } else {
+        v = value_or(j, fd.name, v);
+      }
+    } else if constexpr (F::form == shown::unix_s || F::form == shown::unix_s_or_null) {
+      v = static_cast<int64_t>(value_or<double>(j, fd.name, 0) * 1000);
+    }
+  });
+}
+
 sandbox_info sandbox_from(const json& j) {
   sandbox_info s;
-  s.id = value_or<std::string>(j, "id", "");
-  s.node = value_or<std::string>(j, "node", "");
+  read_shown(j, s);
+  // The special fields (core/spec_fields.hpp says why).
   s.state = state_from(value_or<std::string>(j, "state", ""));
-  s.backend = value_or<std::string>(j, "backend", "");
-  s.layers = value_or<std::vector<std::string>>(j, "layers", {});
-  s.labels = value_or<std::map<std::string, std::string>>(j, "labels", {});
-  s.created_at_ms = static_cast<int64_t>(value_or<double>(j, "created_at", 0) * 1000);
-  s.expires_at_ms = static_cast<int64_t>(value_or<double>(j, "expires_at", 0) * 1000);
   s.reason = value_or<std::string>(j, "reason", "");
-  s.cpu = value_or<double>(j, "cpu", 0);
-  s.memory_mb = value_or<int64_t>(j, "memory_mb", 0);
-  s.disk_mb = value_or<int64_t>(j, "disk_mb", 0);
-  s.cpu_class = value_or<std::string>(j, "cpu_class", "latency");
-  if (auto d = j.find("denials"); d != j.end() && d->is_object()) {
-    s.denials.network = value_or<int64_t>(*d, "network", 0);
-    s.denials.syscall = value_or<int64_t>(*d, "syscall", 0);
-    s.denials.file = value_or<int64_t>(*d, "file", 0);
-    s.denials.recent = value_or<std::vector<std::string>>(*d, "recent", {});
-  }
-  s.resident_bytes = value_or<int64_t>(j, "resident_bytes", 0);
-  s.swap_bytes = value_or<int64_t>(j, "swap_bytes", 0);
-  s.reclaimed_bytes = value_or<int64_t>(j, "reclaimed_bytes", 0);
   if (auto i = j.find("idle_since"); i != j.end() && i->is_number())
     s.idle_since_ms = i->get<int64_t>();
   return s;

@@ -8,6 +8,7 @@
 #include "core/json_codec.hpp"
 #include "core/json_codec_fields.hpp"
 #include "core/json_codec_ttl.hpp"
+#include "core/spec_fields.hpp"
 
 namespace dsec::json_codec {
 
@@ -16,28 +17,12 @@ using nlohmann::json;
 namespace {
 
 json to_json(const sandbox_info& s) {
-  json j = {{"id", s.id},
-            {"node", s.node},
-            {"state", to_string(s.state)},
-            {"backend", s.backend},
-            {"layers", s.layers},
-            {"labels", s.labels},
-            {"created_at", s.created_at_ms / 1000.0},
-            {"expires_at", s.expires_at_ms ? json(s.expires_at_ms / 1000.0) : json(nullptr)},
-            {"cpu", s.cpu},
-            {"memory_mb", s.memory_mb},
-            {"disk_mb", s.disk_mb},
-            {"cpu_class", s.cpu_class}};
+  json j = json::object();
+  write_shown(j, s, audience::json, json(nullptr));
+  // The special fields (core/spec_fields.hpp says why).
+  j["state"] = to_string(s.state);
   if (!s.reason.empty())
     j["reason"] = s.reason;
-  j["denials"] = {{"network", s.denials.network},
-                  {"syscall", s.denials.syscall},
-                  {"file", s.denials.file},
-                  {"recent", s.denials.recent}};
-  // Measured memory (the reclaim actor's last sample).
-  j["resident_bytes"] = s.resident_bytes;
-  j["swap_bytes"] = s.swap_bytes;
-  j["reclaimed_bytes"] = s.reclaimed_bytes;
   j["idle_since"] = s.idle_since_ms ? json(s.idle_since_ms) : json(nullptr);
   add_ttl_fields(j, s); // core/ttl.hpp
   return j;

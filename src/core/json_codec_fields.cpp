@@ -106,11 +106,11 @@ status get_string_map(const json& j, const char* key, std::map<std::string, std:
   return {};
 }
 
-status reject_unknown(const json& j, std::initializer_list<const char*> known, const char* what) {
+status reject_unknown(const json& j, const char* const* known, size_t n, const char* what) {
   for (auto& [k, v] : j.items()) {
     bool ok = false;
-    for (auto* name : known)
-      ok = ok || k == name;
+    for (size_t i = 0; i < n; ++i)
+      ok = ok || k == known[i];
     if (!ok)
       return invalid_argument(std::string{what} + ": unknown field \"" + k + "\"");
   }

@@ -63,9 +63,15 @@ status get_string_list(const nlohmann::json& j, const char* key, std::vector<std
 status get_string_map(const nlohmann::json& j, const char* key,
                       std::map<std::string, std::string>& out, size_t max_items);
 
-/// Refuses any key of `j` not in `known`; `what` names the object.
-status reject_unknown(const nlohmann::json& j, std::initializer_list<const char*> known,
+/// Refuses any key of `j` not among the `n` names at `known`; `what` names
+/// the object.
+status reject_unknown(const nlohmann::json& j, const char* const* known, size_t n,
                       const char* what);
+
+inline status reject_unknown(const nlohmann::json& j, std::initializer_list<const char*> known,
+                             const char* what) {
+  return reject_unknown(j, known.begin(), known.size(), what);
+}
 
 /// Reads a spec object strictly (unknown fields refused) and validates it
 /// (json_codec.cpp; the record decoder reads the spec inside a record with it).

@@ -5,6 +5,7 @@
 
 #include "core/json_codec.hpp"
 #include "core/json_codec_fields.hpp"
+#include "core/spec_fields.hpp"
 #include "core/validate.hpp"
 
 namespace dsec::json_codec {
@@ -14,29 +15,13 @@ using nlohmann::json;
 namespace {
 
 json spec_to_json(const sandbox_spec& s) {
-  json network = s.network.allow.empty() ? json{{"mode", "none"}}
+  json j = json::object();
+  write_shown(j, s, audience::json, json(nullptr));
+  // Special (core/spec_fields.hpp): parse_spec reads either form back.
+  j["network"] = s.network.allow.empty() ? json{{"mode", "none"}}
                                          : json{{"allow", s.network.allow}};
-  return {{"backend", s.backend},
-          {"layers", s.layers},
-          {"cpu", s.cpu},
-          {"memory_mb", s.memory_mb},
-          {"disk_mb", s.disk_mb},
-          {"pids", s.pids},
-          {"ttl_s", s.ttl_s},
-          {"network", std::move(network)},
-          {"protect", {{"readonly", s.protect.readonly}, {"hidden", s.protect.hidden}}},
-          {"env", s.env},
-          {"labels", s.labels},
-          {"cpu_class", s.cpu_class},
-          {"node", s.node},
-          {"request_id", s.request_id},
-          {"paused_ttl_s", s.paused_ttl_s}};
+  return j;
 }
-
-// The spec fields this version knows; a record's spec may carry more.
-constexpr const char* known_spec_fields[] = {
-  "backend", "layers", "network", "protect", "env", "labels", "cpu", "memory_mb", "disk_mb",
-  "pids", "ttl_s", "cpu_class", "node", "request_id", "paused_ttl_s"};
 
 // Records hold epoch milliseconds: whole numbers well inside a double's 2^53.
 constexpr int64_t max_record_ms = int64_t{1} << 52;
@@ -70,7 +55,8 @@ expected<sandbox_record> decode_record(std::string_view body) {
   if (it == j.end() || !it->is_object())
     return invalid_argument("record " + r.id + ": spec is missing or not an object");
   json known = json::object();
-  for (auto* key : known_spec_fields)
+  // The spec fields this version knows; a record's spec may carry more.
+  for (auto* key : field_names<sandbox_spec>())
     if (auto f = it->find(key); f != it->end())
       known[key] = *f;
   if (auto st = spec_from(known, r.spec); !st)

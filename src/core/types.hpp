@@ -4,7 +4,9 @@
 //
 // These structs cross actor (and, with the native protocol, process)
 // boundaries: `core/inspect.hpp` gives each an inspect() overload. Fields are
-// append only.
+// append only. A field of sandbox_spec or sandbox_info (or of their policies
+// and denial counts) is also added to its list in core/spec_fields.hpp, which
+// gives it its wire place, JSON and Python names and spec equality.
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 #include "core/json_codec.hpp"
+#include "core/spec_fields.hpp"
 #include "sys/fs.hpp"
 #include "test/actor/test_system.hpp"
 

@@ -7,7 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "full_spec.hpp"
+
 using namespace dsec;
+using dsec::test::full_spec;
 namespace codec = dsec::json_codec;
 
 TEST_CASE("a minimal spec gets the documented defaults", "[codec]") {
@@ -146,24 +149,6 @@ TEST_CASE("answers round-trip through the client decoders", "[codec]") {
 }
 
 namespace {
-
-sandbox_spec full_spec() {
-  sandbox_spec s;
-  s.layers = {"base/python@3.11", "ws/django-15202@1"};
-  s.cpu = 0.25;
-  s.memory_mb = 768;
-  s.disk_mb = 2048;
-  s.pids = 64;
-  s.ttl_s = 900;
-  s.protect.readonly = {"/grader"};
-  s.protect.hidden = {"/answers"};
-  s.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C.UTF-8"}};
-  s.labels = {{"job", "grpo-7"}, {"step", "3"}};
-  s.cpu_class = "batch";
-  s.node = "n-1";
-  s.request_id = "job-7-step-3";
-  return s;
-}
 
 void check_same_spec(const sandbox_spec& a, const sandbox_spec& b) {
   CHECK(a.backend == b.backend);

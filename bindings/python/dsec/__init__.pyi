@@ -45,6 +45,8 @@ class OutputChunk:
     @property
     def text(self) -> str: ...
 
+# SandboxInfo's fields and Client.create's keywords follow the C++ field list
+# (src/core/spec_fields.hpp); test/e2e/test_spec_fields.py checks them.
 class SandboxInfo:
     id: str
     node: str

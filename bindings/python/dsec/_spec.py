@@ -5,18 +5,14 @@ are the node's business (it answers InvalidArgument naming the field)."""
 import os
 from collections.abc import Mapping, Sequence
 
+from . import _native
 from .errors import InvalidArgument
 
 DEFAULT_ADDR = "127.0.0.1:7700"
 
-# create() keyword -> (spec key, check)
-_SPEC_FIELDS = {
-    "layers": "layers", "backend": "backend", "cpu": "cpu", "memory_mb": "memory_mb",
-    "disk_mb": "disk_mb", "pids": "pids", "ttl_s": "ttl_s", "network_allow": "network_allow",
-    "protect_readonly": "protect_readonly", "protect_hidden": "protect_hidden", "env": "env",
-    "labels": "labels", "cpu_class": "cpu_class", "node": "node", "request_id": "request_id",
-    "paused_ttl_s": "paused_ttl_s",
-}
+# create() keyword -> its kind ("str", "int", "float", "str_list" or
+# "str_map"), from the one field list in C++ (src/core/spec_fields.hpp).
+_SPEC_FIELDS = _native.SPEC_FIELDS
 
 
 def resolve_addr(addr):
@@ -54,6 +50,16 @@ def _string(name, v):
     return v
 
 
+# A spec field's kind -> its check (the value the native layer takes).
+_CHECKS = {
+    "str": _string,
+    "int": lambda key, v: _number(key, v, True),
+    "float": lambda key, v: float(_number(key, v, False)),
+    "str_list": _str_list,
+    "str_map": _str_map,
+}
+
+
 def make_spec(kwargs):
     """create() keywords -> the native spec dict."""
     unknown = set(kwargs) - set(_SPEC_FIELDS)
@@ -63,16 +69,7 @@ def make_spec(kwargs):
     for key, v in kwargs.items():
         if v is None:
             continue
-        if key in ("layers", "network_allow", "protect_readonly", "protect_hidden"):
-            spec[key] = _str_list(key, v)
-        elif key in ("env", "labels"):
-            spec[key] = _str_map(key, v)
-        elif key == "cpu":
-            spec[key] = float(_number(key, v, False))
-        elif key in ("memory_mb", "disk_mb", "pids", "ttl_s", "paused_ttl_s"):
-            spec[key] = _number(key, v, True)
-        else:
-            spec[key] = _string(key, v)
+        spec[key] = _CHECKS[_SPEC_FIELDS[key]](key, v)
     if "layers" not in spec:
         raise InvalidArgument("layers: at least one layer ref (name@version) is required")
     return spec

@@ -68,6 +68,10 @@ class OutputChunk:
 class SandboxInfo:
     """What the node knows of one sandbox. Times are Unix seconds."""
 
+    # The fields are the keys the native layer derives from the one list in
+    # C++ (src/core/spec_fields.hpp); test/e2e/test_spec_fields.py fails when
+    # they drift apart (and from __init__.pyi).
+
     id: str
     node: str
     state: str  # creating | running | paused | stopped | failed | lost
