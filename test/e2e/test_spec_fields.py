@@ -9,7 +9,7 @@ import ast
 import dataclasses
 import inspect
 
-from conftest import REPO, import_sdk
+from dsec_harness import REPO, import_sdk
 
 dsec = import_sdk()
 from dsec import _native  # noqa: E402  (after import_sdk put the build on sys.path)
