@@ -28,7 +28,18 @@ try {
 
   await rejects(() => sbx.commands.run('sleep 20', { timeoutMs: 1000 }), TimeoutError, 'timeoutMs');
 
-  const h = await sbx.commands.run('echo started; sleep 60', { background: true });
+  // Killed only once it printed: a kill that lands before the shell ran its
+  // first statement (a few ms after the pid is known) leaves no output to check.
+  let printed;
+  const started = new Promise((resolve, reject) => {
+    printed = resolve;
+    setTimeout(() => reject(new Error('no "started" within 10 s')), 10000).unref();
+  });
+  const h = await sbx.commands.run('echo started; sleep 60', {
+    background: true,
+    onStdout: (data) => { if (data.includes('started')) printed(); },
+  });
+  await started;
   assert.ok(h.pid > 1);
   const listed = await sbx.commands.list();
   assert.ok(listed.some((p) => p.pid === h.pid), `list ${JSON.stringify(listed)} lacks ${h.pid}`);
