@@ -16,7 +16,6 @@ namespace dsec {
 
 namespace {
 
-using lbl_map = std::map<std::string, std::string>;
 using namespace std::chrono_literals;
 
 /// Bound on one sandbox's pause or resume: a microVM saves or restores its
@@ -72,7 +71,7 @@ void ask_sandbox(lifecycle_actor_ptr self, local_ptr job, sandbox_actor sb, std:
 
 } // namespace
 
-caf::result<job_result> run_job_local(lifecycle_actor_ptr self, const lbl_map& labels,
+caf::result<job_result> run_job_local(lifecycle_actor_ptr self, const label_map& labels,
                                       bool pause) {
   if (auto st = validate_job_labels(labels, std::string{verb(pause)} + " job"); !st)
     return to_caf(st.err());
@@ -92,7 +91,7 @@ caf::result<job_result> run_job_local(lifecycle_actor_ptr self, const lbl_map& l
   return job->rp;
 }
 
-caf::result<job_result> run_job_cluster(placement_actor_ptr self, const lbl_map& labels,
+caf::result<job_result> run_job_cluster(placement_actor_ptr self, const label_map& labels,
                                         bool pause, const job_peer_ask& ask) {
   auto op = std::string{verb(pause)} + " job";
   if (auto st = validate_job_labels(labels, op); !st)

@@ -21,8 +21,6 @@ namespace dsec {
 
 namespace {
 
-using lbl_map = std::map<std::string, std::string>;
-
 /// Why this node cannot serve `spec`, or nothing.
 error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
   auto& node = st.ctx->config.node_id;
@@ -413,7 +411,7 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
                               std::move(policy));
       });
     },
-    [self](list_atom, const lbl_map& labels) {
+    [self](list_atom, const label_map& labels) {
       std::vector<sandbox_info> out;
       for (auto& [id, e] : self->state.sandboxes) {
         bool match = true;
@@ -431,7 +429,7 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
       return out;
     },
     // Job-level pause/resume: every local sandbox matching (actors/job_ops.hpp).
-    [self](job_atom, const lbl_map& labels, bool pause) {
+    [self](job_atom, const label_map& labels, bool pause) {
       return run_job_local(self, labels, pause);
     },
     [self](destroy_atom, const std::string& id) -> caf::result<bool> {

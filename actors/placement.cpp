@@ -21,7 +21,6 @@ namespace dsec {
 
 namespace {
 
-using lbl_map = std::map<std::string, std::string>;
 using namespace std::chrono_literals;
 
 /// Bound on calls between nodes that are not execs (a create waits for the
@@ -208,7 +207,7 @@ caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& 
 // -- cluster-wide list -------------------------------------------------------------
 
 caf::result<std::vector<sandbox_info>> handle_list(placement_actor_ptr self,
-                                                   const lbl_map& labels) {
+                                                   const label_map& labels) {
   struct gather {
     caf::response_promise rp;
     std::vector<sandbox_info> out;
@@ -325,14 +324,14 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
       }
       return routed<sandbox_info>(self, id, timeout, info_atom::value, id);
     },
-    [self](list_atom, const lbl_map& labels) { return handle_list(self, labels); },
+    [self](list_atom, const label_map& labels) { return handle_list(self, labels); },
     // A peer's part of a cluster-wide list: this node's own sandboxes.
-    [self](list_atom, lbl_map& labels, bool) {
+    [self](list_atom, label_map& labels, bool) {
       return self->delegate(self->state.lifecycle, list_atom::value, std::move(labels));
     },
     // Job-level pause/resume, cluster-wide (actors/job_ops.hpp); a peer's
     // part is its own sandboxes.
-    [self](job_atom, const lbl_map& labels, bool pause) {
+    [self](job_atom, const label_map& labels, bool pause) {
       return run_job_cluster(self, labels, pause,
                              [self, labels, pause](const std::string& node,
                                                    std::function<void(expected<job_result>)> done) {
@@ -341,7 +340,7 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
                                                     pause, true);
                              });
     },
-    [self](job_atom, lbl_map& labels, bool pause, bool) {
+    [self](job_atom, label_map& labels, bool pause, bool) {
       return self->delegate(self->state.lifecycle, job_atom::value, std::move(labels), pause);
     },
     [self, timeout](destroy_atom, std::string& id) -> caf::result<bool> {

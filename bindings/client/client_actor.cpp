@@ -115,11 +115,8 @@ void run_connected(client_actor_ptr self, job j) {
   auto& st = self->state;
   auto on_ready = [self, j](const placement_actor& front, const error& err) mutable {
     auto& st = self->state;
-    if (!front)
-      return fail_all_and_quit(self, err.code == errc::unavailable
-                                       ? err
-                                       : unavailable("connect " + st.where() + ": "
-                                                     + err.message));
+    if (!front) // peer_links says why, as `unavailable`
+      return fail_all_and_quit(self, err);
     if (!st.front) {
       st.front = front;
       {
