@@ -23,4 +23,8 @@ std::optional<std::chrono::milliseconds> exec_wait(double timeout_s,
   return std::chrono::milliseconds{exec_limit_ms(timeout_s)} + slack;
 }
 
+std::optional<std::chrono::milliseconds> exec_wait(double timeout_s, hop h) {
+  return exec_wait(timeout_s, h == hop::peer ? exec_slack_inner : exec_slack_outer);
+}
+
 } // namespace dsec

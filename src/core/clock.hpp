@@ -1,18 +1,22 @@
-// Time as the node reads it, and how long each hop waits for an exec's
-// answer. One home for both, so a sandbox's kill deadline and the bounds its
+// Time as the node reads it, and how long each hop waits for an answer. One
+// home for every call kind, so a sandbox's kill deadline and the bounds its
 // callers wait with cannot drift apart.
 //
-// An exec with timeout_s runs in layers, each waiting longer than the one
-// inside it, so the innermost answer (the sandbox's own "timed out" result)
-// reaches the caller before any outer wait gives up with a bare timeout:
+// Every call crosses hops in layers, each waiting longer than the one inside
+// it, so the innermost answer (the sandbox's own "timed out" result, or
+// placement's "peer did not answer") reaches the caller before any outer wait
+// gives up with a bare timeout:
 //
-//   sandbox (container/microvm)   kills the command at exec_limit_ms
-//   placement -> peer node        waits limit + exec_slack_inner (30 s)
-//   SDK (native client) -> node   waits limit + exec_slack_inner (30 s)
-//   gateway, replay -> front door waits limit + exec_slack_outer (60 s)
+//   sandbox (container/microvm)   kills an exec at exec_limit_ms
+//   lifecycle -> sandbox actor    (no bound: the sandbox actor always answers)
+//   placement -> peer node        hop::peer  (call_wait_peer, exec + 30 s)
+//   gateway, E2B, SDK, replay     hop::front (call_wait_front, exec + 60 s)
+//     -> the front door (placement, which may forward to a peer)
 //
 // An exec without a timeout (timeout_s <= 0) is waited for as long as the
-// caller lives.
+// caller lives. Local asks between a node's own actors (status, reclaim,
+// info) use local_wait: a node's own actor that does not answer in that time
+// is stuck, and the caller goes on with what it has.
 #pragma once
 
 #include <chrono>
@@ -37,6 +41,53 @@ constexpr std::chrono::milliseconds exec_slack_inner{30'000};
 /// twice the inner slack, so the inner error arrives first.
 constexpr std::chrono::milliseconds exec_slack_outer{60'000};
 
+/// Which hop a wait is for (see the table above).
+enum class hop {
+  /// placement -> a peer's placement (the owner of a sandbox, a create's
+  /// candidate, a peer's part of a list or job).
+  peer,
+  /// a client of the front door: the gateway (REST and E2B), the native SDK,
+  /// a replay; the front door may itself wait on a peer.
+  front,
+};
+
+/// Bound on a call that is not an exec (create, file, pause, snapshot, ...)
+/// at the peer hop: a create waits for the remote backend (a VM boot under
+/// TCG, a layer fetch), generous since a dead peer fails calls at once anyway.
+constexpr std::chrono::milliseconds call_wait_peer{120'000};
+/// The same at the front hop: the peer bound and 60 s, so placement's own
+/// error ("node X did not answer") reaches the caller first.
+constexpr std::chrono::milliseconds call_wait_front{180'000};
+/// Bound on connecting to a peer (TCP and CAF handshake).
+constexpr std::chrono::milliseconds connect_wait{5'000};
+/// Bound on one peer's part of a cluster-wide list, status or view: a peer
+/// that does not answer in time is left out rather than failing the list.
+constexpr std::chrono::milliseconds list_wait_peer{5'000};
+/// The same at the front hop: the peer bound and 5 s.
+constexpr std::chrono::milliseconds list_wait_front{10'000};
+/// Bound on an ask between a node's own actors that should answer at once
+/// (status, info with live counters, reclaim's sample, a relay's drain).
+constexpr std::chrono::milliseconds local_wait{10'000};
+
+/// How long `h` waits for a call that is not an exec.
+[[nodiscard]] constexpr std::chrono::milliseconds call_wait(hop h) {
+  return h == hop::peer ? call_wait_peer : call_wait_front;
+}
+/// How long `h` waits for a cluster-wide list or view.
+[[nodiscard]] constexpr std::chrono::milliseconds list_wait(hop h) {
+  return h == hop::peer ? list_wait_peer : list_wait_front;
+}
+/// How long `h` waits for a job-wide pause or resume (every sandbox of a
+/// job on a peer pauses in parallel; the peer's own walk takes call_wait).
+[[nodiscard]] constexpr std::chrono::milliseconds job_wait(hop h) {
+  return call_wait(h) + std::chrono::milliseconds{30'000};
+}
+/// How long `h` waits for a call that itself waits up to `wait_ms` (a
+/// process wait): the wait plus the call bound.
+[[nodiscard]] constexpr std::chrono::milliseconds call_wait_after(hop h, int64_t wait_ms) {
+  return call_wait(h) + std::chrono::milliseconds{wait_ms > 0 ? wait_ms : 0};
+}
+
 /// An exec's own time limit in milliseconds, rounded up (the sandbox never
 /// kills early); 0 when there is none (timeout_s <= 0 or NaN).
 [[nodiscard]] int64_t exec_limit_ms(double timeout_s);
@@ -45,5 +96,16 @@ constexpr std::chrono::milliseconds exec_slack_outer{60'000};
 /// `slack`; nullopt (no bound) when the exec has no limit.
 [[nodiscard]] std::optional<std::chrono::milliseconds>
 exec_wait(double timeout_s, std::chrono::milliseconds slack);
+
+/// How long hop `h` waits for an exec's answer: the limit plus
+/// exec_slack_inner (peer) or exec_slack_outer (front); nullopt: no bound.
+[[nodiscard]] std::optional<std::chrono::milliseconds> exec_wait(double timeout_s, hop h);
+
+// The rule of this file, checked where it is written: an outer hop waits
+// longer than the hop inside it.
+static_assert(call_wait_front > call_wait_peer);
+static_assert(list_wait_front > list_wait_peer);
+static_assert(exec_slack_outer > exec_slack_inner);
+static_assert(call_wait_peer > connect_wait);
 
 } // namespace dsec
