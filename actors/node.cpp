@@ -4,7 +4,7 @@
 // node that dies instead (kill -9) leaves its sandboxes running; the next
 // node on the same state dir recovers them at start (recover_sandboxes).
 #include "actors/node.hpp"
-#include "actors/sandbox_ttl.hpp"
+#include "actors/sandbox_record.hpp"
 
 #include <dirent.h>
 #include <signal.h>
@@ -84,19 +84,6 @@ expected<std::string> settle_node_id(const node_config& cfg) {
   return id;
 }
 
-/// The record of sandbox `id` (json_codec::sandbox_record), checked against its dir.
-expected<json_codec::sandbox_record> read_record(const node_context& ctx, const std::string& id) {
-  auto text = sys::read_file(ctx.record_path(id));
-  if (!text)
-    return text.err().code == errc::not_found
-             ? error{errc::not_found, "no record (the node died while creating it)"}
-             : text.err();
-  auto rec = json_codec::decode_record(*text);
-  if (rec && rec->id != id)
-    return invalid_argument("its record names sandbox " + rec->id);
-  return rec;
-}
-
 /// Counts the recovered sandbox's layer mounts again (the mount cache adopted
 /// them with refcount 0), so that its destroy releases them like any other.
 status retake_mounts(layers::store& store, layers::mount_cache& mounts,
@@ -140,7 +127,7 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
   auto who = "dsec node " + ctx.config.node_id + ": ";
   for (auto& id : ids) {
     auto dir = root + "/" + id;
-    auto rec = read_record(ctx, id);
+    auto rec = read_sandbox_record(ctx, id, who); // folds in a version 1 ttl.json
     // The backend that made it (its record says); without a record the
     // container backend, whose recover also reaps what is left.
     auto* backend = rec ? ctx.backend_for(rec->spec.backend) : nullptr;
@@ -153,15 +140,8 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
     else if (auto st = retake_mounts(store, mounts, *rec); !st)
       why_not = st.err();
     if (!why_not) {
-      recovered_sandbox r;
-      r.id = id;
-      r.spec = std::move(rec->spec);
-      r.cpu_class = std::move(rec->cpu_class);
-      r.created_at_ms = rec->created_at_ms;
-      r.expires_at_ms = rec->expires_at_ms;
+      recovered_sandbox r{std::move(*rec)};
       r.sb = std::move(*sb);
-      r.digests = std::move(rec->digests);
-      read_ttl_file(who, dir, r); // paused, or an expiry a resume moved
       std::cout << who << "recovered sandbox " << id << std::endl;
       out.push_back(std::move(r));
       continue;

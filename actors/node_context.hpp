@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json_codec.hpp"
 #include "layers/layer_source.hpp"
 #include "actors/trajectory_store.hpp"
 #include "layers/store.hpp"
@@ -96,23 +97,11 @@ struct node_config {
 
 /// A sandbox that outlived its node process: found again at node start (its
 /// record read, the backend re-attached, its layer mounts counted again) and
-/// handed to the lifecycle actor, which adopts it.
-struct recovered_sandbox {
-  std::string id;
-  sandbox_spec spec;
-  int64_t created_at_ms = 0;
-  /// 0 = no TTL.
-  int64_t expires_at_ms = 0;
+/// handed to the lifecycle actor, which adopts it. The record is its one
+/// recovery record (actors/sandbox_record.hpp): the spec, times, layer
+/// digests, CPU class, and whether it was paused with its TTL's time left.
+struct recovered_sandbox : json_codec::sandbox_record {
   std::shared_ptr<backends::sandbox> sb;
-  /// Layer digests whose mounts it holds (released by its destroy).
-  std::vector<std::string> digests;
-  /// The CPU class a PATCH moved it to, if not the spec's; empty = the spec's.
-  std::string cpu_class;
-  /// Paused when the node stopped (its ttl.json says so): adopted paused,
-  /// with the running time its TTL had left (actors/sandbox_ttl.hpp).
-  bool paused = false;
-  int64_t paused_at_ms = 0;
-  int64_t ttl_left_ms = 0;
 };
 
 /// Shared, thread-safe services of one node.
@@ -174,8 +163,9 @@ struct node_context {
     return config.state_dir + "/sandboxes/" + id;
   }
 
-  /// <state_dir>/sandboxes/<id>/record.json: what a restarted node needs to
-  /// adopt the sandbox (json_codec::sandbox_record).
+  /// <state_dir>/sandboxes/<id>/record.json: the one file a restarted node
+  /// needs to adopt the sandbox (json_codec::sandbox_record, written by
+  /// actors/sandbox_record.hpp).
   std::string record_path(const std::string& id) const {
     return sandbox_dir(id) + "/record.json";
   }

@@ -15,6 +15,7 @@
 #include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_record.hpp"
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
@@ -38,24 +39,6 @@ struct provisioned {
 
 int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
   return ttl_s > 0 ? created_at_ms + ttl_s * 1000 : 0;
-}
-
-/// Blocking: writes the record a restarted node adopts the sandbox from.
-/// `cpu_class`: the class a PATCH moved it to (empty = the spec's).
-status keep_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                   int64_t created_at_ms, const std::vector<std::string>& digests,
-                   const std::string& cpu_class = {}) {
-  json_codec::sandbox_record rec;
-  rec.id = id;
-  rec.spec = spec;
-  rec.cpu_class = cpu_class == spec.cpu_class ? std::string{} : cpu_class;
-  rec.created_at_ms = created_at_ms;
-  rec.expires_at_ms = expiry(created_at_ms, spec.ttl_s);
-  rec.digests = digests;
-  // No fsync (~5 ms here, as much as the whole create): a host crash kills the
-  // sandbox with the record, so surviving a node crash is all it needs.
-  return sys::write_file_atomic(ctx.record_path(id), json_codec::encode(rec), 0600,
-                                sys::durability::process_crash);
 }
 
 /// Blocking: resolve layers, mount them, let the backend build the sandbox.
@@ -86,7 +69,7 @@ provisioned provision(const node_context& ctx, const std::string& id, const sand
   // Without its record the sandbox would not survive a node restart (the
   // next node reaps it): a create that cannot keep one fails.
   out.created_at_ms = now_ms();
-  if (auto st = keep_record(ctx, id, spec, out.created_at_ms, held->digests); !st) {
+  if (auto st = keep_new_record(ctx, id, spec, out.created_at_ms, held->digests); !st) {
     (void)(*sb)->destroy();
     ctx.layers->release(held->digests);
     out.err = st.err();
@@ -122,7 +105,7 @@ std::function<status()> take_teardown(sandbox_actor_state& st) {
   st.digests.clear();
   return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency",
           ttl_file = st.ttl.file] {
-    ttl_close(*ttl_file); // no ttl.json write into a dir being removed
+    ttl_close(*ttl_file); // no TTL write into a record being removed
     status res;
     // Killed tasks of a batch sandbox would exit at SCHED_IDLE's pace on a
     // busy node (seconds): promote them first, so destroy is as quick as ever.
@@ -346,13 +329,6 @@ void run_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req
   start_exec(self, std::move(rp), std::move(req), std::move(sink), token);
 }
 
-// What sandbox_update.cpp needs of this file.
-status write_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                    int64_t created_at_ms, const std::vector<std::string>& digests,
-                    const std::string& cpu_class) {
-  return keep_record(ctx, id, spec, created_at_ms, digests, cpu_class);
-}
-
 void report_state(sandbox_actor_ptr self) { notify_lifecycle(self); }
 
 void end_op(sandbox_actor_ptr self) {
@@ -380,6 +356,7 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
 }
 
 sandbox_info recovered_info(const recovered_sandbox& rec, const std::string& node) {
+  // Running as the record says; ttl_adopt makes it paused if it was.
   auto info = initial_info(rec.id, node, rec.spec);
   info.state = sandbox_state::running;
   info.created_at_ms = rec.created_at_ms;

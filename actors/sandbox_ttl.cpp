@@ -7,32 +7,35 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/node_context.hpp"
 #include "actors/sandbox.hpp"
+#include "actors/sandbox_record.hpp"
 #include "core/clock.hpp"
 #include "core/ttl.hpp"
-#include "sys/fs.hpp"
 
 namespace dsec {
 
 namespace {
 
-/// Writes the TTL state to ttl.json on the worker pool: in order (a write
-/// older than the last one written is dropped) and never after teardown.
+/// Writes the TTL state into the sandbox's record on the worker pool: in
+/// order (a write older than the last one written is dropped) and never
+/// after teardown.
 void persist(sandbox_actor_ptr self, int64_t paused_at_ms) {
   auto& st = self->state;
-  ttl::file_state f;
-  f.paused_at_ms = paused_at_ms;
-  f.left_ms = st.info.ttl_left_ms;
-  f.expires_at_ms = st.info.expires_at_ms;
   auto seq = ++st.ttl.seq;
-  auto path = st.ctx->sandbox_dir(st.info.id) + "/" + ttl::file_name;
-  st.ctx->pool->post([g = st.ttl.file, seq, path, text = ttl::encode(f), id = st.info.id] {
+  st.ctx->pool->post([g = st.ttl.file, seq, ctx = st.ctx, id = st.info.id, paused_at_ms,
+                      left = paused_at_ms != 0 ? st.info.ttl_left_ms : 0,
+                      expires = st.info.expires_at_ms] {
     std::lock_guard<std::mutex> lock{g->m};
     if (g->closed || seq <= g->written)
       return;
     g->written = seq;
-    // No fsync, as the record: surviving a node crash is what it is for.
-    if (auto res = sys::write_file_atomic(path, text, 0600, sys::durability::process_crash); !res)
+    auto res = update_sandbox_record(*ctx, id, [&](json_codec::sandbox_record& rec) {
+      rec.paused_at_ms = paused_at_ms;
+      rec.ttl_left_ms = left;
+      rec.expires_at_ms = expires;
+    });
+    if (!res)
       std::cout << "sandbox " << id << ": keep ttl state: " << res.err().message << std::endl;
   });
 }
@@ -105,7 +108,7 @@ std::string ttl_due(sandbox_actor_ptr self, uint64_t gen) {
 
 void ttl_adopt(sandbox_actor_ptr self, const recovered_sandbox& rec) {
   auto& info = self->state.info;
-  if (rec.paused) {
+  if (rec.paused_at_ms != 0) {
     info.state = sandbox_state::paused;
     info.expires_at_ms = 0;
     info.ttl_left_ms = rec.ttl_left_ms;
@@ -117,23 +120,6 @@ void ttl_adopt(sandbox_actor_ptr self, const recovered_sandbox& rec) {
 void ttl_close(ttl_file_guard& g) {
   std::lock_guard<std::mutex> lock{g.m};
   g.closed = true;
-}
-
-void read_ttl_file(const std::string& who, const std::string& dir, recovered_sandbox& rec) {
-  auto path = dir + "/" + ttl::file_name;
-  if (!sys::exists(path))
-    return;
-  auto text = sys::read_file(path);
-  auto f = text ? ttl::decode(*text) : expected<ttl::file_state>{text.err()};
-  if (!f) {
-    std::cout << who << "sandbox " << rec.id << ": " << path << ": " << f.err().message
-              << "; its record's expiry holds" << std::endl;
-    return;
-  }
-  rec.paused = f->paused_at_ms != 0;
-  rec.paused_at_ms = f->paused_at_ms;
-  rec.ttl_left_ms = f->left_ms;
-  rec.expires_at_ms = rec.paused ? 0 : f->expires_at_ms;
 }
 
 } // namespace dsec

@@ -6,10 +6,10 @@
 //
 // Each arm bumps a generation carried by its (ttl_atom, gen) message: a
 // timer armed before a pause or resume fires with an old generation and is
-// dropped. After every pause and resume the state goes to
-// `<sandbox dir>/ttl.json` on the worker pool (writes in order, none after
-// teardown began), which a restarted node reads (read_ttl_file) so a paused
-// sandbox is adopted paused, with its time left.
+// dropped. After every pause and resume the state goes into the sandbox's
+// one record (actors/sandbox_record.hpp) on the worker pool (writes in
+// order, none after teardown began), which a restarted node reads so a
+// paused sandbox is adopted paused, with its time left.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ struct recovered_sandbox;
 struct sandbox_actor_state;
 using sandbox_actor_ptr = sandbox_actor::stateful_pointer<sandbox_actor_state>;
 
-/// Orders the ttl.json writes of one sandbox and ends them at teardown.
+/// Orders the TTL writes into one sandbox's record and ends them at teardown.
 /// Shared with the worker pool.
 struct ttl_file_guard {
   std::mutex m;
@@ -40,7 +40,7 @@ struct ttl_file_guard {
 struct sandbox_ttl {
   /// Generation of the armed timer; older (ttl_atom, gen) messages are stale.
   uint64_t gen = 0;
-  /// Sequence of the last ttl.json write asked for.
+  /// Sequence of the last TTL write asked for.
   uint64_t seq = 0;
   std::shared_ptr<ttl_file_guard> file = std::make_shared<ttl_file_guard>();
 };
@@ -50,15 +50,15 @@ struct sandbox_ttl {
 /// one. Sends (ttl_atom, gen) to self then (at once if past).
 void ttl_arm(sandbox_actor_ptr self);
 
-/// The sandbox just became paused: stops its TTL, starts paused_ttl_s, writes
-/// ttl.json. Call before reporting the new state.
+/// The sandbox just became paused: stops its TTL, starts paused_ttl_s, keeps
+/// the state in its record. Call before reporting the new state.
 void ttl_on_paused(sandbox_actor_ptr self);
 
 /// The sandbox just became running again: its TTL goes on from the time left.
 void ttl_on_resumed(sandbox_actor_ptr self);
 
 /// A new TTL of ttl_s seconds of running time from now (0 = none; E2B's
-/// setTimeout): the timer before it goes stale, ttl.json keeps the new one.
+/// setTimeout): the timer before it goes stale, the record keeps the new one.
 void ttl_set(sandbox_actor_ptr self, int64_t ttl_s);
 
 /// A (ttl_atom, gen) arrived: why the sandbox must go now ("ttl expired",
@@ -71,12 +71,7 @@ std::string ttl_due(sandbox_actor_ptr self, uint64_t gen);
 /// Call once the actor's info is set, instead of ttl_arm.
 void ttl_adopt(sandbox_actor_ptr self, const recovered_sandbox& rec);
 
-/// Teardown (any thread): no ttl.json write starts after this.
+/// Teardown (any thread): no TTL write into the record starts after this.
 void ttl_close(ttl_file_guard& g);
-
-/// Node start (blocking): applies `dir`/ttl.json, if any, to `rec` (paused,
-/// time left, or the expiry a resume moved). A corrupt file is logged and
-/// ignored (the record's expiry holds).
-void read_ttl_file(const std::string& who, const std::string& dir, recovered_sandbox& rec);
 
 } // namespace dsec

@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "core/clock.hpp"
@@ -65,6 +67,81 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   return frame;
 }
 
+// How long start() waits for init's hello. Init answers from its loop at
+// once; a guest just restored under TCG may take seconds to run again.
+// Longer than that, init is stuck and the create or recover fails.
+constexpr int hello_timeout_ms = 30000;
+
+enum class hello_outcome { answered, closed, init_gone, timed_out, malformed };
+
+/// Sends our hello on `ctl` and waits for init's, which it takes out of
+/// `in`; frames before it (a running exec's output after a node restart)
+/// stay in `in` for the loop. Blocking, with poll: `ctl` is non-blocking.
+hello_outcome exchange_hello(int ctl, int pidfd, std::string& in, proto::hello_msg& init) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(hello_timeout_ms);
+  auto left_ms = [&] {
+    return static_cast<int>(std::max<int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(
+           deadline - std::chrono::steady_clock::now()).count()));
+  };
+  auto out = proto::encode(proto::hello_msg{});
+  size_t sent = 0;
+  while (sent < out.size()) {
+    auto n = ::send(ctl, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno != EAGAIN)
+      return hello_outcome::closed;
+    pollfd pfd{ctl, POLLOUT, 0};
+    if (left_ms() == 0)
+      return hello_outcome::timed_out;
+    ::poll(&pfd, 1, left_ms());
+  }
+  char buf[65536];
+  for (;;) {
+    size_t off = 0;
+    proto::header h;
+    while (proto::peek_frame(std::string_view(in).substr(off), h) == proto::parse::complete) {
+      if (h.type == proto::msg::hello) {
+        bool ok = proto::decode(std::string_view(in).substr(off + proto::header_size, h.length),
+                                init);
+        in.erase(off, proto::header_size + h.length);
+        return ok ? hello_outcome::answered : hello_outcome::malformed;
+      }
+      off += proto::header_size + h.length;
+    }
+    if (proto::peek_frame(std::string_view(in).substr(off), h) == proto::parse::invalid)
+      return hello_outcome::malformed;
+    int wait = left_ms();
+    if (wait == 0)
+      return hello_outcome::timed_out;
+    pollfd fds[2] = {{ctl, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    int n = ::poll(fds, 2, wait);
+    if (n < 0 && errno != EINTR)
+      return hello_outcome::closed;
+    if (n <= 0)
+      continue;
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      auto got = ::recv(ctl, buf, sizeof buf, MSG_DONTWAIT);
+      if (got > 0) {
+        in.append(buf, static_cast<size_t>(got));
+        continue;
+      }
+      if (got < 0 && (errno == EAGAIN || errno == EINTR))
+        continue;
+      // Closed: an init that died, or one of version 1 refusing hello.
+      pollfd gone{pidfd, POLLIN, 0};
+      return ::poll(&gone, 1, 0) == 1 ? hello_outcome::init_gone : hello_outcome::closed;
+    }
+    if (fds[1].revents & POLLIN)
+      return hello_outcome::init_gone;
+  }
+}
+
 } // namespace
 
 init_channel::init_channel(std::shared_ptr<io_loop> loop, channel_parts parts)
@@ -88,9 +165,55 @@ init_channel::~init_channel() {
     });
 }
 
+status init_channel::greet() {
+  proto::hello_msg ours, theirs;
+  auto what = "protocol hello with init of " + parts_.id;
+  switch (exchange_hello(parts_.ctl.get(), parts_.pidfd.get(), in_, theirs)) {
+  case hello_outcome::answered:
+    break;
+  case hello_outcome::closed: {
+    // Version 1 closes the connection at a frame it does not know.
+    theirs = proto::hello_msg{1, 1};
+    if (!proto::agree(ours, theirs))
+      return internal_error(what + ": " + proto::mismatch_text(ours, theirs));
+    if (!parts_.reconnect)
+      return internal_error(what + ": init closed the channel at hello (" +
+                            proto::mismatch_text(ours, theirs) +
+                            ", and this channel cannot reconnect)");
+    auto fd = parts_.reconnect();
+    if (!fd)
+      return error{fd.err().code, what + ": reconnect after hello: " + fd.err().message};
+    parts_.ctl = std::move(*fd);
+    ::fcntl(parts_.ctl.get(), F_SETFL, O_NONBLOCK);
+    in_.clear();
+    break;
+  }
+  case hello_outcome::init_gone:
+    return internal_error(what + ": init exited");
+  case hello_outcome::timed_out:
+    return error{errc::timeout, what + ": no answer within " + std::to_string(hello_timeout_ms) +
+                                  " ms"};
+  case hello_outcome::malformed:
+    return internal_error(what + ": malformed answer");
+  }
+  auto v = proto::agree(ours, theirs);
+  if (v == 0)
+    return internal_error(what + ": " + proto::mismatch_text(ours, theirs));
+  std::lock_guard<std::mutex> g(m_);
+  version_ = v;
+  return {};
+}
+
+uint32_t init_channel::protocol_version() const {
+  std::lock_guard<std::mutex> g(m_);
+  return version_;
+}
+
 status init_channel::start(oom_watch oom) {
   std::weak_ptr<init_channel> weak = shared_from_this();
   ::fcntl(parts_.ctl.get(), F_SETFL, O_NONBLOCK);
+  if (auto st = greet(); !st)
+    return st;
   std::lock_guard<std::mutex> g(m_);
   ctl_token_ = loop_->add(parts_.ctl.get(), EPOLLIN, [weak](uint32_t ev) {
     if (auto self = weak.lock())
@@ -113,6 +236,13 @@ status init_channel::start(oom_watch oom) {
     if (oom_token_ == 0)
       return sys_error("epoll add", "oom eventfd of " + parts_.id, errno);
   }
+  // Frames that came before init's hello (a running exec's, after a node
+  // restart) are parsed now, not at the next byte.
+  if (!in_.empty())
+    loop_->post([weak] {
+      if (auto self = weak.lock())
+        self->on_channel(0);
+    });
   return {};
 }
 

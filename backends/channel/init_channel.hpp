@@ -37,6 +37,11 @@ struct channel_parts {
   sys::unique_fd pidfd;
   sys::unique_fd ctl; ///< the control socket to init
   std::map<std::string, std::string> env; ///< spec env, under each exec's env
+  /// A new connection to the same init, for an init of protocol version 1
+  /// that closes the channel at `hello` (protocol.hpp); empty where init
+  /// cannot be reached again (a guest's serial port), and such an init is
+  /// then a mismatch.
+  std::function<expected<sys::unique_fd>()> reconnect;
 };
 
 /// How an out-of-memory in the sandbox reaches the channel (containers: the
@@ -63,9 +68,15 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   init_channel(const init_channel&) = delete;
   init_channel& operator=(const init_channel&) = delete;
 
-  /// Registers the socket, the pidfd and `oom` with the loop. Call once,
-  /// after construction through make_shared.
+  /// Agrees on a protocol version with init (`hello`, protocol.hpp), then
+  /// registers the socket, the pidfd and `oom` with the loop. Blocks for the
+  /// hello's round trip. Fails, naming both versions, if init speaks none
+  /// this node does. Call once, after construction through make_shared.
   status start(oom_watch oom = {});
+
+  /// The protocol version both ends speak (1 for an init from before hello);
+  /// 0 before start().
+  [[nodiscard]] uint32_t protocol_version() const;
 
   // -- exec -----------------------------------------------------------------
 
@@ -128,6 +139,9 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
     size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
   };
 
+  /// The hello exchange of start(), before the loop watches the socket.
+  status greet();
+
   // -- io_loop thread -------------------------------------------------------
 
   void on_channel(uint32_t events);
@@ -167,6 +181,7 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   std::string died_of_;    ///< the reason on_exit reported (or would have)
 
   std::string in_; ///< bytes from init not yet parsed; loop thread only
+  uint32_t version_ = 0; ///< agreed by greet(); guarded by m_
 };
 
 } // namespace dsec::backends

@@ -22,6 +22,17 @@
 // connection. Wire values are append only; an older init drops a connection
 // that sends it a type it does not know, so a node sends `ps`/`signal` only
 // for features the user asked for.
+//
+// Versions (since version 2): at every connect (after `ready` on create, on
+// a restarted node's reconnect, on a resumed or cloned guest's channel) the
+// node sends `hello` with the versions it speaks and init answers `hello`
+// with its own; the node picks the highest both speak (agree()) or fails
+// the sandbox with mismatch_text(), naming both. Init never refuses: only
+// the node decides. An init of version 1 (every build before hello) does not
+// know the frame and closes the connection at it, as it does for any unknown
+// frame; a node that can reconnect (a container's listening socket) then
+// connects again without hello and speaks version 1 to it. Version 1 is the
+// frames config..stdin_data and ready..started as listed below.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +58,13 @@ static_assert(root_view_fd == root_mount_fd + 1, "launch_init closes from root_v
 constexpr int sysfs_tree_fd = 6;
 static_assert(sysfs_tree_fd == root_view_fd + 1, "launch_init closes from sysfs_tree_fd + 1");
 
+/// The version of this protocol this build speaks (see the opening comment).
+/// Bump it when a peer of the previous version would misread a frame.
+constexpr uint32_t version = 2;
+/// The oldest version this build still speaks to: version 1 inits lack only
+/// hello, which the node then does not send.
+constexpr uint32_t min_version = 1;
+
 /// Frame types. Append only.
 enum class msg : uint8_t {
   // node -> init
@@ -57,6 +75,7 @@ enum class msg : uint8_t {
   signal = 5, ///< i32 pid, i32 signo, u8 group; answered by signal_done
   stdin_data = 6, ///< string data, u8 close: more stdin for exec `id` (keep_stdin),
                   ///< then EOF if close; no answer
+  hello = 7,      ///< hello_msg (id 0) both ways: the node's, answered by init's
   // init -> node
   ready = 10,       ///< setup done; body: init's pid-ns view of nothing (empty)
   failed = 11,      ///< setup failed; body: message
@@ -370,6 +389,41 @@ inline bool decode(std::string_view body, signal_msg& m) {
   m.signo = r.i32();
   m.group = r.u8() != 0;
   return r.done();
+}
+
+/// Body of `hello`: the versions one end speaks, oldest to newest.
+struct hello_msg {
+  uint32_t version = init_proto::version;
+  uint32_t min_version = init_proto::min_version;
+};
+
+inline std::string encode(const hello_msg& m) {
+  return writer(msg::hello, 0).u32(m.version).u32(m.min_version).finish();
+}
+
+/// Refuses an inverted range (min_version above version) too.
+inline bool decode(std::string_view body, hello_msg& m) {
+  reader r(body);
+  m.version = r.u32();
+  m.min_version = r.u32();
+  return r.done() && m.min_version <= m.version && m.min_version >= 1;
+}
+
+/// The highest version both ends speak, or 0 if their ranges do not meet.
+inline uint32_t agree(const hello_msg& node, const hello_msg& init) {
+  uint32_t top = node.version < init.version ? node.version : init.version;
+  uint32_t bottom = node.min_version > init.min_version ? node.min_version : init.min_version;
+  return bottom <= top ? top : 0;
+}
+
+/// The error text of ranges that do not meet, naming both ends' versions:
+/// "init protocol mismatch: node speaks v2 (v1-v2), init speaks v3 (v3-v3)".
+inline std::string mismatch_text(const hello_msg& node, const hello_msg& init) {
+  auto side = [](const char* who, const hello_msg& m) {
+    return std::string(who) + " speaks v" + std::to_string(m.version) + " (v"
+           + std::to_string(m.min_version) + "-v" + std::to_string(m.version) + ")";
+  };
+  return "init protocol mismatch: " + side("node", node) + ", " + side("init", init);
 }
 
 } // namespace dsec::init_proto

@@ -1,11 +1,12 @@
 // One container sandbox seen from the node. Exec, stdin, the process table
-// and signals go to init over the init_channel; an OOM that the memory
+// and signals go to init over the init_channel (channel_sandbox); an OOM that the memory
 // controller signals kills init through it, and init's death is then
 // reported as "oom". Files are resolved by the node itself, in-root below an
 // O_PATH descriptor of the sandbox's root (files.cpp, fs_ops.cpp). destroy()
 // tears everything down in the reverse order of create().
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/fs_ops.hpp"
+#include "backends/container/launch.hpp"
 
 #include <sys/mount.h>
 
@@ -24,6 +25,9 @@ channel_parts channel_of(sandbox_parts& p) {
   c.pidfd = std::move(p.pidfd);
   c.ctl = std::move(p.ctl);
   c.env = std::move(p.env);
+  // An init of protocol version 1 closes the channel at hello; its
+  // listening socket takes a new connection (init_channel::start).
+  c.reconnect = [dir = p.dir] { return connect_control_socket(dir); };
   return c;
 }
 
@@ -31,8 +35,9 @@ channel_parts channel_of(sandbox_parts& p) {
 
 container_sandbox::container_sandbox(std::shared_ptr<io_loop> loop, sandbox_parts parts)
   : loop_(std::move(loop)), parts_(std::move(parts)),
-    channel_(std::make_shared<init_channel>(loop_, channel_of(parts_))),
-    root_(std::make_shared<sys::unique_fd>(std::move(parts_.rootfs))) {}
+    root_(std::make_shared<sys::unique_fd>(std::move(parts_.rootfs))) {
+  channel_ = std::make_shared<init_channel>(loop_, channel_of(parts_));
+}
 
 // The channel's destructor fails what is still pending ("sandbox handle
 // released") when this handle is dropped without destroy().
@@ -55,32 +60,6 @@ status container_sandbox::start() {
     };
   }
   return channel_->start(std::move(oom));
-}
-
-// -- over the channel -----------------------------------------------------------
-
-uint64_t container_sandbox::exec(exec_request req, exec_callbacks cb) {
-  return channel_->exec(std::move(req), std::move(cb));
-}
-
-status container_sandbox::send_stdin(uint64_t exec_id, std::string_view data, bool close) {
-  return channel_->send_stdin(exec_id, data, close);
-}
-
-void container_sandbox::cancel(uint64_t exec_id) { channel_->cancel(exec_id); }
-
-void container_sandbox::processes(
-  std::function<void(expected<std::vector<process_info>>)> done) {
-  channel_->processes(std::move(done));
-}
-
-void container_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
-                                       std::function<void(status)> done) {
-  channel_->signal_process(pid, signo, group, std::move(done));
-}
-
-void container_sandbox::on_exit(std::function<void(std::string)> f) {
-  channel_->on_exit(std::move(f));
 }
 
 // -- files, lifecycle -----------------------------------------------------------

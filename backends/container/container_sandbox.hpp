@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/channel/channel_sandbox.hpp"
 #include "backends/channel/init_channel.hpp"
 #include "backends/channel/io_loop.hpp"
 #include "backends/net/sandbox_net.hpp"
@@ -39,7 +40,9 @@ struct sandbox_parts {
   std::unique_ptr<net::sandbox_net> net;
 };
 
-class container_sandbox final : public sandbox,
+/// Exec, stdin, cancel, the process table, signals and the exit report come
+/// from channel_sandbox.
+class container_sandbox final : public channel_sandbox,
                                 public std::enable_shared_from_this<container_sandbox> {
  public:
   // -- constructors ---------------------------------------------------------
@@ -53,14 +56,10 @@ class container_sandbox final : public sandbox,
 
   // -- sandbox interface ----------------------------------------------------
 
-  uint64_t exec(exec_request req, exec_callbacks cb) override;
-  void cancel(uint64_t exec_id) override;
-  status send_stdin(uint64_t exec_id, std::string_view data, bool close) override;
   status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
   expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
   expected<std::vector<fs_entry>> file_op(const std::string& op, const std::string& path,
                                           const std::string& to, int32_t depth) override;
-  void on_exit(std::function<void(std::string reason)> f) override;
   status destroy() override;
   int init_pid() const override { return parts_.pid; }
 
@@ -81,18 +80,12 @@ class container_sandbox final : public sandbox,
   // container_pause.cpp.
   status set_cpu_class(const std::string& cls) override;
 
-  // Process table and signals: through init, over the channel.
-  void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
-  void signal_process(int32_t pid, int32_t signo, bool group,
-                      std::function<void(status)> done) override;
-
  private:
   /// The root for one file call; null once destroy() ran.
   std::shared_ptr<sys::unique_fd> root_fd() const;
 
   std::shared_ptr<io_loop> loop_;
   sandbox_parts parts_; ///< its pidfd, ctl and env moved into channel_
-  std::shared_ptr<init_channel> channel_;
   std::shared_ptr<sys::unique_fd> root_; ///< copied by file calls, dropped by destroy
 
   std::mutex destroy_m_;

@@ -59,7 +59,7 @@ expected<sys::unique_fd> open_parent(int root, const std::vector<std::string>& p
 } // namespace
 
 status write_in_root(int root, const std::string& path, std::string_view data, uint32_t mode) {
-  auto parts = split_sandbox_path(path);
+  auto parts = parse_sandbox_path(path, path_form::entry);
   if (!parts)
     return parts.err();
   if (auto parent = open_parent(root, *parts, path); !parent)
@@ -91,7 +91,7 @@ status write_in_root(int root, const std::string& path, std::string_view data, u
 }
 
 expected<std::string> read_in_root(int root, const std::string& path, size_t max_bytes) {
-  auto parts = split_sandbox_path(path);
+  auto parts = parse_sandbox_path(path, path_form::entry);
   if (!parts)
     return parts.err();
   sys::unique_fd fd{open_in_root(root, join(*parts, parts->size()),

@@ -24,13 +24,6 @@ namespace dsec::backends {
 
 namespace {
 
-/// A sandbox path as components; the root is the empty list.
-expected<std::vector<std::string>> components(const std::string& path) {
-  if (path == "/")
-    return std::vector<std::string>{};
-  return split_sandbox_path(path);
-}
-
 std::string join(const std::vector<std::string>& parts, size_t n) {
   std::string s;
   for (size_t i = 0; i < n; ++i)
@@ -265,7 +258,7 @@ expected<std::vector<fs_entry>> do_remove(int root, const std::vector<std::strin
 expected<std::vector<fs_entry>> file_op_in_root(int root, const std::string& op,
                                                 const std::string& path, const std::string& to,
                                                 int32_t depth) {
-  auto parts = components(path);
+  auto parts = parse_sandbox_path(path, path_form::entry_or_root);
   if (!parts)
     return parts.err();
   if (op == fs_ops::stat)
@@ -280,7 +273,7 @@ expected<std::vector<fs_entry>> file_op_in_root(int root, const std::string& op,
   if (op == fs_ops::remove)
     return do_remove(root, *parts);
   if (op == fs_ops::move) {
-    auto dest = components(to);
+    auto dest = parse_sandbox_path(to, path_form::entry_or_root);
     if (!dest)
       return dest.err();
     return do_move(root, *parts, *dest);

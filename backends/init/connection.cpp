@@ -1,7 +1,8 @@
 // dsec-init's side of the node's connection (see loop_state.hpp and
 // backends/channel/protocol.hpp): the blocking handshake (`config` in, the
 // sandbox set up, `ready` or `failed` out), then frames both ways on a
-// non-blocking socket. A frame init cannot parse, or one it does not know,
+// non-blocking socket; the first the node sends on each connection is
+// `hello`, answered with the protocol versions init speaks. A frame init cannot parse, or one it does not know,
 // drops the connection: a broken peer. A new connection on the listening
 // socket replaces the old one, so a restarted node can reconnect; the old
 // connection's jobs then finish silently.
@@ -78,6 +79,15 @@ void handle_frame(const proto::header& h, std::string_view body) {
     feed_stdin(h.id, data, eof);
   } else if (h.type == msg::ps && body.empty()) {
     send_frame(proto::encode_ps(h.id, list_processes()));
+  } else if (h.type == msg::hello) {
+    // The node decides whether the versions meet (protocol.hpp agree());
+    // init only says what it speaks.
+    proto::hello_msg node;
+    if (!proto::decode(body, node)) {
+      drop_connection();
+      return;
+    }
+    send_frame(proto::encode(proto::hello_msg{}));
   } else if (h.type == msg::signal) {
     proto::signal_msg m;
     if (!proto::decode(body, m)) {

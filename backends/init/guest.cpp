@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/init/guest_proto.hpp"
+#include "backends/channel/guest_proto.hpp"
 #include "backends/channel/protocol.hpp"
 
 namespace dsec::init {

@@ -20,7 +20,7 @@
 
 #include "backends/channel/sandbox_path.hpp"
 #include "backends/policy/cpu_class.hpp"
-#include "backends/init/guest_proto.hpp"
+#include "backends/channel/guest_proto.hpp"
 #include "backends/vm/vm_template.hpp"
 #include "sys/fs.hpp"
 
@@ -39,7 +39,7 @@ constexpr int migrate_timeout_ms = 120000;
 // The checks a container's file call makes before resolving a path (the
 // guest resolves in-root the same way, so only the shape is checked here).
 status check_path(const std::string& path) {
-  if (auto parts = split_sandbox_path(path); !parts)
+  if (auto parts = parse_sandbox_path(path, path_form::entry); !parts)
     return parts.err();
   return {};
 }
@@ -124,21 +124,6 @@ void vm_sandbox::on_qemu_exit() {
   }
   uint64_t one = 1;
   (void)!::write(exit_event_.get(), &one, sizeof one);
-}
-
-uint64_t vm_sandbox::exec(exec_request req, exec_callbacks cb) {
-  return channel_->exec(std::move(req), std::move(cb));
-}
-
-void vm_sandbox::cancel(uint64_t exec_id) { channel_->cancel(exec_id); }
-
-void vm_sandbox::processes(std::function<void(expected<std::vector<process_info>>)> done) {
-  channel_->processes(std::move(done));
-}
-
-void vm_sandbox::signal_process(int32_t pid, int32_t signo, bool group,
-                                std::function<void(status)> done) {
-  channel_->signal_process(pid, signo, group, std::move(done));
 }
 
 void vm_sandbox::on_exit(std::function<void(std::string)> f) {

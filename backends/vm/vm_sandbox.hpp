@@ -1,6 +1,6 @@
-// vm_sandbox: the node's handle on one microvm or vm guest. Exec, cancel,
-// the process table and the exit report run over an init_channel, as for a
-// container: the guest's init speaks the same protocol on our end of the
+// vm_sandbox: the node's handle on one microvm or vm guest. Exec, stdin,
+// cancel, the process table and the exit report run over an init_channel
+// (channel_sandbox), as for a container: the guest's init speaks the same protocol on our end of the
 // control socketpair. What differs lives here: QEMU (its pidfd stands
 // behind an eventfd the channel watches as "init"), files over the guest's
 // second port (guest_proto.hpp), pause/resume by saving the whole machine to
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backends/backend.hpp"
+#include "backends/channel/channel_sandbox.hpp"
 #include "backends/channel/init_channel.hpp"
 #include "backends/channel/io_loop.hpp"
 #include "backends/vm/inflight.hpp"
@@ -41,7 +42,9 @@ struct vm_parts {
   std::string cgroup_root = "/sys/fs/cgroup";
 };
 
-class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_sandbox> {
+/// Exec, stdin, cancel, the process table and signals come from
+/// channel_sandbox, as a container's do.
+class vm_sandbox final : public channel_sandbox, public std::enable_shared_from_this<vm_sandbox> {
  public:
   vm_sandbox(std::shared_ptr<io_loop> loop, vm_parts parts);
   ~vm_sandbox() override;
@@ -49,10 +52,9 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   /// Builds the channel and watches QEMU. Call once after make_shared.
   status start();
 
-  uint64_t exec(exec_request req, exec_callbacks cb) override;
-  void cancel(uint64_t exec_id) override;
   status write_file(const std::string& path, std::string_view data, uint32_t mode) override;
   expected<std::string> read_file(const std::string& path, size_t max_bytes) override;
+  /// The channel's report, or why QEMU ended when it did.
   void on_exit(std::function<void(std::string reason)> f) override;
   status destroy() override;
   int init_pid() const override { return pid_.load(); }
@@ -67,10 +69,6 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
   /// group of its own under the idle dsec-batch (cpu_class.hpp; latency moves
   /// it back beside the node). A QEMU started by resume gets the class too.
   status set_cpu_class(const std::string& cls) override;
-  // The guest's init answers ps and signal like a container's.
-  void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
-  void signal_process(int32_t pid, int32_t signo, bool group,
-                      std::function<void(status)> done) override;
 
  private:
   void watch_qemu_locked();
@@ -79,7 +77,6 @@ class vm_sandbox final : public sandbox, public std::enable_shared_from_this<vm_
 
   std::shared_ptr<io_loop> loop_;
   vm_parts parts_;
-  std::shared_ptr<init_channel> channel_;
   sys::unique_fd exit_event_; ///< readable = the guest is gone (the channel's "pidfd")
   std::atomic<int> pid_{-1};
 

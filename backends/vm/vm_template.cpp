@@ -18,7 +18,7 @@
 #include <optional>
 #include <thread>
 
-#include "backends/init/guest_proto.hpp"
+#include "backends/channel/guest_proto.hpp"
 #include "backends/channel/protocol.hpp"
 #include "backends/vm/upper_disk.hpp"
 #include "sys/fd.hpp"

@@ -5,6 +5,9 @@
 // is in json_codec_decode.cpp, the on-disk record in json_codec_record.cpp.
 #include "core/json_codec.hpp"
 
+#include <cstdint>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec_fields.hpp"
@@ -18,54 +21,95 @@ using nlohmann::json;
 namespace {
 
 // -- one field of a spec, by its type (the list is core/spec_fields.hpp) -----------
+// `path` names the field in refusals ("network.allow"); the bound and its
+// message are the field list's, the same validate() enforces.
 
-status read_value(const json& j, const char* key, std::string& out, range) {
+status read_value(const json& j, const char* key, std::string& out, const range&,
+                  const std::string&) {
   return get_string(j, key, out);
 }
 
-status read_value(const json& j, const char* key, int64_t& out, range r) {
-  return get_int(j, key, out, static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi));
+/// A number of any size, then the field's bound with its message.
+status read_number(const json& j, const char* key, double& out, bool whole, const range& r,
+                   const std::string& path) {
+  double d = out;
+  if (auto st = get_number(j, key, d, std::numeric_limits<double>::lowest(),
+                           std::numeric_limits<double>::max(), whole);
+      !st)
+    return st;
+  if (r.message != nullptr && j.contains(key) && !within(r, d))
+    return bound_error(path, r, false, j.at(key).dump());
+  out = d;
+  return {};
 }
 
-status read_value(const json& j, const char* key, double& out, range r) {
-  return get_double(j, key, out, r.lo, r.hi);
+status read_value(const json& j, const char* key, int64_t& out, const range& r,
+                  const std::string& path) {
+  double d = static_cast<double>(out);
+  auto st = read_number(j, key, d, true, r, path);
+  if (st && r.message == nullptr && !within({double(INT64_MIN), double(INT64_MAX)}, d))
+    return bad(path, "out of range");
+  if (st)
+    out = static_cast<int64_t>(d);
+  return st;
 }
 
-status read_value(const json& j, const char* key, std::vector<std::string>& out, range r) {
-  return get_string_list(j, key, out, static_cast<size_t>(r.hi));
+status read_value(const json& j, const char* key, double& out, const range& r,
+                  const std::string& path) {
+  return read_number(j, key, out, false, r, path);
+}
+
+/// The count bound first, so a huge list is refused before it is read.
+bool over_count(const json& j, const char* key, const range& r) {
+  auto it = j.find(key);
+  return r.message != nullptr && it != j.end() && (it->is_array() || it->is_object())
+         && !within(r, static_cast<double>(it->size()));
+}
+
+status read_value(const json& j, const char* key, std::vector<std::string>& out, const range& r,
+                  const std::string& path) {
+  if (over_count(j, key, r))
+    return bound_error(path, r, true);
+  return get_string_list(j, key, out, std::numeric_limits<size_t>::max());
 }
 
 status read_value(const json& j, const char* key, std::map<std::string, std::string>& out,
-                  range r) {
-  return get_string_map(j, key, out, static_cast<size_t>(r.hi));
+                  const range& r, const std::string& path) {
+  if (over_count(j, key, r))
+    return bound_error(path, r, true);
+  return get_string_map(j, key, out, std::numeric_limits<size_t>::max());
 }
 
-status read_value(const json& j, const char* key, network_policy& out, range);
-status read_value(const json& j, const char* key, protect_policy& out, range);
+status read_value(const json& j, const char* key, network_policy& out, const range&,
+                  const std::string& path);
+status read_value(const json& j, const char* key, protect_policy& out, const range&,
+                  const std::string& path);
 
-/// Every field of T's list from `j`, in list order, stopping at the first error.
+/// Every field of T's list from `j`, in list order, stopping at the first
+/// error; `prefix` names the enclosing object in refusals ("network.").
 template <class T>
-status read_each(const json& j, T& x) {
+status read_each(const json& j, T& x, const std::string& prefix = {}) {
   status st;
   for_each_field<T>([&](const auto& fd) {
     if (st)
-      st = read_value(j, fd.name, x.*(fd.member), fd.limits);
+      st = read_value(j, fd.name, x.*(fd.member), fd.limits, prefix + fd.name);
   });
   return st;
 }
 
 /// read_each, and any key not in T's list is refused (`what` names the object).
 template <class T>
-status read_fields(const json& j, T& x, const char* what) {
+status read_fields(const json& j, T& x, const char* what, const std::string& prefix = {}) {
   auto names = field_names<T>();
   if (auto st = reject_unknown(j, names.data(), names.size(), what); !st)
     return st;
-  return read_each(j, x);
+  return read_each(j, x, prefix);
 }
 
 // Special (core/spec_fields.hpp): "mode" is no field, an empty allow-list is
 // mode "none".
-status read_value(const json& j, const char* key, network_policy& out, range) {
+status read_value(const json& j, const char* key, network_policy& out, const range&,
+                  const std::string& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null())
     return {};
@@ -78,16 +122,17 @@ status read_value(const json& j, const char* key, network_policy& out, range) {
     return st;
   if (!mode.empty() && mode != "none" && mode != "allow")
     return bad("network.mode", "must be \"none\" or \"allow\", got \"" + mode + "\"");
-  return read_each(*it, out);
+  return read_each(*it, out, path + ".");
 }
 
-status read_value(const json& j, const char* key, protect_policy& out, range) {
+status read_value(const json& j, const char* key, protect_policy& out, const range&,
+                  const std::string& path) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null())
     return {};
   if (!it->is_object())
     return bad(key, R"(must be {"readonly":[paths],"hidden":[paths]})");
-  return read_fields(*it, out, key);
+  return read_fields(*it, out, key, path + ".");
 }
 
 } // namespace
@@ -187,7 +232,7 @@ expected<network_policy> parse_network_policy(std::string_view body) {
   if (!j)
     return j.err();
   network_policy out;
-  if (auto st = read_value(json{{"network", *j}}, "network", out, {}); !st)
+  if (auto st = read_value(json{{"network", *j}}, "network", out, {}, "network"); !st)
     return st.err();
   if (auto st = validate(out); !st)
     return st.err();

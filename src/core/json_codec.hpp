@@ -116,14 +116,21 @@ error decode_error(std::string_view body, int http_status);
 
 // -- the sandbox record ---------------------------------------------------------
 
-/// What a node keeps on disk for each running sandbox
-/// (`<state>/sandboxes/<id>/record.json`) so that the next node process on the
-/// same state dir can adopt it: the spec, the times, and the layer mounts it holds.
+/// What a node keeps on disk for each sandbox it runs, in one file
+/// (`<state>/sandboxes/<id>/record.json`, written whole, atomically: temp +
+/// rename) so that the next node process on the same state dir can adopt it:
+/// the spec, the times, the layer mounts it holds, the class a PATCH moved it
+/// to and its TTL state over pauses (core/ttl.hpp). A node before version 2
+/// kept the TTL state apart, in `ttl.json` (ttl::file_state); merge_ttl_file
+/// folds one in. The backend's own handle on the sandbox (a container's
+/// `meta`: init's pid and where its root is) is the backend's, written
+/// before this record exists.
 struct sandbox_record {
   std::string id;
   sandbox_spec spec;
   int64_t created_at_ms = 0;
-  /// 0 = no TTL.
+  /// When the TTL ends, as of the last pause, resume or new TTL; 0 = no TTL
+  /// running (none, or paused).
   int64_t expires_at_ms = 0;
   /// Layer digests (`sha256:<hex>`) whose mounts the sandbox holds, spec order.
   std::vector<std::string> digests;
@@ -131,19 +138,32 @@ struct sandbox_record {
   /// spec.cpu_class (the spec stays as created, for request_id matching);
   /// empty = the spec's.
   std::string cpu_class;
+  /// When it was paused; 0 = running. A restarted node adopts it paused.
+  int64_t paused_at_ms = 0;
+  /// Paused: the running time its TTL had left, ms.
+  int64_t ttl_left_ms = 0;
 };
+
+/// The record format's version: 2 holds the TTL state (1 kept it in ttl.json).
+inline constexpr int record_version = 2;
 
 /// A spec as JSON that parse_spec() reads back to the same spec.
 std::string encode(const sandbox_spec& spec);
 
-/// `{"version":1,"id":...,"spec":{...},"created_at_ms":...,"expires_at_ms":...,
-/// "digests":[...]}`, plus "cpu_class" when set.
+/// `{"version":2,"id":...,"spec":{...},"created_at_ms":...,"expires_at_ms":...,
+/// "digests":[...],"paused_at_ms":...,"ttl_left_ms":...}`, plus "cpu_class"
+/// when set.
 std::string encode(const sandbox_record& rec);
 
-/// Reads a record written by encode(sandbox_record). Tolerant of unknown fields
-/// (in the record and its spec: a newer node may add some); a body that is not
-/// a record (no id, no spec, bad types, a spec that no longer validates) is an
-/// invalid_argument saying what is wrong.
+/// Reads a record written by encode(sandbox_record), of this version or
+/// version 1 (no TTL state: running, its expiry as created). Tolerant of
+/// unknown fields (in the record and its spec: a newer node may add some); a
+/// body that is not a record (no id, no spec, bad types, a spec that no
+/// longer validates) is an invalid_argument saying what is wrong.
 expected<sandbox_record> decode_record(std::string_view body);
+
+/// Folds a version 1 node's `ttl.json` (ttl::decode) into `rec`: paused (at
+/// paused_at_ms, with the time left) or running to the expiry a resume moved.
+void merge_ttl_file(sandbox_record& rec, std::string_view ttl_json_body, std::string* why);
 
 } // namespace dsec::json_codec

@@ -1,11 +1,13 @@
 // The sandbox record a node keeps on disk for each running sandbox
 // (json_codec.hpp, sandbox_record): a spec written so that parse_spec reads
-// it back, and a record decoder tolerant of fields a newer node may add.
+// it back, a record decoder tolerant of fields a newer node may add, and the
+// fold of a version 1 node's separate ttl.json into the one record.
 #include <nlohmann/json.hpp>
 
 #include "core/json_codec.hpp"
 #include "core/json_codec_fields.hpp"
 #include "core/spec_fields.hpp"
+#include "core/ttl.hpp"
 #include "core/validate.hpp"
 
 namespace dsec::json_codec {
@@ -31,12 +33,14 @@ constexpr int64_t max_record_ms = int64_t{1} << 52;
 std::string encode(const sandbox_spec& spec) { return dump(spec_to_json(spec)); }
 
 std::string encode(const sandbox_record& rec) {
-  json j{{"version", 1},
+  json j{{"version", record_version},
          {"id", rec.id},
          {"spec", spec_to_json(rec.spec)},
          {"created_at_ms", rec.created_at_ms},
          {"expires_at_ms", rec.expires_at_ms},
-         {"digests", rec.digests}};
+         {"digests", rec.digests},
+         {"paused_at_ms", rec.paused_at_ms},
+         {"ttl_left_ms", rec.ttl_left_ms}};
   if (!rec.cpu_class.empty())
     j["cpu_class"] = rec.cpu_class;
   return dump(j);
@@ -66,6 +70,8 @@ expected<sandbox_record> decode_record(std::string_view body) {
       || !(st = get_int(j, "expires_at_ms", r.expires_at_ms, 0, max_record_ms))
       || !(st = get_string_list(j, "digests", r.digests, spec_limits::max_layers))
       || !(st = get_string(j, "cpu_class", r.cpu_class))
+      || !(st = get_int(j, "paused_at_ms", r.paused_at_ms, 0, max_record_ms))
+      || !(st = get_int(j, "ttl_left_ms", r.ttl_left_ms, 0, max_record_ms))
       || (!r.cpu_class.empty() && !(st = validate_cpu_class(r.cpu_class))))
     return invalid_argument("record " + r.id + ": " + st.err().message);
   if (r.created_at_ms == 0)
@@ -74,6 +80,18 @@ expected<sandbox_record> decode_record(std::string_view body) {
     return invalid_argument("record " + r.id + ": " + std::to_string(r.digests.size())
                             + " digests for " + std::to_string(r.spec.layers.size()) + " layers");
   return r;
+}
+
+void merge_ttl_file(sandbox_record& rec, std::string_view ttl_json_body, std::string* why) {
+  auto f = ttl::decode(ttl_json_body);
+  if (!f) {
+    if (why)
+      *why = f.err().message;
+    return;
+  }
+  rec.paused_at_ms = f->paused_at_ms;
+  rec.ttl_left_ms = f->paused_at_ms != 0 ? f->left_ms : 0;
+  rec.expires_at_ms = f->paused_at_ms != 0 ? 0 : f->expires_at_ms;
 }
 
 } // namespace dsec::json_codec

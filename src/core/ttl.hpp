@@ -5,8 +5,9 @@
 // (actors/sandbox_ttl.hpp); the codecs and the bindings read the fields back
 // through remaining_ms(). Times are Unix milliseconds.
 //
-// Also the per-sandbox TTL file (`<sandbox dir>/ttl.json`), which a restarted
-// node reads so a paused sandbox stays paused and keeps its time left.
+// Also the reader of the TTL file a node before record version 2 kept beside
+// its record (`<sandbox dir>/ttl.json`); the TTL state now lives in the one
+// sandbox record (json_codec::sandbox_record), which folds such a file in.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +34,9 @@ namespace dsec::ttl {
 /// expires_at - now. Creating: the whole ttl_s.
 [[nodiscard]] int64_t remaining_ms(const sandbox_info& info, int64_t now_ms);
 
-/// What `<sandbox dir>/ttl.json` holds: the TTL state since the last pause
-/// or resume (absent until the first pause: the record's expiry holds).
+/// What a version 1 node's `<sandbox dir>/ttl.json` holds: the TTL state
+/// since the last pause or resume (absent until the first pause: the
+/// record's expiry holds).
 struct file_state {
   /// 0 = running; else when it was paused.
   int64_t paused_at_ms = 0;
@@ -44,13 +46,14 @@ struct file_state {
   int64_t expires_at_ms = 0;
 };
 
-/// `{"version":1,"paused_at_ms":...,"left_ms":...,"expires_at_ms":...}`.
+/// `{"version":1,"paused_at_ms":...,"left_ms":...,"expires_at_ms":...}`,
+/// the old form (tests write it to check a restarted node still adopts it).
 std::string encode(const file_state& f);
 
 /// Reads encode(file_state) back; invalid_argument naming what is wrong.
 expected<file_state> decode(std::string_view body);
 
-/// The file's name in the sandbox dir.
+/// The old file's name in the sandbox dir.
 inline constexpr const char* file_name = "ttl.json";
 
 } // namespace dsec::ttl

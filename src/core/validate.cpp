@@ -3,6 +3,7 @@
 
 #include "core/allow_list.hpp"
 #include "core/layer_ref.hpp"
+#include "core/sandbox_path.hpp"
 #include "core/trajectory.hpp"
 
 namespace dsec {
@@ -15,11 +16,9 @@ error bad(const std::string& field, const std::string& what) {
 
 bool too_long(const std::string& s) { return s.size() > spec_limits::max_string; }
 
-/// Names without '=' or NUL, values without NUL, sizes bounded.
-status check_string_map(const std::map<std::string, std::string>& m, const char* field,
-                        size_t max_items, bool env) {
-  if (m.size() > max_items)
-    return too_large(std::string{field} + ": more than " + std::to_string(max_items) + " entries");
+/// Names without '=' or NUL, values without NUL, sizes bounded (the count
+/// is the field list's bound: check_bounds).
+status check_string_map(const std::map<std::string, std::string>& m, const char* field, bool env) {
   for (auto& [k, v] : m) {
     if (k.empty() || k.size() > 256 || too_long(v))
       return bad(field, "names must be 1-256 bytes and values at most 4096 bytes");
@@ -30,17 +29,13 @@ status check_string_map(const std::map<std::string, std::string>& m, const char*
   return {};
 }
 
-/// A protected path: absolute, normalised, not inside the kernel's own
-/// filesystems (/proc, /sys, /dev are set up by the node).
+/// A protected path: absolute and normalised (core/sandbox_path.hpp), not
+/// inside the kernel's own filesystems (/proc, /sys, /dev are set up by the
+/// node).
 status check_protected(const std::vector<std::string>& v, const char* field, bool allow_root) {
   for (auto& p : v) {
-    bool ok = !p.empty() && p[0] == '/' && p.find('\0') == std::string::npos
-              && (p.size() == 1 || p.back() != '/') && p.find("//") == std::string::npos
-              && p.find("/./") == std::string::npos && p.find("/../") == std::string::npos
-              && (p.size() < 3 || (p.compare(p.size() - 3, 3, "/..") != 0
-                                   && p.compare(p.size() - 2, 2, "/.") != 0));
-    if (!ok)
-      return bad(field, "\"" + p.substr(0, 200) + "\" must be an absolute, normalised path");
+    if (auto parts = parse_sandbox_path(p, path_form::normalised); !parts)
+      return bad(field, parts.err().message);
     if (p == "/" && !allow_root)
       return bad(field, "\"/\" cannot be hidden");
     for (const char* sys : {"/proc", "/sys", "/dev"}) {
@@ -52,16 +47,52 @@ status check_protected(const std::vector<std::string>& v, const char* field, boo
   return {};
 }
 
-status check_strings(const std::vector<std::string>& v, const char* field, size_t max_items) {
-  if (v.size() > max_items)
-    return too_large(std::string{field} + ": more than " + std::to_string(max_items) + " entries");
+status check_strings(const std::vector<std::string>& v, const char* field) {
   for (auto& s : v)
     if (too_long(s))
       return too_large(std::string{field} + ": an entry is longer than 4096 bytes");
   return {};
 }
 
+// -- the field list's bounds --------------------------------------------------------
+
+template <class M>
+status check_bound(const std::string& field, const M& v, const range& r) {
+  if constexpr (std::is_arithmetic_v<M>) {
+    if (!within(r, static_cast<double>(v)))
+      return bound_error(field, r, false);
+  } else {
+    if (!within(r, static_cast<double>(v.size())))
+      return bound_error(field, r, true);
+  }
+  return {};
+}
+
+/// Each bounded field of `x` (nested lists too) within its bound, named
+/// `prefix` + its name.
+template <class T>
+status check_bounds(const T& x, const std::string& prefix) {
+  status st;
+  for_each_field<T>([&](const auto& fd) {
+    using M = typename std::decay_t<decltype(fd)>::type;
+    if (!st)
+      return;
+    if constexpr (has_field_list_v<M>)
+      st = check_bounds(x.*(fd.member), prefix + fd.name + ".");
+    else if (fd.limits.message != nullptr)
+      st = check_bound(prefix + fd.name, x.*(fd.member), fd.limits);
+  });
+  return st;
+}
+
 } // namespace
+
+error bound_error(const std::string& field, const range& r, bool count, const std::string& got) {
+  std::string text = field + ": " + r.message;
+  if (!got.empty())
+    text += ", got " + got;
+  return count ? too_large(text) : invalid_argument(text);
+}
 
 bool valid_layer_ref(std::string_view ref) {
   return layers::parse_ref(std::string{ref}).ok();
@@ -80,35 +111,23 @@ status validate(const sandbox_spec& s) {
     return bad("backend", "must be one of container, microvm, vm, fncall; got \"" + s.backend + "\"");
   if (s.layers.empty())
     return bad("layers", "at least one layer ref (name@version) is required");
-  if (s.layers.size() > spec_limits::max_layers)
-    return too_large("layers: more than 128 layers");
+  if (auto st = check_bounds(s, ""); !st)
+    return st;
   for (auto& l : s.layers)
     if (!valid_layer_ref(l))
       return bad("layers", "\"" + l + "\" is not a name@version ref");
-  if (!(s.cpu >= 0) || s.cpu > spec_limits::max_cpu)
-    return bad("cpu", "must be between 0 and 256");
-  if (s.memory_mb < spec_limits::min_memory_mb || s.memory_mb > spec_limits::max_memory_mb)
-    return bad("memory_mb", "must be between 8 and 1048576");
-  if (s.disk_mb < 1 || s.disk_mb > spec_limits::max_disk_mb)
-    return bad("disk_mb", "must be between 1 and 4194304");
-  if (s.pids < 8 || s.pids > spec_limits::max_pids)
-    return bad("pids", "must be between 8 and 1048576");
-  if (s.ttl_s < 0 || s.ttl_s > spec_limits::max_ttl_s)
-    return bad("ttl_s", "must be between 0 and 2592000");
-  if (s.paused_ttl_s < 1 || s.paused_ttl_s > spec_limits::max_paused_ttl_s)
-    return bad("paused_ttl_s", "must be between 1 and 2592000");
   if (auto st = validate_cpu_class(s.cpu_class); !st)
     return st;
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})
     if (too_long(*str))
       return too_large("spec: a string field is longer than 4096 bytes");
   status st;
-  if (!(st = check_string_map(s.env, "env", spec_limits::max_env, true))
-      || !(st = check_string_map(s.labels, "labels", spec_limits::max_labels, false))
-      || !(st = check_strings(s.network.allow, "network.allow", 256))
+  if (!(st = check_string_map(s.env, "env", true))
+      || !(st = check_string_map(s.labels, "labels", false))
+      || !(st = check_strings(s.network.allow, "network.allow"))
       || !(st = validate(s.network))
-      || !(st = check_strings(s.protect.readonly, "protect.readonly", 256))
-      || !(st = check_strings(s.protect.hidden, "protect.hidden", 256))
+      || !(st = check_strings(s.protect.readonly, "protect.readonly"))
+      || !(st = check_strings(s.protect.hidden, "protect.hidden"))
       || !(st = check_protected(s.protect.readonly, "protect.readonly", true))
       || !(st = check_protected(s.protect.hidden, "protect.hidden", false)))
     return st;
@@ -126,21 +145,25 @@ status validate(const exec_request& r) {
   }
   if (total > (1u << 20) || r.argv.size() > 65536)
     return too_large("cmd: argv larger than 1 MiB");
-  if (!r.cwd.empty() && r.cwd[0] != '/')
-    return bad("cwd", "must be an absolute path, got \"" + r.cwd.substr(0, 200) + "\"");
   if (too_long(r.cwd))
     return too_large("cwd: longer than 4096 bytes");
+  if (!r.cwd.empty())
+    if (auto parts = parse_sandbox_path(r.cwd, path_form::entry_or_root); !parts)
+      return bad("cwd", parts.err().message);
   if (!(r.timeout_s >= 0) || r.timeout_s > 7 * 24 * 3600.0)
     return bad("timeout_s", "must be between 0 and 604800");
   if (!r.step.empty())
     if (auto st = trajectory::validate_step(r.step); !st)
       return st;
-  return check_string_map(r.env, "env", spec_limits::max_env, true);
+  // An exec's env is held to the spec's env bound.
+  if (auto st = check_bound("env", r.env, bound_of<sandbox_spec>("env")); !st)
+    return st;
+  return check_string_map(r.env, "env", true);
 }
 
 status validate(const network_policy& policy) {
-  if (policy.allow.size() > 256)
-    return too_large("network.allow: more than 256 entries");
+  if (auto st = check_bounds(policy, "network."); !st)
+    return st;
   // The backend's own parser, so nothing passes here that it would refuse
   // after layers were fetched and mounted. The wording is the gateway's.
   for (auto& e : policy.allow)
@@ -168,11 +191,7 @@ status validate(const fncall_request& r) {
   size_t total = 0;
   for (auto& [path, data] : r.files) {
     total += data.size();
-    bool dotdot = path == ".." || path.rfind("../", 0) == 0
-                  || path.find("/../") != std::string::npos
-                  || (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0);
-    if (path.empty() || path[0] == '/' || dotdot || path.find('\0') != std::string::npos
-        || path.size() > 1024)
+    if (path.size() > 1024 || !parse_sandbox_path(path, path_form::relative))
       return bad("files", "\"" + path.substr(0, 200)
                             + "\" must be a relative path inside the call's directory, without ..");
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "core/spec_fields.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
@@ -21,23 +22,32 @@ bool valid_layer_ref(std::string_view ref);
 /// the field otherwise).
 status validate_cpu_class(const std::string& cls);
 
-/// Checks ranges, shapes and sizes of a spec (spec_limits).
+/// The refusal of a value outside a field's bound (core/spec_fields.hpp),
+/// "<field>: <message>": invalid_argument for a number, too_large for the
+/// count of a list or map; a non-empty `got` is added as ", got <got>".
+error bound_error(const std::string& field, const range& r, bool count,
+                  const std::string& got = {});
+
+/// Checks ranges, shapes and sizes of a spec: the bounds of its field list
+/// (core/spec_fields.hpp), then what no bound says (refs, paths, names).
 status validate(const sandbox_spec& spec);
 
-/// Checks an exec request: non-empty argv without NUL, sizes, an absolute
-/// cwd, env names, a timeout between 0 and 7 days.
+/// Checks an exec request: non-empty argv without NUL, sizes, a cwd in the
+/// sandbox path grammar (core/sandbox_path.hpp: absolute, no ".."), env
+/// names, a timeout between 0 and 7 days.
 status validate(const exec_request& req);
 
 /// Checks every allow-list entry with the backend's parser
 /// (net::parse_allow_entry in core/allow_list.hpp): `a.b.c.d:port`,
 /// `a.b.c.d/n:port`, `[v6]:port`, `[v6/n]:port` or `domain:port`, port
-/// 1-65535 or `*`. More than 256 entries is too_large, more than 128
-/// invalid_argument. Resolving names is the backend's job.
+/// 1-65535 or `*`. More entries than the field list's bound (256) is
+/// too_large, more than the kernel's 128 invalid_argument. Resolving names
+/// is the backend's job.
 status validate(const network_policy& policy);
 
 /// Checks an fncall: language python or bash, code and stdin at most 1 MiB,
 /// timeout in (0, 300] s, at most 64 files of 16 MiB in all under relative
-/// paths without "..".
+/// paths without ".." (core/sandbox_path.hpp).
 status validate(const fncall_request& req);
 
 /// Limits of an fncall request.

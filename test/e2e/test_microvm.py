@@ -20,9 +20,13 @@
 # once with scripts/guest_kernel.sh into $DSEC_GUEST_DIR (default
 # /var/lib/dsec/guest) through Debian's apt.
 
+import base64
+import json
 import os
 import shutil
+import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -203,6 +207,62 @@ def test_same_client_script_on_every_backend(vc, vm_node, backend):
     wait_for(lambda: not os.path.exists(sandbox_dir(vm_node, sid)), 30, what="sandbox dir gone")
     assert not qemu_pids(sandbox_dir(vm_node, sid))
     print(f"{backend}: create {boot:.2f} s")
+
+
+def envd_stdout(body):
+    """The stdout bytes of a process.Process/Start stream (Connect envelopes)."""
+    out, at = b"", 0
+    while at + 5 <= len(body):
+        flags, n = struct.unpack(">BI", body[at:at + 5])
+        msg = json.loads(body[at + 5:at + 5 + n] or b"{}")
+        at += 5 + n
+        data = msg.get("event", {}).get("data", {}) if flags == 0 else {}
+        if "stdout" in data:
+            out += base64.b64decode(data["stdout"])
+    return out
+
+
+@pytest.mark.parametrize("backend", ["container", "microvm"])
+def test_stdin_reaches_a_background_process(vc, backend):
+    """E2B's Process.Start with stdin, then SendInput and CloseStdin: the
+    input reaches the command on both channel backends (the microVM once
+    lacked send_stdin and answered SendInput with an error)."""
+    sid = vc.create_ok(backend=backend, memory_mb=256)
+    h = {"E2b-Sandbox-Id": sid}
+    start = json.dumps({"process": {"cmd": "/bin/sh",
+                                    "args": ["-c", "read a; echo got:$a; cat; echo end"]},
+                        "stdin": True}).encode()
+    got = {}
+
+    def run():
+        got["start"] = vc.raw("POST", "/process.Process/Start",
+                              struct.pack(">BI", 0, len(start)) + start,
+                              headers=dict(h, **{"Content-Type": "application/connect+json"}),
+                              timeout=120)
+    t = threading.Thread(target=run)
+    t.start()
+
+    def started():
+        status, out = vc.call("POST", "/process.Process/List", {}, headers=h)
+        assert status == 200, out
+        procs = [p for p in out.get("processes", []) if "read a" in json.dumps(p)]
+        return procs[0]["pid"] if procs else None
+    pid = wait_for(started, 60, 0.2, what="the command to start")
+
+    def send(text):
+        body = {"process": {"pid": pid}, "input": {"stdin": base64.b64encode(text).decode()}}
+        status, out = vc.call("POST", "/process.Process/SendInput", body, headers=h)
+        assert status == 200, (backend, out)
+    send(b"hello\n")
+    send(b"more\n")
+    status, out = vc.call("POST", "/process.Process/CloseStdin", {"process": {"pid": pid}},
+                          headers=h)
+    assert status == 200, (backend, out)
+    t.join(120)
+    assert not t.is_alive(), "the stream did not end once stdin closed"
+    status, _, body = got["start"]
+    assert status == 200, body
+    assert envd_stdout(body) == b"got:hello\nmore\nend\n", body[:500]
 
 
 def test_microvm_pause_resume_keeps_files_and_processes(vc, vm_node):

@@ -4,6 +4,7 @@
 # nothing of it stays. Both hold across a node killed with -9 and restarted.
 # Through REST, the SDK and the CLI; bad paused_ttl_s values are 400s.
 import json
+import os
 import subprocess
 import time
 
@@ -111,15 +112,30 @@ def test_paused_sandbox_stays_paused_across_a_restart_with_its_ttl(node_factory)
     left = pause(c, sid)["ttl_remaining_s"]
     doomed = c.create_ok(memory_mb=64, ttl_s=3600, paused_ttl_s=3)
     pause(c, doomed)
-    # The state reaches disk on the worker pool right after the pause answers.
-    wait_for(lambda: all(json.load(open(f"{n.state_dir}/sandboxes/{x}/ttl.json"))["paused_at_ms"]
-                         for x in (sid, doomed)), 10, what="ttl.json written")
+    # The state reaches the one record on the worker pool right after the pause answers.
+    def record(x):
+        return json.load(open(f"{n.state_dir}/sandboxes/{x}/record.json"))
+    wait_for(lambda: all(record(x)["paused_at_ms"] for x in (sid, doomed)), 10,
+             what="the paused state in record.json")
+    assert not any(os.path.exists(f"{n.state_dir}/sandboxes/{x}/ttl.json") for x in (sid, doomed))
     kill9(n)
+    # sid as a node before record version 2 left it: the TTL state apart, in
+    # ttl.json. The restarted node still adopts it paused, and folds the
+    # pair into one record.
+    old = record(sid)
+    with open(f"{n.state_dir}/sandboxes/{sid}/ttl.json", "w") as f:
+        json.dump({"version": 1, "paused_at_ms": old.pop("paused_at_ms"),
+                   "left_ms": old.pop("ttl_left_ms"), "expires_at_ms": 0}, f)
+    old["version"] = 1
+    with open(f"{n.state_dir}/sandboxes/{sid}/record.json", "w") as f:
+        json.dump(old, f)
     time.sleep(ttl + 1)  # longer than the whole TTL, and than doomed's paused_ttl_s
     n.start()
     s = info(c, sid)
     assert s["state"] == "paused" and s["expires_at"] is None, s
     assert s["ttl_remaining_s"] == left, (s, left)
+    assert not os.path.exists(f"{n.state_dir}/sandboxes/{sid}/ttl.json")
+    assert record(sid)["version"] == 2 and record(sid)["paused_at_ms"], record(sid)
     # doomed was paused past its paused_ttl_s while the node was down: it goes at start.
     wait_for(lambda: c.get(doomed)[0] == 404, 20, what=f"{doomed} destroyed after restart")
     c.created.remove(doomed)

@@ -2,15 +2,26 @@
 // frame the node and dsec-init exchange survives encode -> peek_frame ->
 // decode unchanged, and every truncated, padded or lying frame is refused
 // without reading past its end. The ps_list and signal frames have their
-// own cases in procs_codec_test.cpp.
+// own cases in procs_codec_test.cpp. The version hello at connect is run
+// against a fake init on a socketpair: agreement, a named mismatch, and an
+// init from before hello that closes the channel at it.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "backends/channel/init_channel.hpp"
+#include "backends/channel/io_loop.hpp"
 #include "backends/channel/protocol.hpp"
 
 using namespace dsec;
@@ -261,5 +272,173 @@ TEST_CASE("init protocol: seccomp program shape", "[init][protocol]") {
                                  {8 * (proto::max_filter_insns + 1), false}}) {
     INFO(r.bytes << " bytes");
     CHECK((proto::filter_shape_error(std::string(r.bytes, '\0')) == nullptr) == r.ok);
+  }
+}
+
+// -- the version hello ---------------------------------------------------------------
+
+TEST_CASE("init protocol: hello round trip and version agreement", "[init][protocol][hello]") {
+  auto frame = proto::encode(proto::hello_msg{7, 3});
+  auto body = body_of(frame, proto::msg::hello, 0);
+  proto::hello_msg out;
+  REQUIRE(proto::decode(body, out));
+  CHECK(out.version == 7);
+  CHECK(out.min_version == 3);
+  check_refusals(frame, [](std::string_view b) {
+    proto::hello_msg m;
+    return proto::decode(b, m);
+  });
+  // An inverted or zero range is no hello.
+  CHECK_FALSE(proto::decode(body_of(proto::encode(proto::hello_msg{2, 3}), proto::msg::hello, 0),
+                            out));
+  CHECK_FALSE(proto::decode(body_of(proto::encode(proto::hello_msg{2, 0}), proto::msg::hello, 0),
+                            out));
+
+  struct row {
+    proto::hello_msg node, init;
+    uint32_t agreed; ///< 0: mismatch
+  };
+  row rows[] = {
+    {{2, 1}, {2, 1}, 2}, // this build with itself
+    {{2, 1}, {1, 1}, 1}, // an init from before hello
+    {{3, 2}, {2, 1}, 2}, // a newer node, an init it still speaks to
+    {{2, 1}, {5, 2}, 2}, // a newer init that still speaks the node's version
+    {{2, 1}, {5, 3}, 0}, // an init that no longer does
+    {{4, 3}, {2, 1}, 0}, // a node that no longer speaks the init's
+  };
+  for (auto& r : rows) {
+    INFO("node v" << r.node.version << " init v" << r.init.version);
+    CHECK(proto::agree(r.node, r.init) == r.agreed);
+    CHECK(proto::agree(r.init, r.node) == r.agreed);
+  }
+  CHECK(proto::mismatch_text({2, 1}, {5, 3})
+        == "init protocol mismatch: node speaks v2 (v1-v2), init speaks v5 (v3-v5)");
+  CHECK(proto::version >= proto::min_version);
+}
+
+namespace {
+
+/// One end of a socketpair played by a fake init on its own thread.
+struct fake_init {
+  int node_end = -1, init_end = -1;
+  fake_init() {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+    node_end = sv[0];
+    init_end = sv[1];
+  }
+  ~fake_init() {
+    if (init_end >= 0)
+      ::close(init_end);
+  }
+  /// Reads one whole frame (blocking); empty on EOF.
+  std::string read_frame() {
+    std::string in;
+    char buf[4096];
+    proto::header h;
+    while (proto::peek_frame(in, h) != proto::parse::complete) {
+      auto n = ::recv(init_end, buf, sizeof buf, 0);
+      if (n <= 0)
+        return {};
+      in.append(buf, static_cast<size_t>(n));
+    }
+    return in;
+  }
+  void send(const std::string& frame) {
+    REQUIRE(::send(init_end, frame.data(), frame.size(), MSG_NOSIGNAL)
+            == static_cast<ssize_t>(frame.size()));
+  }
+};
+
+/// A channel on `f`'s node end; its "init" is an eventfd that never fires.
+std::shared_ptr<backends::init_channel> channel_on(std::shared_ptr<backends::io_loop> loop,
+                                                   fake_init& f,
+                                                   std::function<expected<sys::unique_fd>()>
+                                                     reconnect = {}) {
+  backends::channel_parts p;
+  p.id = "n1.hello";
+  p.reap = false;
+  p.pidfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  p.ctl.reset(f.node_end);
+  p.reconnect = std::move(reconnect);
+  return std::make_shared<backends::init_channel>(std::move(loop), std::move(p));
+}
+
+} // namespace
+
+TEST_CASE("init channel: the node and init agree on a version at connect",
+          "[init][protocol][hello]") {
+  auto loop = std::make_shared<backends::io_loop>();
+
+  SECTION("an init of this build") {
+    fake_init f;
+    std::thread init([&] {
+      auto hello = f.read_frame();
+      proto::header h;
+      REQUIRE(proto::peek_frame(hello, h) == proto::parse::complete);
+      CHECK(h.type == proto::msg::hello);
+      // A running exec's output may come first (a restarted node).
+      f.send(proto::writer(proto::msg::output, 77).u8(1).str("late").finish());
+      f.send(proto::encode(proto::hello_msg{}));
+    });
+    auto ch = channel_on(loop, f);
+    auto st = ch->start();
+    init.join();
+    REQUIRE(st);
+    CHECK(ch->protocol_version() == proto::version);
+    (void)ch->shut();
+  }
+
+  SECTION("an init that speaks only newer versions: the error names both") {
+    fake_init f;
+    std::thread init([&] {
+      (void)f.read_frame();
+      f.send(proto::encode(proto::hello_msg{9, 9}));
+    });
+    auto ch = channel_on(loop, f);
+    auto st = ch->start();
+    init.join();
+    REQUIRE_FALSE(st);
+    CHECK(st.err().message.find("init protocol mismatch: node speaks v2 (v1-v2), init speaks v9")
+          != std::string::npos);
+    CHECK(st.err().message.find("n1.hello") != std::string::npos);
+  }
+
+  SECTION("an init of version 1 closes at hello; the node reconnects and speaks v1") {
+    fake_init f, again;
+    std::thread init([&] {
+      (void)f.read_frame(); // hello: unknown to version 1, which drops the connection
+      ::close(f.init_end);
+      f.init_end = -1;
+    });
+    bool reconnected = false;
+    auto ch = channel_on(loop, f, [&]() -> expected<sys::unique_fd> {
+      reconnected = true;
+      return sys::unique_fd{again.node_end};
+    });
+    auto st = ch->start();
+    init.join();
+    REQUIRE(st);
+    CHECK(reconnected);
+    CHECK(ch->protocol_version() == 1);
+    // No hello on the new connection: version 1 would drop it again.
+    pollfd pfd{again.init_end, POLLIN, 0};
+    CHECK(::poll(&pfd, 1, 50) == 0);
+    (void)ch->shut();
+  }
+
+  SECTION("an init of version 1 on a channel that cannot reconnect: a named mismatch") {
+    fake_init f;
+    std::thread init([&] {
+      (void)f.read_frame();
+      ::close(f.init_end);
+      f.init_end = -1;
+    });
+    auto ch = channel_on(loop, f);
+    auto st = ch->start();
+    init.join();
+    REQUIRE_FALSE(st);
+    CHECK(st.err().message.find("node speaks v2 (v1-v2), init speaks v1 (v1-v1)")
+          != std::string::npos);
   }
 }

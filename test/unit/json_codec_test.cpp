@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/json_codec.hpp"
+#include "core/ttl.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -279,4 +280,61 @@ TEST_CASE("healthz shows each backend, why one is not available and the VMs' acc
   CHECK_FALSE(j["backends"]["microvm"].contains("reason"));
   CHECK(j["backends"]["vm"]["available"] == false);
   CHECK(j["backends"]["vm"]["reason"].get<std::string>().find("DSEC_VM_ACCEL=kvm") == 0);
+}
+
+TEST_CASE("one record holds the TTL state; a version 1 pair still reads", "[codec][record]") {
+  codec::sandbox_record r;
+  r.id = "n-1.p";
+  r.spec.layers = {"a@1"};
+  r.spec.ttl_s = 60;
+  r.created_at_ms = 1700000000000;
+  r.digests = {"sha256:aa"};
+  r.paused_at_ms = 1700000030000;
+  r.ttl_left_ms = 30000;
+  auto back = codec::decode_record(codec::encode(r));
+  REQUIRE(back.ok());
+  CHECK(back->paused_at_ms == r.paused_at_ms);
+  CHECK(back->ttl_left_ms == r.ttl_left_ms);
+  CHECK(back->expires_at_ms == 0);
+  CHECK(codec::encode(r).find("\"version\":2") != std::string::npos);
+
+  // What a node before version 2 wrote: the record without TTL state, and
+  // ttl.json beside it.
+  auto v1 = codec::decode_record(
+    R"({"version":1,"id":"n-1.p","spec":{"layers":["a@1"],"ttl_s":60},
+        "created_at_ms":1700000000000,"expires_at_ms":1700000060000,"digests":["sha256:aa"]})");
+  REQUIRE(v1.ok());
+  CHECK(v1->paused_at_ms == 0); // running, as created
+  CHECK(v1->expires_at_ms == 1700000060000);
+  struct row {
+    const char* name;
+    ttl::file_state file;
+    int64_t paused_at_ms, ttl_left_ms, expires_at_ms;
+  };
+  row rows[] = {
+    {"paused", {1700000030000, 30000, 0}, 1700000030000, 30000, 0},
+    {"resumed: the expiry a resume moved", {0, 0, 1700000090000}, 0, 0, 1700000090000},
+  };
+  for (auto& x : rows) {
+    INFO(x.name);
+    auto rec = *v1;
+    std::string why;
+    codec::merge_ttl_file(rec, ttl::encode(x.file), &why);
+    CHECK(why.empty());
+    CHECK(rec.paused_at_ms == x.paused_at_ms);
+    CHECK(rec.ttl_left_ms == x.ttl_left_ms);
+    CHECK(rec.expires_at_ms == x.expires_at_ms);
+    // Written back as one record, it reads the same.
+    auto again = codec::decode_record(codec::encode(rec));
+    REQUIRE(again.ok());
+    CHECK(again->paused_at_ms == x.paused_at_ms);
+    CHECK(again->expires_at_ms == x.expires_at_ms);
+  }
+  // A corrupt TTL file changes nothing and says why.
+  auto rec = *v1;
+  std::string why;
+  codec::merge_ttl_file(rec, "{torn", &why);
+  CHECK_FALSE(why.empty());
+  CHECK(rec.expires_at_ms == 1700000060000);
+  CHECK(rec.paused_at_ms == 0);
 }
