@@ -13,6 +13,12 @@
 //   gateway, E2B, SDK, replay     hop::front (call_wait_front, exec + 60 s)
 //     -> the front door (placement, which may forward to a peer)
 //
+// The same rule holds for every other call kind (call, create, list, job,
+// process wait, replay): each has a peer and a front bound below, the front
+// one longer by at least a peer connect, and the static_asserts at the end
+// check it. A front door's caller therefore always hears placement's own
+// error ("node X did not answer within 120 s", actors/peer_links.hpp).
+//
 // An exec without a timeout (timeout_s <= 0) is waited for as long as the
 // caller lives. Local asks between a node's own actors (status, reclaim,
 // info) use local_wait: a node's own actor that does not answer in that time
