@@ -16,7 +16,7 @@ std::function<void(exec_chunk)> chunk_sender(caf::actor sink, uint64_t token) {
   };
 }
 
-caf::actor spawn_chunk_relay(caf::event_based_actor* self, std::function<void(exec_chunk)> fn) {
+caf::actor spawn_chunk_relay(caf::local_actor* self, std::function<void(exec_chunk)> fn) {
   return self->spawn([fn = std::move(fn)](caf::event_based_actor* relay) -> caf::behavior {
     return {
       [fn](stream_atom, uint64_t, exec_chunk& c) { fn(std::move(c)); },
@@ -26,15 +26,6 @@ caf::actor spawn_chunk_relay(caf::event_based_actor* self, std::function<void(ex
       },
     };
   });
-}
-
-void drain_chunk_relay(caf::event_based_actor* self, caf::actor relay, std::function<void()> then) {
-  self->request(relay, std::chrono::seconds(10), shutdown_atom::value)
-    .then([then](bool) { then(); },
-          [then, relay](caf::error&) {
-            caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
-            then();
-          });
 }
 
 } // namespace dsec

@@ -15,8 +15,13 @@
 #include <cstdint>
 #include <functional>
 
+#include <caf/actor.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/fwd.hpp>
+#include <caf/send.hpp>
 
+#include "actors/atoms.hpp"
+#include "core/clock.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
@@ -26,10 +31,19 @@ std::function<void(exec_chunk)> chunk_sender(caf::actor sink, uint64_t token);
 
 /// A relay actor, spawned by `self`, that feeds every chunk sent to it to `fn`
 /// (on the relay's thread, in order).
-caf::actor spawn_chunk_relay(caf::event_based_actor* self, std::function<void(exec_chunk)> fn);
+caf::actor spawn_chunk_relay(caf::local_actor* self, std::function<void(exec_chunk)> fn);
 
-/// Runs `then` once every chunk already sent to `relay` reached its callback,
-/// and stops the relay (at once if it does not answer within 10 s).
-void drain_chunk_relay(caf::event_based_actor* self, caf::actor relay, std::function<void()> then);
+/// Runs `then` inside `self` (any actor that requests, typed or not) once
+/// every chunk already sent to `relay` reached its callback, and stops the
+/// relay (at once if it does not answer within local_wait).
+template <class Self>
+void drain_chunk_relay(Self* self, caf::actor relay, std::function<void()> then) {
+  self->request(relay, local_wait, shutdown_atom::value)
+    .then([then](bool) { then(); },
+          [then, relay](caf::error&) {
+            caf::anon_send_exit(relay, caf::exit_reason::user_shutdown);
+            then();
+          });
+}
 
 } // namespace dsec

@@ -12,6 +12,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/e2b_codec.hpp"
 #include "actors/gateway_routes.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "layers/aliases.hpp"
 
@@ -22,9 +23,10 @@ namespace {
 using namespace std::chrono_literals;
 
 /// A create waits for layers to mount and init to start; a stuck backend
-/// answers 504 after this.
-constexpr auto create_timeout = std::chrono::seconds(300);
-constexpr auto call_timeout = std::chrono::seconds(60);
+/// answers 504 after this. Front-hop bounds (core/clock.hpp): longer than
+/// placement's waits on a peer, so a slow peer yields placement's error.
+constexpr auto create_timeout = create_wait(hop::front);
+constexpr auto call_timeout = call_wait(hop::front);
 
 void reply_error(const http_call& c, const error& err) {
   int status = http_status(err.code);

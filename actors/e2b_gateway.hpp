@@ -25,7 +25,7 @@ namespace dsec::e2b {
 
 /// What the E2B handlers use of the gateway actor they run in.
 struct gateway_ref {
-  caf::event_based_actor* self = nullptr;
+  gateway_actor::pointer self = nullptr;
   /// The placement actor.
   placement_actor front;
   node_context_ptr ctx;

@@ -27,10 +27,11 @@ namespace dsec {
 namespace {
 
 namespace codec = json_codec;
-using namespace std::chrono_literals;
 
-/// Creates and file transfers are bounded; a stuck backend answers 504.
-constexpr auto op_timeout = std::chrono::seconds(300);
+// Every wait below is a front-hop bound from core/clock.hpp: longer than
+// placement's own wait on a peer, so a slow peer answers with placement's
+// error (naming the node), never with this caller's bare timeout.
+constexpr hop front_hop = hop::front;
 
 void reply(const http_call& c, int status, std::string body,
            std::string content_type = "application/json") {
@@ -140,7 +141,7 @@ std::string denial_metrics(const std::string& node, const std::vector<sandbox_in
 }
 
 void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
-  self->request(self->state.front, 10s, status_atom::value)
+  self->request(self->state.front, list_wait(front_hop), status_atom::value)
     .then(
       [self, c, metrics](node_status& st) {
         st.pid = ::getpid();
@@ -154,7 +155,7 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
           return reply(c, 200, std::move(body));
         }
         auto text = std::make_shared<std::string>(metrics_text(st, self->state));
-        self->request(self->state.front, 10s, metrics_atom::value)
+        self->request(self->state.front, list_wait(front_hop), metrics_atom::value)
           .then(
             [c, text, node = st.node_id](std::vector<sandbox_info>& infos) {
               reply(c, 200, *text + denial_metrics(node, infos) + memory_metrics(node, infos),
@@ -166,7 +167,7 @@ void handle_status(gateway_actor_ptr self, const http_call& c, bool metrics) {
 }
 
 void handle_nodes(gateway_actor_ptr self, const http_call& c) {
-  self->request(self->state.front, 10s, nodes_atom::value)
+  self->request(self->state.front, list_wait(front_hop), nodes_atom::value)
     .then([c](std::vector<member_info>& members) { reply(c, 200, codec::encode_nodes(members)); },
           on_error(c));
 }
@@ -175,7 +176,8 @@ void handle_create(gateway_actor_ptr self, const http_call& c) {
   auto spec = codec::parse_spec(c->body);
   if (!spec)
     return reply_error(c, spec.err());
-  self->request(self->state.front, op_timeout, create_atom::value, std::move(*spec))
+  self->request(self->state.front, create_wait(front_hop), create_atom::value,
+                std::move(*spec))
     .then([c](sandbox_info& info) { reply(c, 201, codec::encode(info)); }, on_error(c));
 }
 
@@ -195,24 +197,24 @@ void handle_batch(gateway_actor_ptr self, const http_call& c) {
       reply(c, g->failed.empty() ? 201 : 200, codec::encode_batch(g->ok, g->failed));
   };
   for (int i = 0; i < batch->second; ++i)
-    self->request(self->state.front, op_timeout, create_atom::value, batch->first)
+    self->request(self->state.front, create_wait(front_hop), create_atom::value, batch->first)
       .then([g, finish](sandbox_info& info) { g->ok.push_back(std::move(info)); finish(); },
             [g, finish](caf::error& err) { g->failed.push_back(from_caf(err)); finish(); });
 }
 
 void handle_list(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.front, 10s, list_atom::value, r.labels)
+  self->request(self->state.front, list_wait(front_hop), list_atom::value, r.labels)
     .then([c](std::vector<sandbox_info>& list) { reply(c, 200, codec::encode(list)); },
           on_error(c));
 }
 
 void handle_get(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.front, 10s, info_atom::value, r.id)
+  self->request(self->state.front, call_wait(front_hop), info_atom::value, r.id)
     .then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 
 void handle_delete(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.front, op_timeout, destroy_atom::value, r.id)
+  self->request(self->state.front, call_wait(front_hop), destroy_atom::value, r.id)
     .then(
       [c, id = r.id](bool existed) {
         reply(c, 200, codec::encode_deleted(id, existed));
@@ -247,7 +249,7 @@ void handle_background(gateway_actor_ptr self, const http_call& c, const route& 
     return reply_error(c, invalid_argument("exec: background=1 and stream=1 cannot be combined; "
                                            "read a background command's output with GET "
                                            "/v1/sandboxes/{id}/processes/{pid}"));
-  self->request(self->state.front, 60s, bgexec_atom::value, r.id, std::move(req))
+  self->request(self->state.front, call_wait(front_hop), bgexec_atom::value, r.id, std::move(req))
     .then([c](background_process& p) { reply(c, 201, codec::encode(p)); }, on_error(c));
 }
 
@@ -258,7 +260,7 @@ void handle_exec(gateway_actor_ptr self, const http_call& c, const route& r) {
   if (query_flag(r, "background"))
     return handle_background(self, c, r, std::move(*req));
   caf::duration timeout = caf::infinite;
-  if (auto wait = exec_wait(req->timeout_s, exec_slack_outer))
+  if (auto wait = exec_wait(req->timeout_s, front_hop))
     timeout = caf::duration{*wait};
   auto it = r.query.find("stream");
   bool stream = it != r.query.end() && (it->second == "1" || it->second == "true");
@@ -319,7 +321,7 @@ void handle_put_file(gateway_actor_ptr self, const http_call& c, const route& r)
   auto path = file_path(r);
   if (!path)
     return reply_error(c, path.err());
-  self->request(self->state.front, op_timeout, wfile_atom::value, r.id, *path, c->body)
+  self->request(self->state.front, call_wait(front_hop), wfile_atom::value, r.id, *path, c->body)
     .then(
       [c, p = *path, n = c->body.size()](bool) {
         reply(c, 200, codec::encode_file_written(p, n));
@@ -332,14 +334,15 @@ void handle_get_file(gateway_actor_ptr self, const http_call& c, const route& r)
   if (!path)
     return reply_error(c, path.err());
   uint64_t max = self->state.ctx->config.max_file_bytes;
-  self->request(self->state.front, op_timeout, rfile_atom::value, r.id, *path, max)
+  self->request(self->state.front, call_wait(front_hop), rfile_atom::value, r.id, *path, max)
     .then([c](std::string& data) { reply(c, 200, std::move(data), "application/octet-stream"); },
           on_error(c));
 }
 
 void handle_pause(gateway_actor_ptr self, const http_call& c, const route& r, bool pause) {
-  auto req = pause ? self->request(self->state.front, op_timeout, pause_atom::value, r.id)
-                   : self->request(self->state.front, op_timeout, resume_atom::value, r.id);
+  auto bound = call_wait(front_hop);
+  auto req = pause ? self->request(self->state.front, bound, pause_atom::value, r.id)
+                   : self->request(self->state.front, bound, resume_atom::value, r.id);
   req.then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 
@@ -350,7 +353,7 @@ void handle_job(gateway_actor_ptr self, const http_call& c, bool pause) {
   auto labels = codec::parse_job(c->body, std::string{action} + " job");
   if (!labels)
     return reply_error(c, labels.err());
-  self->request(self->state.front, op_timeout, job_atom::value, *labels, pause)
+  self->request(self->state.front, job_wait(front_hop), job_atom::value, *labels, pause)
     .then([c, action, labels = *labels](job_result& res) {
             reply(c, 200, codec::encode_job(action, labels, res));
           },
@@ -361,7 +364,7 @@ void handle_snapshot(gateway_actor_ptr self, const http_call& c, const route& r)
   auto req = codec::parse_snapshot(c->body);
   if (!req)
     return reply_error(c, req.err());
-  self->request(self->state.front, op_timeout, snapshot_atom::value, r.id, req->name,
+  self->request(self->state.front, call_wait(front_hop), snapshot_atom::value, r.id, req->name,
                 req->version)
     .then([c](snapshot_info& snap) { reply(c, 201, codec::encode(snap)); }, on_error(c));
 }
@@ -370,7 +373,7 @@ void handle_network(gateway_actor_ptr self, const http_call& c, const route& r) 
   auto policy = codec::parse_network_policy(c->body);
   if (!policy)
     return reply_error(c, policy.err());
-  self->request(self->state.front, 60s, network_atom::value, r.id, *policy)
+  self->request(self->state.front, call_wait(front_hop), network_atom::value, r.id, *policy)
     .then([c, id = r.id](bool) { reply(c, 200, R"({"id":")" + id + R"(","network":"updated"})"); },
           on_error(c));
 }
@@ -381,7 +384,7 @@ void handle_update(gateway_actor_ptr self, const http_call& c, const route& r) {
   auto up = codec::parse_update(c->body);
   if (!up)
     return reply_error(c, up.err());
-  self->request(self->state.front, 60s, update_atom::value, r.id, up->cpu_class,
+  self->request(self->state.front, call_wait(front_hop), update_atom::value, r.id, up->cpu_class,
                 up->set_network, up->network)
     .then([c, applied = *up](sandbox_info& info) {
             reply(c, 200, codec::encode_update(info, applied));
@@ -394,14 +397,14 @@ void handle_fncall(gateway_actor_ptr self, const http_call& c) {
   if (!req)
     return reply_error(c, req.err());
   // timeout_s is in (0, 300] here (parse_fncall validated it).
-  auto timeout = caf::duration{exec_wait(req->timeout_s, exec_slack_inner).value_or(
-    exec_slack_inner)};
+  auto timeout = caf::duration{exec_wait(req->timeout_s, front_hop).value_or(
+    call_wait(front_hop))};
   self->request(self->state.front, timeout, fncall_atom::value, std::move(*req))
     .then([c](exec_result& res) { reply(c, 200, codec::encode(res)); }, on_error(c));
 }
 
 void handle_list_processes(gateway_actor_ptr self, const http_call& c, const route& r) {
-  self->request(self->state.front, 30s, procs_atom::value, r.id)
+  self->request(self->state.front, call_wait(front_hop), procs_atom::value, r.id)
     .then([c](std::vector<process_info>& list) { reply(c, 200, codec::encode(list)); },
           on_error(c));
 }
@@ -422,7 +425,7 @@ void handle_get_process(gateway_actor_ptr self, const http_call& c, const route&
     }
     wait_ms = static_cast<int64_t>(secs * 1000);
   }
-  auto bound = caf::duration{std::chrono::milliseconds(wait_ms) + 60s};
+  auto bound = caf::duration{call_wait_after(front_hop, wait_ms)};
   self->request(self->state.front, bound, proc_atom::value, r.id, r.pid, wait_ms)
     .then([c](background_process& p) { reply(c, 200, codec::encode(p)); }, on_error(c));
 }
@@ -438,7 +441,8 @@ void handle_kill_process(gateway_actor_ptr self, const http_call& c, const route
   if (!sig)
     return reply_error(c, sig.err());
   bool group = query_flag(r, "group");
-  self->request(self->state.front, 30s, signal_atom::value, r.id, r.pid, *sig, group)
+  self->request(self->state.front, call_wait(front_hop), signal_atom::value, r.id, r.pid, *sig,
+                group)
     .then(
       [c, pid = r.pid, signo = *sig, group](bool) {
         reply(c, 200, "{\"pid\":" + std::to_string(pid) + ",\"signal\":" + std::to_string(signo)
@@ -448,7 +452,7 @@ void handle_kill_process(gateway_actor_ptr self, const http_call& c, const route
 }
 
 void handle_layers(gateway_actor_ptr self, const http_call& c) {
-  self->request(self->state.front, 60s, layers_atom::value)
+  self->request(self->state.front, call_wait(front_hop), layers_atom::value)
     .then([c](std::vector<layer_info>& layers) { reply(c, 200, codec::encode(layers)); },
           on_error(c));
 }
@@ -512,7 +516,8 @@ void gateway_reply(const http_call& c, int status, std::string body, std::string
 
 void gateway_reply_error(const http_call& c, const error& err) { reply_error(c, err); }
 
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, placement_actor front) {
+gateway_actor::behavior_type gateway_behavior(gateway_actor_ptr self, node_context_ptr ctx,
+                                              placement_actor front) {
   self->state.ctx = std::move(ctx);
   self->state.front = std::move(front);
   return {

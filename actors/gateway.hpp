@@ -5,7 +5,6 @@
 // one function, reply_error().
 #pragma once
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 #include <caf/response_promise.hpp>
@@ -14,8 +13,6 @@
 #include "actors/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::http_call)
 
 namespace dsec {
 
@@ -31,9 +28,11 @@ struct gateway_state {
   uint64_t next_token = 1;
 };
 
-using gateway_actor_ptr = caf::stateful_actor<gateway_state>*;
+using gateway_actor_ptr = gateway_actor::stateful_pointer<gateway_state>;
 
-/// Takes (http_atom, http_call) messages from the HTTP server thread.
-caf::behavior gateway_actor(gateway_actor_ptr self, node_context_ptr ctx, placement_actor front);
+/// Takes (http_atom, http_call) messages from the HTTP server thread
+/// (interfaces.hpp, gateway_actor).
+gateway_actor::behavior_type gateway_behavior(gateway_actor_ptr self, node_context_ptr ctx,
+                                              placement_actor front);
 
 } // namespace dsec

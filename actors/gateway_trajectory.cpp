@@ -5,6 +5,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "core/trajectory.hpp"
@@ -13,10 +14,11 @@ namespace dsec {
 
 namespace {
 
-/// Reading a log is a file read on the serving node; a replay re-runs a
-/// whole trajectory, bounded like the node's own forwarding of it.
-constexpr auto read_timeout = std::chrono::seconds(60);
-constexpr auto replay_timeout = std::chrono::minutes(360);
+/// Reading a log is a call like any other (a file read on the serving node,
+/// which may be a peer); a replay re-runs a whole trajectory. Both are
+/// front-hop bounds (core/clock.hpp), longer than placement's peer waits.
+constexpr auto read_timeout = call_wait(hop::front);
+constexpr auto replay_timeout = replay_wait(hop::front);
 
 } // namespace
 

@@ -10,20 +10,15 @@
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec {
-namespace {
-/// A datagram from the receiver thread. In-process only.
-struct datagram_msg {
-  std::shared_ptr<gossip::udp_transport::datagram> d;
+
+/// A datagram from the receiver thread (interfaces.hpp, gossip_actor).
+struct gossip_packet {
+  gossip::udp_transport::datagram d;
 };
-} // namespace
-} // namespace dsec
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::datagram_msg)
-
-namespace dsec {
 
 namespace {
 
@@ -105,7 +100,7 @@ void publish_load(gossip_actor_ptr self) {
   if (st.load_inflight)
     return;
   st.load_inflight = true;
-  self->request(st.lifecycle, std::chrono::seconds(5), status_atom::value)
+  self->request(st.lifecycle, local_wait, status_atom::value)
     .then(
       [self](node_status& ns) {
         auto& st = self->state;
@@ -156,9 +151,10 @@ std::vector<member_info> to_member_infos(const std::vector<gossip::member>& memb
   return out;
 }
 
-caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycle_actor lifecycle,
-                           placement_actor placement, std::shared_ptr<gossip::udp_transport> net,
-                           std::vector<std::string> seeds) {
+gossip_actor::behavior_type gossip_behavior(gossip_actor_ptr self, node_context_ptr ctx,
+                                            lifecycle_actor lifecycle, placement_actor placement,
+                                            std::shared_ptr<gossip::udp_transport> net,
+                                            std::vector<std::string> seeds) {
   auto& st = self->state;
   st.ctx = std::move(ctx);
   st.lifecycle = std::move(lifecycle);
@@ -177,11 +173,11 @@ caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycl
   // The receiver thread holds only a weak address: it must not keep the actor alive.
   st.receiver = std::thread([net = st.net, addr = self->address()] {
     while (auto d = net->receive()) {
-      auto hdl = caf::actor_cast<caf::actor>(addr);
+      auto hdl = caf::actor_cast<gossip_actor>(addr);
       if (!hdl)
         return;
       caf::anon_send(hdl, packet_atom::value,
-                     datagram_msg{std::make_shared<gossip::udp_transport::datagram>(std::move(*d))});
+                     std::make_shared<gossip_packet>(gossip_packet{std::move(*d)}));
     }
   });
   self->send(self, caf::tick_atom::value);
@@ -197,8 +193,8 @@ caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycl
       publish_load(self);
       self->delayed_send(self, load_interval(*self->state.members), load_atom::value);
     },
-    [self](packet_atom, datagram_msg& m) {
-      auto& d = *m.d;
+    [self](packet_atom, gossip_packet_ptr& m) {
+      auto& d = m->d;
       auto& ml = *self->state.members;
       // Garbage is counted by the memberlist and dropped; the node stays up.
       if (d.stream)
@@ -213,7 +209,7 @@ caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycl
       st.leaving = true;
       st.members->leave(now());
       after_input(self);
-      auto rp = self->make_response_promise();
+      auto rp = self->make_response_promise<bool>();
       st.leave_waiters.push_back(rp);
       self->delayed_send(self, leave_linger, leave_atom::value, true);
       return rp;

@@ -10,8 +10,9 @@
 //   - after any change it pushes the view (std::vector<member_info>) to the
 //     placement actor.
 //
-// Protocol (actors/interfaces.hpp): (nodes_atom) -> std::vector<member_info>;
-// (leave_atom) -> bool, after the leave had time to spread (SIGTERM).
+// Protocol (actors/interfaces.hpp, gossip_actor): (nodes_atom) ->
+// std::vector<member_info>; (leave_atom) -> bool, after the leave had time to
+// spread (SIGTERM).
 #pragma once
 
 #include <chrono>
@@ -22,7 +23,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
-#include <caf/response_promise.hpp>
+#include <caf/typed_response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/node_context.hpp"
@@ -47,18 +48,19 @@ struct gossip_state {
   std::chrono::steady_clock::time_point view_pushed_at;
   bool leaving = false;
   /// Callers of (leave_atom), answered once the leave had time to spread.
-  std::vector<caf::response_promise> leave_waiters;
+  std::vector<caf::typed_response_promise<bool>> leave_waiters;
 
   ~gossip_state();
 };
 
-using gossip_actor_ptr = caf::stateful_actor<gossip_state>*;
+using gossip_actor_ptr = gossip_actor::stateful_pointer<gossip_state>;
 
 /// `net` is bound already (the node fails at start if the port is taken);
 /// `seeds` are the --join addresses.
-caf::behavior gossip_actor(gossip_actor_ptr self, node_context_ptr ctx, lifecycle_actor lifecycle,
-                           placement_actor placement, std::shared_ptr<gossip::udp_transport> net,
-                           std::vector<std::string> seeds);
+gossip_actor::behavior_type gossip_behavior(gossip_actor_ptr self, node_context_ptr ctx,
+                                            lifecycle_actor lifecycle, placement_actor placement,
+                                            std::shared_ptr<gossip::udp_transport> net,
+                                            std::vector<std::string> seeds);
 
 /// The memberlist view as wire values.
 std::vector<member_info> to_member_infos(const std::vector<gossip::member>& members);

@@ -22,6 +22,7 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/peer_links.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "layers/blob_cache.hpp"
 #include "layers/digest.hpp"
@@ -39,14 +40,15 @@ namespace {
 constexpr uint32_t chunk_bytes = 1u << 20;
 /// Chunk requests in flight per transfer: hides the round trip.
 constexpr int pipeline_depth = 4;
-/// Bound on connecting, on the catalog question, and on each chunk. A peer
-/// slower than this is skipped; too short would skip peers under load.
-constexpr auto connect_timeout = std::chrono::seconds(5);
-constexpr auto info_timeout = std::chrono::seconds(10);
-constexpr auto chunk_timeout = std::chrono::seconds(30);
+/// Bound on connecting, on the catalog question, and on each chunk
+/// (core/clock.hpp). A peer slower than this is skipped; too short would
+/// skip peers under load.
+constexpr auto connect_timeout = connect_wait;
+constexpr auto info_timeout = layer_probe_wait;
+constexpr auto chunk_timeout = chunk_wait;
 /// How long a create's worker waits for a fetch (a large image over a slow
 /// link); the fetch itself fails earlier when every peer fails.
-constexpr auto waiter_timeout = std::chrono::minutes(10);
+constexpr auto waiter_timeout = layer_fetch_wait;
 /// Largest image accepted from a peer's catalog entry (sanity bound).
 constexpr int64_t max_image_bytes = int64_t{64} << 30;
 /// Threads for this actor's file work (serving reads, writes, verification).
@@ -378,7 +380,7 @@ void handle_fetch(fetch_actor_ptr self, const std::string& ref,
                [self, job](expected<layer_info>& local) {
                  if (local)
                    return finish_job(self, job, std::move(*local));
-                 self->request(self->state.placement, caf::duration{info_timeout},
+                 self->request(self->state.placement, caf::duration{local_wait},
                                nodes_atom::value)
                    .then(
                      [self, job](std::vector<member_info>& view) {
@@ -482,7 +484,7 @@ layer_fetcher make_layer_fetcher(image_fetch_actor fetch) {
     done.reset(); // the actor's copy is now the only one: dropped uncalled = broken
     if (answer.wait_for(waiter_timeout) != std::future_status::ready)
       return error{errc::timeout, "fetch layer " + ref + ": no answer within "
-                                    + std::to_string(waiter_timeout.count()) + " min"};
+                                    + std::to_string(waiter_timeout.count() / 60'000) + " min"};
     try {
       return answer.get();
     } catch (const std::future_error&) {

@@ -262,3 +262,66 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<dsec::reclaim_target>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::reclaim::memory_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::continuation)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::fetch_waiter)
+
+// -- gateway, gossip, supervisor (issue 24 part 4) ------------------------------
+
+// Kept inside this block: what its rows need beyond the includes above.
+#include <set>
+
+#include <caf/node_id.hpp>
+
+namespace dsec {
+
+class http_exchange;
+/// One HTTP request in flight (actors/http_server.hpp). In-process only.
+using http_call = std::shared_ptr<http_exchange>;
+
+/// A datagram from the gossip actor's receiver thread (defined in
+/// actors/gossip_actor.cpp). In-process only.
+struct gossip_packet;
+using gossip_packet_ptr = std::shared_ptr<gossip_packet>;
+
+/// The REST gateway actor (one per node, actors/gateway.hpp): the only actor
+/// that knows HTTP. The Beast server's threads hand it every request.
+using gateway_actor = caf::typed_actor<
+  /// A parsed request; answered through the call itself, never by message.
+  caf::reacts_to<http_atom, http_call>,
+  /// INTERNAL: timed steps of E2B streams and results of blocking work.
+  caf::reacts_to<cont_atom, continuation>>;
+
+/// The gossip actor (one per node, actors/gossip_actor.hpp): SWIM
+/// membership over UDP; pushes the view to placement (view_atom).
+using gossip_actor = caf::typed_actor<
+  /// The membership view as it stands.
+  caf::replies_to<nodes_atom>::with<std::vector<member_info>>,
+  /// Leaves the cluster; answers once the leave had time to spread.
+  caf::replies_to<leave_atom>::with<bool>,
+  /// INTERNAL: the leave had time to spread.
+  caf::reacts_to<leave_atom, bool>,
+  /// INTERNAL: the protocol timers' tick and the load report's.
+  caf::reacts_to<caf::tick_atom>,
+  caf::reacts_to<load_atom>,
+  /// INTERNAL: a datagram from the receiver thread.
+  caf::reacts_to<packet_atom, gossip_packet_ptr>>;
+
+/// The node supervisor (one per node, actors/node_supervisor.hpp): spawns,
+/// monitors and stops every actor above.
+using supervisor_actor = caf::typed_actor<
+  /// The front door to publish on --listen, the REST gateway, and the
+  /// image-fetch actor the layer source's fetcher asks.
+  caf::replies_to<caf::get_atom>::with<placement_actor, gateway_actor, image_fetch_actor>,
+  /// Begins the orderly stop; the supervisor quits when it is done.
+  caf::reacts_to<shutdown_atom>>;
+
+/// The seam between peer_links (actors/peer_links.hpp) and the network: an
+/// actor that connects to "host:port" and answers the peer's node, its
+/// published actor and the interface that actor publishes. CAF's middleman
+/// actor speaks it (TCP and BASP); tests use an in-process directory.
+using peer_connector = caf::typed_actor<
+  caf::replies_to<caf::connect_atom, std::string, uint16_t>::with<
+    caf::node_id, caf::strong_actor_ptr, std::set<std::string>>>;
+
+} // namespace dsec
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::http_call)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dsec::gossip_packet_ptr)

@@ -291,10 +291,10 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
   auto sup = sys.spawn(node_supervisor, ctx);
   caf::scoped_actor self{sys};
   placement_actor front; // published on --listen
-  caf::actor gateway;
+  gateway_actor gateway;
   image_fetch_actor fetch;
-  self->request(sup, std::chrono::seconds(10), caf::get_atom::value)
-    .receive([&](placement_actor& f, caf::actor& g,
+  self->request(sup, local_wait, caf::get_atom::value)
+    .receive([&](placement_actor& f, gateway_actor& g,
                  image_fetch_actor& i) { front = f, gateway = g, fetch = i; },
              [&](caf::error&) {});
   // Layers this node lacks come from peers: a create's worker blocks on the

@@ -13,6 +13,7 @@
 #include "actors/placement.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/reclaim.hpp"
+#include "core/clock.hpp"
 
 namespace dsec {
 
@@ -20,7 +21,7 @@ namespace {
 
 /// Destroying thousands of sandboxes at ~500/s fits well inside this; past it
 /// the node stops anyway and the next start on the state dir reaps the rest.
-constexpr auto shutdown_timeout = std::chrono::seconds(120);
+constexpr auto shutdown_timeout = shutdown_wait;
 
 void stop_children(supervisor_actor_ptr self, caf::error reason) {
   auto& st = self->state;
@@ -50,7 +51,7 @@ void begin_shutdown(supervisor_actor_ptr self) {
   if (!st.gossip)
     return destroy_sandboxes(self);
   // Leave first: peers stop placing here while the sandboxes go.
-  self->request(st.gossip, std::chrono::seconds(5), leave_atom::value)
+  self->request(st.gossip, local_wait, leave_atom::value)
     .then([self](bool) { destroy_sandboxes(self); },
           [self](caf::error&) { destroy_sandboxes(self); });
 }
@@ -96,7 +97,7 @@ const char* child_name(const supervisor_state& st, const caf::actor_addr& who) {
 
 } // namespace
 
-caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
+supervisor_actor::behavior_type node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
   auto& st = self->state;
   st.ctx = ctx;
   st.lifecycle = self->spawn<caf::monitored>(lifecycle_behavior, ctx);
@@ -111,9 +112,9 @@ caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
                                             st.fncall);
   self->send(st.fetch, nodes_atom::value, st.placement);
   if (ctx->gossip_net)
-    st.gossip = self->spawn<caf::monitored>(gossip_actor, ctx, st.lifecycle, st.placement,
+    st.gossip = self->spawn<caf::monitored>(gossip_behavior, ctx, st.lifecycle, st.placement,
                                             ctx->gossip_net, ctx->config.join);
-  st.gateway = self->spawn<caf::monitored>(gateway_actor, ctx, st.placement);
+  st.gateway = self->spawn<caf::monitored>(gateway_behavior, ctx, st.placement);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.waiting_for_fncall && dm.source == st.fncall.address()) {
@@ -137,9 +138,9 @@ caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx) {
                                               : caf::make_error(caf::sec::runtime_error));
   });
   return {
-    [self](caf::get_atom) {
+    [self](caf::get_atom) -> caf::result<placement_actor, gateway_actor, image_fetch_actor> {
       auto& st = self->state;
-      return caf::make_message(st.placement, st.gateway, st.fetch);
+      return {st.placement, st.gateway, st.fetch};
     },
     [self](shutdown_atom) { begin_shutdown(self); },
   };

@@ -6,7 +6,8 @@
 // stop the rest) and takes the node down when a child dies unexpectedly, so a
 // broken node exits instead of answering half its API.
 //
-//   (get_atom)      -> (placement_actor, caf::actor gateway, image_fetch_actor):
+// Protocol (actors/interfaces.hpp, supervisor_actor):
+//   (get_atom)      -> (placement_actor, gateway_actor, image_fetch_actor):
 //                      the front door to publish on --listen, the REST
 //                      gateway, and the image-fetch actor the layer source's
 //                      fetcher asks
@@ -34,18 +35,18 @@ struct supervisor_state {
   image_fetch_actor fetch;
   placement_actor placement;
   /// Null when the node runs without a gossip socket (tests).
-  caf::actor gossip;
-  caf::actor gateway;
+  gossip_actor gossip;
+  gateway_actor gateway;
   bool stopping = false;
   /// The stop waits for fncall's down message, then quits with this reason.
   bool waiting_for_fncall = false;
   caf::error final_reason;
 };
 
-using supervisor_actor_ptr = caf::stateful_actor<supervisor_state>*;
+using supervisor_actor_ptr = supervisor_actor::stateful_pointer<supervisor_state>;
 
 /// Spawns the node's actors; quits normally after shutdown, with an error if
 /// a child died on its own.
-caf::behavior node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx);
+supervisor_actor::behavior_type node_supervisor(supervisor_actor_ptr self, node_context_ptr ctx);
 
 } // namespace dsec

@@ -24,8 +24,8 @@ namespace dsec {
 namespace {
 
 /// Lifecycle and sandbox actors answer at once; past this the pass goes on
-/// with what it has.
-constexpr auto ask_timeout = std::chrono::seconds(5);
+/// with what it has (core/clock.hpp).
+constexpr auto ask_timeout = local_wait;
 
 reclaim::host_memory read_proc_meminfo() {
   std::ifstream in{"/proc/meminfo"};

@@ -16,13 +16,14 @@ namespace dsec {
 
 namespace {
 
-/// Bounds of the driver's calls: a create queues behind bursts; a file
-/// write of up to 256 MiB; execs wait their own timeout plus
-/// exec_slack_outer (core/clock.hpp).
-constexpr auto create_timeout = std::chrono::seconds(300);
-constexpr auto op_timeout = std::chrono::seconds(300);
+/// Bounds of the driver's calls: it is a client of the front door, so each
+/// waits the front hop's bound (core/clock.hpp): a create walks candidates,
+/// a file write moves up to 256 MiB, an exec waits its own timeout plus the
+/// outer slack.
+constexpr auto create_timeout = create_wait(hop::front);
+constexpr auto op_timeout = call_wait(hop::front);
 /// A forwarded replay re-runs a whole trajectory: bounded only by this.
-constexpr auto replay_timeout = std::chrono::minutes(360);
+constexpr auto replay_timeout = replay_wait(hop::peer);
 
 error bad_id(const std::string& id) {
   return invalid_argument("sandbox id \"" + id.substr(0, 80)
@@ -105,7 +106,7 @@ void apply(replay_ptr self, trajectory::record& r) {
     return;
   }
   caf::duration bound = caf::infinite;
-  if (auto wait = exec_wait(req.timeout_s, exec_slack_outer))
+  if (auto wait = exec_wait(req.timeout_s, hop::front))
     bound = caf::duration{*wait};
   self->request(st.front, bound, exec_atom::value, st.id, std::move(req), uint64_t{0})
     .then([self](exec_result&) { next_op(self); }, on_err);

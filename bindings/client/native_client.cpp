@@ -381,8 +381,8 @@ void connection::job_action(std::map<std::string, std::string> labels, bool paus
 
 void connection::fncall(fncall_request req, done_fn<exec_result> done) {
   // The node kills the call at its timeout; wait that long plus slack.
-  auto timeout = caf::duration{exec_wait(req.timeout_s, exec_slack_inner).value_or(
-    exec_slack_inner)};
+  auto timeout = caf::duration{exec_wait(req.timeout_s, impl_->opts.exec_slack).value_or(
+    impl_->opts.call_timeout)};
   impl_->call<exec_result>(checked<exec_result>(fncall_atom::value, std::move(req)), timeout,
                            "fncall", std::move(done));
 }

@@ -44,14 +44,16 @@ using chunk_fn = std::function<void(exec_chunk)>;
 /// Tunables of a connection.
 struct options {
   /// Bound on connecting (and reconnecting) to the node.
-  std::chrono::milliseconds connect_timeout{10'000};
-  /// Bound on every call except exec: creates queue behind bursts on a busy
-  /// node, so this is generous; a dead node fails calls at once anyway.
-  std::chrono::milliseconds call_timeout{300'000};
+  std::chrono::milliseconds connect_timeout = connect_wait_front;
+  /// Bound on every call except exec: the SDK calls the front door, so this is
+  /// the longest front-hop wait (a create walking its candidates,
+  /// core/clock.hpp); a dead node fails calls at once anyway.
+  std::chrono::milliseconds call_timeout = create_wait(hop::front);
   /// Added to an exec's own timeout_s (the node kills the command at timeout_s
-  /// and still has to answer). Execs without a timeout wait as long as the
-  /// connection lives.
-  std::chrono::milliseconds exec_slack = exec_slack_inner;
+  /// and still has to answer, maybe from a peer): the front hop's slack, so
+  /// the node's own error arrives first. Execs without a timeout wait as long
+  /// as the connection lives.
+  std::chrono::milliseconds exec_slack = exec_slack_outer;
 };
 
 class connection;

@@ -21,6 +21,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/gossip_actor.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "gossip/udp_transport.hpp"
 #include "test/actor/test_system.hpp"
@@ -71,7 +72,7 @@ struct fixture : test::coordinated_system {
   node_context_ptr ctx = std::make_shared<node_context>();
   caf::actor lifecycle;
   caf::actor placement;
-  caf::actor gossip;
+  gossip_actor gossip;
 
   fixture() {
     ctx->config.node_id = "n-gossip";
@@ -86,7 +87,9 @@ struct fixture : test::coordinated_system {
   }
 
   ~fixture() {
-    for (auto& a : {gossip, placement, lifecycle})
+    if (gossip)
+      caf::anon_send_exit(gossip, caf::exit_reason::user_shutdown);
+    for (auto& a : {placement, lifecycle})
       if (a)
         caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     drive();
@@ -96,7 +99,7 @@ struct fixture : test::coordinated_system {
   void start(std::vector<std::string> seeds = {}) {
     auto net = gossip::udp_transport::open("127.0.0.1", 0);
     REQUIRE(net);
-    gossip = sys->spawn(gossip_actor, ctx, caf::actor_cast<lifecycle_actor>(lifecycle),
+    gossip = sys->spawn(gossip_behavior, ctx, caf::actor_cast<lifecycle_actor>(lifecycle),
                         caf::actor_cast<placement_actor>(placement),
                         std::shared_ptr<gossip::udp_transport>{std::move(*net)}, std::move(seeds));
     drive();
@@ -187,12 +190,13 @@ TEST_CASE_METHOD(fixture, "gossip: a silent lifecycle gets one request at a time
   w->mode = status_mode::silent;
   start();
   CHECK(w->status_requests == 1);
-  for (int s = 1; s <= 4; ++s)
+  for (int s = 1; s <= 9; ++s)
     advance(1000ms);
-  // Four load ticks came while the first request was in flight: none overlapped.
+  // Nine load ticks came while the first request was in flight: none overlapped.
   CHECK(w->status_requests == 1);
   CHECK(self_info().state == "alive");
-  // The request times out at 5 s; the load tick after that asks again.
+  // The request times out at local_wait (10 s); the load tick after that asks again.
+  static_assert(local_wait == std::chrono::seconds(10));
   advance(1000ms);
   advance(1000ms);
   CHECK(w->status_requests == 2);

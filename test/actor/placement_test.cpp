@@ -2,15 +2,22 @@
 // CAF's test coordinator: how it routes by the sandbox id's owner, answers for
 // owners the gossip view holds dead, pins creates, and hands this node's calls
 // to the lifecycle actor, here a scripted stand-in that records what reached
-// it. Calls that would cross nodes are not driven here (they need sockets;
-// test/e2e/test_cluster.py runs them between real nodes).
+// it. Calls across nodes run here too: two placement actors in one process,
+// connected through peer_links' in-process connector (test/actor/
+// test_system.hpp) instead of TCP, so a create routed to a peer, an exec
+// forwarded to its owner, a slow or dying owner and a peer of another
+// protocol are driven step by step (test/e2e/test_cluster.py runs the same
+// flows between real nodes).
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/placement.hpp"
+#include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
@@ -22,8 +29,13 @@ namespace {
 
 /// What reached the stand-in lifecycle actor.
 struct seen {
+  /// The node it stands in for: its sandboxes are "<node>.s1".
+  std::string node = "n-a";
   std::vector<std::string> calls; // "create", "info <id>", ...
   sandbox_spec last_spec;
+  /// Info and exec are taken and never answered (a stuck node).
+  bool hang = false;
+  std::vector<caf::response_promise> held;
 };
 
 /// This node's lifecycle, scripted: every sandbox it knows runs.
@@ -33,13 +45,17 @@ caf::behavior fake_lifecycle(caf::event_based_actor* self, std::shared_ptr<seen>
       s->calls.push_back("create");
       s->last_spec = spec;
       sandbox_info info;
-      info.id = "n-a.s1";
-      info.node = "n-a";
+      info.id = s->node + ".s1";
+      info.node = s->node;
       info.state = sandbox_state::running;
       return info;
     },
-    [s](info_atom, std::string& id) {
+    [self, s](info_atom, std::string& id) -> caf::result<sandbox_info> {
       s->calls.push_back("info " + id);
+      if (s->hang) {
+        s->held.push_back(self->make_response_promise());
+        return s->held.back();
+      }
       sandbox_info info;
       info.id = id;
       info.state = sandbox_state::running;
@@ -49,8 +65,13 @@ caf::behavior fake_lifecycle(caf::event_based_actor* self, std::shared_ptr<seen>
       s->calls.push_back("destroy " + id);
       return true;
     },
-    [s](exec_atom, std::string& id, exec_request&, uint64_t token) {
+    [self, s](exec_atom, std::string& id, exec_request&,
+              uint64_t token) -> caf::result<exec_result> {
       s->calls.push_back("exec " + id + " " + std::to_string(token));
+      if (s->hang) {
+        s->held.push_back(self->make_response_promise());
+        return s->held.back();
+      }
       exec_result r;
       r.stdout_data = "ran in " + id;
       return r;
@@ -64,19 +85,19 @@ caf::behavior fake_lifecycle(caf::event_based_actor* self, std::shared_ptr<seen>
     [s](list_atom, label_map& labels) {
       s->calls.push_back("list " + std::to_string(labels.size()));
       sandbox_info info;
-      info.id = "n-a.s1";
+      info.id = s->node + ".s1";
       return std::vector<sandbox_info>{info};
     },
     [s](job_atom, label_map&, bool pause) {
       s->calls.push_back(pause ? "pause job" : "resume job");
       job_result r;
-      r.done = {"n-a.s1"};
+      r.done = {s->node + ".s1"};
       return r;
     },
     [s](status_atom) {
       s->calls.push_back("status");
       node_status ns;
-      ns.node_id = "n-a";
+      ns.node_id = s->node;
       ns.sandboxes = 7;
       return ns;
     },
@@ -238,4 +259,197 @@ TEST_CASE_METHOD(fixture, "fncall and image rows answer unavailable when their a
   auto layer = ask<layer_info>(fetch_atom::value, std::string{"base/busybox@1"});
   REQUIRE_FALSE(layer.ok());
   CHECK(layer.err().code == errc::unavailable);
+}
+
+// -- two nodes in one process ----------------------------------------------------
+
+namespace {
+
+/// One node's front door and its scripted lifecycle.
+struct test_node {
+  node_context_ptr ctx = std::make_shared<node_context>();
+  std::shared_ptr<seen> s = std::make_shared<seen>();
+  lifecycle_actor lifecycle;
+  placement_actor front;
+};
+
+/// Nodes n-a (127.0.0.1:7000) and n-b (127.0.0.1:7001), each with its own
+/// lifecycle, connected through an in-process peer directory.
+struct two_nodes : test::coordinated_system {
+  test_node a, b;
+  std::shared_ptr<test::peer_map> peers = std::make_shared<test::peer_map>();
+  peer_connector directory;
+
+  two_nodes() {
+    directory = sys->spawn(test::peer_directory, peers);
+    start(a, "n-a", "127.0.0.1:7000");
+    start(b, "n-b", "127.0.0.1:7001");
+    // Both alive; only n-b takes new sandboxes, so an unpinned create on n-a
+    // is routed to n-b by the planner itself.
+    view(a, false, true);
+    view(b, false, true);
+  }
+
+  ~two_nodes() {
+    for (auto* n : {&a, &b}) {
+      n->s->held.clear(); // promises a stuck lifecycle never answered
+      caf::anon_send_exit(n->front, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(n->lifecycle, caf::exit_reason::user_shutdown);
+    }
+    caf::anon_send_exit(directory, caf::exit_reason::user_shutdown);
+    sched->run();
+  }
+
+  void start(test_node& n, const std::string& id, const std::string& listen) {
+    n.ctx->config.node_id = id;
+    n.ctx->config.listen = listen;
+    n.s->node = id;
+    n.lifecycle = caf::actor_cast<lifecycle_actor>(sys->spawn(fake_lifecycle, n.s));
+    n.front = sys->spawn(placement_behavior, n.ctx, n.lifecycle, image_fetch_actor{},
+                         fncall_actor{});
+    sched->run();
+    // The seam: this node's links connect through the directory, not TCP.
+    auto* ptr = caf::actor_cast<caf::abstract_actor*>(n.front);
+    auto* actor = dynamic_cast<placement_actor::stateful_base<placement_state>*>(ptr);
+    REQUIRE(actor != nullptr);
+    actor->state.peers.use(directory);
+    test::publish(*sys, *peers, listen, n.front);
+  }
+
+  /// Pushes the gossip view to `n`: both nodes, alive unless said otherwise.
+  void view(test_node& n, bool a_accepting, bool b_accepting, std::string b_state = "alive") {
+    std::vector<member_info> v(2);
+    v[0].id = "n-a";
+    v[0].address = "127.0.0.1:7000";
+    v[0].state = "alive";
+    v[0].accepting = a_accepting;
+    v[1].id = "n-b";
+    v[1].address = "127.0.0.1:7001";
+    v[1].state = std::move(b_state);
+    v[1].accepting = b_accepting;
+    caf::anon_send(n.front, view_atom::value, std::move(v));
+    sched->run();
+  }
+
+  template <class T, class... Ts>
+  expected<T> ask(test_node& n, Ts... xs) {
+    auto out = test::send_only<T>(*sys, n.front, xs...);
+    sched->run();
+    REQUIRE(out->has_value());
+    return std::move(**out);
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(two_nodes, "a create is routed to the peer that takes it; calls follow the owner",
+                 "[actor][placement][peers]") {
+  auto created = ask<sandbox_info>(a, create_atom::value, sandbox_spec{});
+  REQUIRE(created.ok());
+  CHECK(created->id == "n-b.s1");
+  CHECK(b.s->last_spec.node == "n-b"); // forwarded pinned: n-b serves it or refuses
+  auto ran = ask<exec_result>(a, exec_atom::value, std::string{"n-b.s1"}, exec_request{},
+                              uint64_t{9});
+  REQUIRE(ran.ok());
+  CHECK(ran->stdout_data == "ran in n-b.s1");
+  auto info = ask<sandbox_info>(a, info_atom::value, std::string{"n-b.s1"});
+  REQUIRE(info.ok());
+  CHECK(info->state == sandbox_state::running);
+  CHECK(a.s->calls.empty()); // nothing of it ran on n-a
+  CHECK(b.s->calls
+        == std::vector<std::string>{"create", "exec n-b.s1 9", "info n-b.s1"});
+}
+
+TEST_CASE_METHOD(two_nodes, "a list spans both nodes", "[actor][placement][peers]") {
+  auto all = ask<std::vector<sandbox_info>>(a, list_atom::value, label_map{});
+  REQUIRE(all.ok());
+  std::vector<std::string> ids;
+  for (auto& i : *all)
+    ids.push_back(i.id);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::string>{"n-a.s1", "n-b.s1"});
+}
+
+TEST_CASE_METHOD(two_nodes, "an owner that dies fails the calls in flight with placement's error",
+                 "[actor][placement][peers]") {
+  b.s->hang = true;
+  auto pending = test::send_only<exec_result>(*sys, a.front, exec_atom::value,
+                                              std::string{"n-b.s1"}, exec_request{}, uint64_t{0});
+  sched->run();
+  CHECK(b.s->calls == std::vector<std::string>{"exec n-b.s1 0"});
+  CHECK_FALSE(pending->has_value()); // n-b holds it
+  caf::anon_send_exit(b.front, caf::exit_reason::kill);
+  sched->run();
+  REQUIRE(pending->has_value());
+  auto& r = **pending;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("node n-b went away") != std::string::npos);
+  // Once gossip holds n-b dead, its sandboxes are lost, without a connect.
+  peers->erase("127.0.0.1:7001");
+  view(a, false, false, "dead");
+  auto info = ask<sandbox_info>(a, info_atom::value, std::string{"n-b.s1"});
+  REQUIRE(info.ok());
+  CHECK(info->state == sandbox_state::lost);
+}
+
+TEST_CASE_METHOD(two_nodes, "a peer that cannot be reached fails the call naming node and address",
+                 "[actor][placement][peers]") {
+  peers->erase("127.0.0.1:7001");
+  auto r = ask<sandbox_info>(a, info_atom::value, std::string{"n-b.s1"});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("connect to node n-b at 127.0.0.1:7001") != std::string::npos);
+}
+
+TEST_CASE_METHOD(two_nodes, "a slow peer yields placement's error before the caller's own timeout",
+                 "[actor][placement][peers]") {
+  b.s->hang = true;
+  // The caller waits like the gateway does: the front hop's bound.
+  auto r = test::send_within<sandbox_info>(*sys, caf::duration{call_wait(hop::front)}, a.front,
+                                           info_atom::value, std::string{"n-b.s1"});
+  sched->run();
+  CHECK_FALSE(r->has_value());
+  // Placement's wait on the peer ends first ...
+  sched->advance_time(call_wait(hop::peer));
+  sched->run();
+  REQUIRE(r->has_value());
+  REQUIRE_FALSE((*r)->ok());
+  CHECK((*r)->err().code == errc::timeout);
+  CHECK((*r)->err().message == "node n-b did not answer within 120 s");
+}
+
+TEST_CASE_METHOD(two_nodes, "a peer of another protocol is refused as a protocol mismatch",
+                 "[actor][placement][peers]") {
+  // n-b announces an interface without one of placement's calls.
+  auto ifs = sys->message_types(b.front);
+  auto dropped = *ifs.begin();
+  ifs.erase(ifs.begin());
+  (*peers)["127.0.0.1:7001"].interface = ifs;
+  auto r = ask<exec_result>(a, exec_atom::value, std::string{"n-b.s1"}, exec_request{},
+                            uint64_t{1});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("connect to node n-b at 127.0.0.1:7001: protocol mismatch: ")
+        != std::string::npos);
+  CHECK(r.err().message.find("first missing: " + dropped) != std::string::npos);
+  CHECK(b.s->calls.empty()); // nothing reached n-b
+  // An untyped actor is refused too.
+  (*peers)["127.0.0.1:7001"].interface.clear();
+  auto again = ask<exec_result>(a, exec_atom::value, std::string{"n-b.s1"}, exec_request{},
+                                uint64_t{2});
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.err().message.find("untyped actor") != std::string::npos);
+}
+
+TEST_CASE("protocol_mismatch accepts a peer that speaks at least this node's calls",
+          "[actor][placement][peers]") {
+  std::set<std::string> mine{"a", "b", "c"};
+  CHECK(protocol_mismatch(mine, mine).empty());
+  CHECK(protocol_mismatch(mine, {"a", "b", "c", "d"}).empty()); // newer: append-only
+  CHECK(protocol_mismatch({}, {"x"}).empty());                   // untyped caller
+  CHECK(protocol_mismatch(mine, {"a", "c"})
+        == "the peer publishes 2 calls and lacks 1 of this node's 3; first missing: b");
+  CHECK(protocol_mismatch(mine, {})
+        == "the peer publishes an untyped actor, this node expects 3 calls");
 }

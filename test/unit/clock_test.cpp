@@ -63,3 +63,37 @@ TEST_CASE("now_ms is Unix milliseconds", "[clock]") {
   auto b = now_ms();
   CHECK(b >= a);
 }
+
+TEST_CASE("every call kind waits longer at the front than at the peer hop", "[clock]") {
+  struct row { const char* kind; milliseconds peer; milliseconds front; };
+  const row rows[] = {
+    {"call", call_wait(hop::peer), call_wait(hop::front)},
+    {"create", create_wait(hop::peer), create_wait(hop::front)},
+    {"list", list_wait(hop::peer), list_wait(hop::front)},
+    {"job", job_wait(hop::peer), job_wait(hop::front)},
+    {"process wait 0", call_wait_after(hop::peer, 0), call_wait_after(hop::front, 0)},
+    {"process wait 30 s", call_wait_after(hop::peer, 30000), call_wait_after(hop::front, 30000)},
+    {"replay", replay_wait(hop::peer), replay_wait(hop::front)},
+    {"exec 1 s", *exec_wait(1.0, hop::peer), *exec_wait(1.0, hop::front)},
+  };
+  for (const auto& r : rows) {
+    INFO(r.kind);
+    CHECK(r.front > r.peer);
+    // Placement may first connect to the peer: its error still comes first.
+    CHECK(r.front > r.peer + connect_wait);
+  }
+}
+
+TEST_CASE("the front door's bounds are the named ones", "[clock]") {
+  CHECK(call_wait(hop::front) == milliseconds{180000});
+  CHECK(create_wait(hop::front) == milliseconds{300000});
+  CHECK(create_wait(hop::peer) == call_wait_peer);
+  CHECK(list_wait(hop::front) == milliseconds{15000});
+  CHECK(job_wait(hop::front) == milliseconds{210000});
+  CHECK(call_wait_after(hop::front, -5) == call_wait_front);
+  CHECK(call_wait_after(hop::front, 1500) == milliseconds{181500});
+  CHECK(*exec_wait(2.0, hop::front) == milliseconds{62000});
+  CHECK(*exec_wait(2.0, hop::peer) == milliseconds{32000});
+  CHECK_FALSE(exec_wait(0.0, hop::front));
+  CHECK(connect_wait_front > connect_wait);
+}
