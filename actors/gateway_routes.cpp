@@ -158,6 +158,8 @@ expected<route> parse_route(std::string_view method, std::string_view target,
         return want("GET", route::trajectory) ? expected<route>{r} : not_allowed();
       if (seg.size() == 4 && seg[3] == "replay")
         return want("POST", route::replay) ? expected<route>{r} : not_allowed();
+      if (seg.size() == 4 && seg[3] == "metrics")
+        return want("GET", route::sandbox_metrics) ? expected<route>{r} : not_allowed();
       if (seg.size() == 4 && seg[3] == "processes")
         return want("GET", route::list_processes) ? expected<route>{r} : not_allowed();
       if (seg.size() >= 5 && seg.size() <= 6 && seg[3] == "processes") {
