@@ -100,10 +100,9 @@ using sandbox_api = ops::sandbox_handle<
 // -- one sandbox ---------------------------------------------------------------
 
 /// One sandbox's actor (actors/sandbox.hpp), spawned and supervised by the
-/// lifecycle actor: the sandbox API without the id, plus its start.
-/// The operations of actors/operations.hpp without the id (atom, args...
-/// -> reply); info answers with live denial counts, and the actor quits
-/// after it answers destroy.
+/// lifecycle actor: the operations of actors/operations.hpp without the id
+/// (atom, args... -> reply), plus its start. Its info has live denial
+/// counts; it quits after it answers destroy.
 using sandbox_actor = ops::sandbox_handle<
   ops::without_id,
   /// Once, by lifecycle: provisions the sandbox; answers it running.

@@ -11,12 +11,23 @@ import urllib.parse
 from dsec_harness import BUSYBOX, assert_error
 
 
+# A fresh idle sandbox may have nothing charged to its cgroup yet: write 8 MiB
+# (page cache, charged to the writer's group) so memory in use is above zero.
+FILL = ["sh", "-c", "dd if=/dev/zero of=/tmp/fill bs=1048576 count=8 2>/dev/null"]
+
+
 def metrics_path(sid):
     return f"/v1/sandboxes/{urllib.parse.quote(sid, safe='')}/metrics"
 
 
+def fill(client, sid):
+    status, out = client.exec(sid, FILL, timeout_s=60)
+    assert status == 200 and out["exit_code"] == 0, out
+
+
 def test_rest_metrics_shape_and_values(client):
     sid = client.create_ok(cpu=1, memory_mb=256)
+    fill(client, sid)
     t0 = time.time()
     status, m = client.call("GET", metrics_path(sid))
     assert status == 200, m
@@ -64,6 +75,7 @@ def test_rest_metrics_leaves_a_paused_sandbox_paused(client):
 def test_sdk_metrics(sdk, dsec_sdk):
     dsec = dsec_sdk
     with sdk.create([BUSYBOX], cpu=1, memory_mb=256) as sb:
+        assert sb.exec(FILL, timeout_s=60).exit_code == 0
         m = sb.metrics()
         assert isinstance(m, dsec.SandboxMetrics), m
         assert m.cpu_count == 1 and m.mem_total_bytes == 256 << 20, m
@@ -79,6 +91,7 @@ def test_sdk_metrics(sdk, dsec_sdk):
 
 def test_e2b_metrics_shape(client):
     sid = client.create_ok(cpu=1, memory_mb=256)
+    fill(client, sid)
     status, out = client.call("GET", f"/sandboxes/{sid}/metrics")
     assert status == 200, out
     assert isinstance(out, list) and len(out) == 1, out
