@@ -38,6 +38,8 @@ using signal_atom = caf::atom_constant<caf::atom("signal")>;
 using fsop_atom = caf::atom_constant<caf::atom("fsop")>;
 using setttl_atom = caf::atom_constant<caf::atom("setttl")>;
 using stdin_atom = caf::atom_constant<caf::atom("stdin")>;
+// One sandbox's CPU and memory use now (E2B's GET /sandboxes/{id}/metrics).
+using sbmetrics_atom = caf::atom_constant<caf::atom("sbmetrics")>;
 // Layers: catalog entries and blobs between peers (image fetch).
 using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using blob_atom = caf::atom_constant<caf::atom("blob")>;

@@ -171,6 +171,17 @@ std::string encode_sandbox_list(const std::vector<sandbox_info>& list) {
   return arr.dump();
 }
 
+std::string encode_metrics(const sandbox_metric& m) {
+  json arr = json::array();
+  arr.push_back(json{{"timestamp", iso_ms(m.timestamp_ms)},
+                     {"timestampUnix", m.timestamp_ms / 1000},
+                     {"cpuCount", m.cpu_count},
+                     {"cpuUsedPct", m.cpu_used_pct},
+                     {"memUsed", m.mem_used},
+                     {"memTotal", m.mem_total}});
+  return arr.dump();
+}
+
 std::string error_body(int status, std::string_view message) {
   return json{{"code", status}, {"message", std::string{message}}}.dump();
 }

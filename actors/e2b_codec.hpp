@@ -57,6 +57,9 @@ struct create_request {
 /// `access_token`: the envd token (omitted when empty).
 std::string encode_sandbox(const sandbox_info& info, const std::string& access_token);
 std::string encode_sandbox_list(const std::vector<sandbox_info>& list);
+/// GET /sandboxes/{id}/metrics: E2B's SandboxMetric array (timestamp,
+/// cpuCount, cpuUsedPct, memUsed, memTotal; bytes), here one sample.
+std::string encode_metrics(const sandbox_metric& m);
 
 /// E2B's error body `{"code":<status>,"message":...}`.
 std::string error_body(int status, std::string_view message);

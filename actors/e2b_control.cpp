@@ -1,5 +1,6 @@
 // E2B control plane (e2b_gateway.hpp): create, connect, get, list, kill,
-// timeout, pause, as the `e2b` SDK calls them, answered in E2B's shapes and
+// timeout, pause, metrics, as the `e2b` SDK calls them, routed by one table
+// (control_routes), answered in E2B's shapes and
 // with the status codes its SDK maps (404 not found, 409 already paused, 429
 // with an integer Retry-After, 401 without a valid X-API-Key).
 #include "actors/e2b_gateway.hpp"
@@ -12,6 +13,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/e2b_codec.hpp"
 #include "actors/gateway_routes.hpp"
+#include "actors/operations.hpp"
 #include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "layers/aliases.hpp"
@@ -185,6 +187,58 @@ void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
       on_error(c));
 }
 
+/// GET .../metrics: one sample of the sandbox's CPU and memory use, as
+/// E2B's SandboxMetric array.
+void metrics(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto wait = caf::duration{*ops::sbmetrics_op::deadline(ops::waits_of(hop::front))};
+  g.self->request(g.front, wait, sbmetrics_atom::value, id)
+    .then([c](sandbox_metric& m) { answer(c, 200, encode_metrics(m)); }, on_error(c));
+}
+
+/// GET .../logs: dsec keeps no sandbox logs apart from the trajectory.
+void logs(const gateway_ref&, const http_call& c, const std::string&) {
+  answer(c, 200, R"({"logs":[]})");
+}
+
+// -- the route table ------------------------------------------------------------
+
+using query_map = std::map<std::string, std::string>;
+
+/// One control route: a method and a path under /sandboxes, by its depth (0:
+/// the collection, 1: one sandbox, 2: one of its actions, named `action`).
+struct control_route {
+  const char* method;
+  size_t depth;
+  const char* action;
+  void (*serve)(const gateway_ref&, const http_call&, const std::string& id, const query_map&);
+};
+
+/// Adapts a handler of one sandbox to the table's signature.
+template <void (*F)(const gateway_ref&, const http_call&, const std::string&)>
+void on_sandbox(const gateway_ref& g, const http_call& c, const std::string& id,
+                const query_map&) {
+  F(g, c, id);
+}
+
+const control_route control_routes[] = {
+  {"POST", 0, "",
+   [](const gateway_ref& g, const http_call& c, const std::string&, const query_map&) {
+     create(g, c);
+   }},
+  {"GET", 0, "",
+   [](const gateway_ref& g, const http_call& c, const std::string&, const query_map& q) {
+     list(g, c, q, false);
+   }},
+  {"GET", 1, "", on_sandbox<get>},
+  {"DELETE", 1, "", on_sandbox<kill>},
+  {"GET", 2, "metrics", on_sandbox<metrics>},
+  {"GET", 2, "logs", on_sandbox<logs>},
+  {"POST", 2, "timeout", on_sandbox<set_timeout>},
+  {"POST", 2, "pause", on_sandbox<pause>},
+  {"POST", 2, "connect", on_sandbox<connect>},
+  {"POST", 2, "resume", on_sandbox<connect>},
+};
+
 } // namespace
 
 std::string access_token(const node_config& cfg, const std::string& id) {
@@ -193,41 +247,31 @@ std::string access_token(const node_config& cfg, const std::string& id) {
 
 void serve_control(const gateway_ref& g, const http_call& c, const std::vector<std::string>& seg,
                    const std::map<std::string, std::string>& query) {
-  const auto& m = c->method;
-  auto not_allowed = [&] {
-    answer(c, 405, error_body(405, "method " + m + " is not allowed here"));
-  };
-  if (seg.size() == 1) {
-    if (m == "POST")
-      return create(g, c);
-    if (m == "GET")
-      return list(g, c, query, false);
-    return not_allowed();
+  auto depth = seg.size() - 1; // seg[0] is "sandboxes"
+  std::string_view action = depth == 2 ? std::string_view{seg[2]} : std::string_view{};
+  const control_route* route = nullptr;
+  bool path_known = false;
+  for (auto& r : control_routes)
+    if (r.depth == depth && action == r.action) {
+      path_known = true;
+      if (c->method == r.method) {
+        route = &r;
+        break;
+      }
+    }
+  if (!path_known)
+    return answer(c, 404, error_body(404, "no E2B route for " + c->method + " "
+                                            + c->target.substr(0, 200)));
+  if (!route)
+    return answer(c, 405, error_body(405, "method " + c->method + " is not allowed here"));
+  std::string id;
+  if (depth >= 1) {
+    auto decoded = url_decode(seg[1]);
+    if (!decoded || decoded->empty() || decoded->size() > 256)
+      return reply_error(c, invalid_argument("sandbox id: invalid"));
+    id = std::move(*decoded);
   }
-  auto id = url_decode(seg[1]);
-  if (!id || id->empty() || id->size() > 256)
-    return reply_error(c, invalid_argument("sandbox id: invalid"));
-  if (seg.size() == 2) {
-    if (m == "GET")
-      return get(g, c, *id);
-    if (m == "DELETE")
-      return kill(g, c, *id);
-    return not_allowed();
-  }
-  if (seg.size() == 3) {
-    const auto& op = seg[2];
-    if (op == "metrics" || op == "logs")
-      return m == "GET" ? answer(c, 200, op == "logs" ? R"({"logs":[]})" : "[]") : not_allowed();
-    if (m != "POST")
-      return not_allowed();
-    if (op == "timeout")
-      return set_timeout(g, c, *id);
-    if (op == "pause")
-      return pause(g, c, *id);
-    if (op == "connect" || op == "resume")
-      return connect(g, c, *id);
-  }
-  answer(c, 404, error_body(404, "no E2B route for " + m + " " + c->target.substr(0, 200)));
+  route->serve(g, c, id, query);
 }
 
 bool dispatch(const gateway_ref& g, const http_call& c) {

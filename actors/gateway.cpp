@@ -213,6 +213,13 @@ void handle_get(gateway_actor_ptr self, const http_call& c, const route& r) {
     .then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 
+/// GET /v1/sandboxes/{id}/metrics: one sample of its CPU and memory use.
+void handle_metrics(gateway_actor_ptr self, const http_call& c, const route& r) {
+  auto wait = caf::duration{*ops::sbmetrics_op::deadline(ops::waits_of(hop::front))};
+  self->request(self->state.front, wait, sbmetrics_atom::value, r.id)
+    .then([c](sandbox_metric& m) { reply(c, 200, codec::encode(m)); }, on_error(c));
+}
+
 void handle_delete(gateway_actor_ptr self, const http_call& c, const route& r) {
   self->request(self->state.front, call_wait(front_hop), destroy_atom::value, r.id)
     .then(
@@ -505,6 +512,7 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::resume_job: return handle_job(self, c, false);
     case route::trajectory: return handle_trajectory(self, c, *r);
     case route::replay: return handle_replay(self, c, *r);
+    case route::sandbox_metrics: return handle_metrics(self, c, *r);
   }
 }
 

@@ -121,6 +121,7 @@ constexpr route_row route_table[] = {
   {"PUT", "/v1/sandboxes/{id}/network", route::set_network},
   {"GET", "/v1/sandboxes/{id}/trajectory", route::trajectory},
   {"POST", "/v1/sandboxes/{id}/replay", route::replay},
+  {"GET", "/v1/sandboxes/{id}/metrics", route::sandbox_metrics},
   {"GET", "/v1/sandboxes/{id}/processes", route::list_processes},
   {"GET", "/v1/sandboxes/{id}/processes/{pid}", route::get_process},
   {"DELETE", "/v1/sandboxes/{id}/processes/{pid}", route::kill_process},

@@ -42,6 +42,7 @@ struct route {
     resume_job,
     trajectory,
     replay,
+    sandbox_metrics,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

@@ -36,6 +36,8 @@
 //                         `labels`: on the lifecycle this node's, on placement
 //                         the cluster's (actors/job_ops.hpp)
 //   layers, status, metrics (every running sandbox with live denial counts)
+//   sbmetrics(id)         one sample of the sandbox's CPU and memory use
+// The rows about one sandbox are declared in actors/operations.hpp.
 //
 // Errors travel as caf::error of category "dsec" (actors/caf_error.hpp), so a
 // caller on another node gets the same code and message.
@@ -53,6 +55,7 @@
 #include <caf/typed_actor.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/operations.hpp"
 #include "actors/reclaim_policy.hpp"
 #include "core/fs_entry.hpp"
 #include "core/job.hpp"
@@ -82,32 +85,13 @@ using label_map = std::map<std::string, std::string>;
 // -- the sandbox API: rows every front speaks --------------------------------
 
 /// The rows about sandboxes that both the lifecycle actor (this node's) and
-/// placement (the cluster's) answer; see the table above.
-using sandbox_api = caf::typed_actor<
+/// placement (the cluster's) answer; see the table above. The rows about one
+/// sandbox (atom, id, args... -> reply) come from its declaration in
+/// actors/operations.hpp; these are the others.
+using sandbox_api = ops::sandbox_handle<
+  ops::with_id,
   caf::replies_to<create_atom, sandbox_spec>::with<sandbox_info>,
-  caf::replies_to<info_atom, std::string>::with<sandbox_info>,
   caf::replies_to<list_atom, label_map>::with<std::vector<sandbox_info>>,
-  caf::replies_to<destroy_atom, std::string>::with<bool>,
-  caf::replies_to<exec_atom, std::string, exec_request, uint64_t>::with<exec_result>,
-  caf::replies_to<stream_atom, std::string, exec_request, caf::actor, uint64_t>::with<exec_result>,
-  caf::reacts_to<cancel_atom, std::string, uint64_t>,
-  caf::replies_to<bgexec_atom, std::string, exec_request>::with<background_process>,
-  caf::replies_to<bgexec_atom, std::string, exec_request, bool>::with<background_process>,
-  caf::replies_to<stdin_atom, std::string, int32_t, std::string, bool>::with<bool>,
-  caf::replies_to<procs_atom, std::string>::with<std::vector<process_info>>,
-  caf::replies_to<proc_atom, std::string, int32_t, int64_t>::with<background_process>,
-  caf::replies_to<signal_atom, std::string, int32_t, int32_t, bool>::with<bool>,
-  caf::replies_to<wfile_atom, std::string, std::string, std::string>::with<bool>,
-  caf::replies_to<rfile_atom, std::string, std::string, uint64_t>::with<std::string>,
-  caf::replies_to<pause_atom, std::string>::with<sandbox_info>,
-  caf::replies_to<resume_atom, std::string>::with<sandbox_info>,
-  caf::replies_to<snapshot_atom, std::string, std::string, std::string>::with<snapshot_info>,
-  caf::replies_to<network_atom, std::string, network_policy>::with<bool>,
-  caf::replies_to<update_atom, std::string, std::string, bool, network_policy>::with<sandbox_info>,
-  caf::replies_to<fsop_atom, std::string, std::string, std::string, std::string,
-                  int32_t>::with<std::vector<fs_entry>>,
-  caf::replies_to<setttl_atom, std::string, int64_t>::with<sandbox_info>,
-  caf::replies_to<rebuilt_atom, std::string, std::string, uint64_t>::with<bool>,
   caf::replies_to<job_atom, label_map, bool>::with<job_result>,
   caf::replies_to<layers_atom>::with<std::vector<layer_info>>,
   caf::replies_to<status_atom>::with<node_status>,
@@ -116,34 +100,13 @@ using sandbox_api = caf::typed_actor<
 // -- one sandbox ---------------------------------------------------------------
 
 /// One sandbox's actor (actors/sandbox.hpp), spawned and supervised by the
-/// lifecycle actor: the sandbox API without the id, plus its start.
-using sandbox_actor = caf::typed_actor<
+/// lifecycle actor: the operations of actors/operations.hpp without the id
+/// (atom, args... -> reply), plus its start. Its info has live denial
+/// counts; it quits after it answers destroy.
+using sandbox_actor = ops::sandbox_handle<
+  ops::without_id,
   /// Once, by lifecycle: provisions the sandbox; answers it running.
   caf::replies_to<start_atom>::with<sandbox_info>,
-  caf::replies_to<exec_atom, exec_request, uint64_t>::with<exec_result>,
-  caf::replies_to<stream_atom, exec_request, caf::actor, uint64_t>::with<exec_result>,
-  caf::reacts_to<cancel_atom, uint64_t>,
-  caf::replies_to<bgexec_atom, exec_request>::with<background_process>,
-  caf::replies_to<bgexec_atom, exec_request, bool>::with<background_process>,
-  caf::replies_to<stdin_atom, int32_t, std::string, bool>::with<bool>,
-  caf::replies_to<procs_atom>::with<std::vector<process_info>>,
-  caf::replies_to<proc_atom, int32_t, int64_t>::with<background_process>,
-  caf::replies_to<signal_atom, int32_t, int32_t, bool>::with<bool>,
-  caf::replies_to<wfile_atom, std::string, std::string>::with<bool>,
-  caf::replies_to<rfile_atom, std::string, uint64_t>::with<std::string>,
-  caf::replies_to<pause_atom>::with<sandbox_info>,
-  caf::replies_to<resume_atom>::with<sandbox_info>,
-  caf::replies_to<snapshot_atom, std::string, std::string>::with<snapshot_info>,
-  caf::replies_to<network_atom, network_policy>::with<bool>,
-  caf::replies_to<update_atom, std::string, bool, network_policy>::with<sandbox_info>,
-  caf::replies_to<fsop_atom, std::string, std::string, std::string,
-                  int32_t>::with<std::vector<fs_entry>>,
-  caf::replies_to<setttl_atom, int64_t>::with<sandbox_info>,
-  caf::replies_to<rebuilt_atom, std::string, uint64_t>::with<bool>,
-  /// With live denial counts.
-  caf::replies_to<info_atom>::with<sandbox_info>,
-  /// The actor quits after it answers.
-  caf::replies_to<destroy_atom>::with<bool>,
   /// For reclaim: the backend sandbox (weak; empty before it runs).
   caf::replies_to<usage_atom>::with<backend_ref>,
   /// INTERNAL: results of its blocking work and backend callbacks.

@@ -1,7 +1,12 @@
-// Lifecycle actor implementation.
+// Lifecycle actor implementation: admission, the sandbox table, and the
+// rows that route calls to sandbox actors. The rows of the operations in
+// actors/operations.hpp are generated (delegate_row): check, then delegate.
+// The few that differ (create, info, destroy, cancel) and the node's own
+// rows are written out here. Every sandbox actor is monitored.
 #include "actors/lifecycle.hpp"
 
 #include <set>
+#include <tuple>
 
 #include <caf/all.hpp>
 
@@ -11,6 +16,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox.hpp"
+#include "core/clock.hpp"
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
@@ -63,6 +69,8 @@ auto with_sandbox(lifecycle_actor_ptr self, const std::string& id, F f)
   auto it = self->state.sandboxes.find(id);
   if (it == self->state.sandboxes.end())
     return to_caf(unknown(id));
+  if (it->second.dead) // its actor exited abnormally (on_down)
+    return to_caf(unavailable("sandbox " + id + " is failed (" + it->second.info.reason + ")"));
   return f(it->second);
 }
 
@@ -215,6 +223,7 @@ void start_sandbox(lifecycle_actor_ptr self, sandbox_spec spec, int64_t need_mb,
   auto& st = self->state;
   auto id = make_sandbox_id(st.ctx->config.node_id);
   auto actor = self->spawn(sandbox_behavior, st.ctx, caf::actor_cast<lifecycle_actor>(self), id, spec);
+  self->monitor(actor);
   sandbox_entry entry;
   entry.actor = actor;
   entry.info = initial_info(id, st.ctx->config.node_id, spec);
@@ -250,6 +259,7 @@ void adopt_recovered(lifecycle_actor_ptr self) {
       st.by_request[rec.spec.request_id] = id;
     entry.actor = self->spawn(adopted_sandbox_behavior, st.ctx, caf::actor_cast<lifecycle_actor>(self),
                               std::move(rec));
+    self->monitor(entry.actor);
     st.committed_mb += entry.spec.memory_mb;
     st.sandboxes.emplace(id, std::move(entry));
   }
@@ -264,8 +274,10 @@ void on_gone(lifecycle_actor_ptr self, const std::string& id) {
     ++st.create_failures_total;
   else
     ++st.destroys_total;
-  if (!it->second.spec.request_id.empty())
-    st.by_request.erase(it->second.spec.request_id);
+  // Only its own key: a dead row's key may already name a newer sandbox.
+  if (auto k = st.by_request.find(it->second.spec.request_id);
+      k != st.by_request.end() && k->second == id)
+    st.by_request.erase(k);
   st.committed_mb -= it->second.spec.memory_mb;
   st.sandboxes.erase(it);
   if (st.shutting_down && st.sandboxes.empty()) {
@@ -317,16 +329,174 @@ node_status make_status(lifecycle_actor_ptr self) {
   return ns;
 }
 
-} // namespace
+// -- supervision ------------------------------------------------------------------
 
-lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx) {
-  self->state.ctx = std::move(ctx);
-  adopt_recovered(self);
-  return {
+/// A monitored sandbox actor ended. A normal exit is the end of a destroy
+/// (gone_atom already took the row out); an abnormal one leaves the row
+/// failed with the reason, frees its request_id and makes calls on it fail.
+void on_down(lifecycle_actor_ptr self, const caf::down_msg& dm) {
+  if (!dm.reason)
+    return;
+  auto& st = self->state;
+  for (auto& [id, e] : st.sandboxes) {
+    if (e.actor.address() != dm.source)
+      continue;
+    e.dead = true;
+    if (e.info.state == sandbox_state::creating) // its create answers the error
+      return;
+    e.info.state = sandbox_state::failed;
+    e.info.reason = "sandbox actor exited: " + self->home_system().render(dm.reason);
+    caf::aout(self) << "node " << st.ctx->config.node_id << ": lifecycle: sandbox " << id
+                    << " failed: " << e.info.reason << std::endl;
+    if (auto it = st.by_request.find(e.spec.request_id);
+        it != st.by_request.end() && it->second == id)
+      st.by_request.erase(it);
+    if (st.shutting_down)
+      on_gone(self, std::string{id}); // copied: the row goes
+    return;
+  }
+}
+
+// -- rows -------------------------------------------------------------------------
+
+/// Lifecycle's row of a forwarded operation (actors/operations.hpp): the
+/// op's check, then the sandbox's actor answers the caller (delegated).
+template <class Op, class Args = typename Op::args>
+struct delegate_row;
+
+template <class Op, class... Args>
+struct delegate_row<Op, ops::type_list<Args...>> {
+  using reply = typename Op::reply;
+  lifecycle_actor_ptr self;
+
+  caf::result<reply> operator()(typename Op::atom, const std::string& id, Args&... xs) const {
+    auto self = this->self;
+    ops::node_limits lim{self->state.ctx->config.max_file_bytes};
+    if (auto err = Op::check(lim, id, xs...))
+      return to_caf(err);
+    return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<reply> {
+      return self->delegate(e.actor, Op::atom::value, std::move(xs)...);
+    });
+  }
+};
+
+template <class... Ops>
+auto delegate_rows(lifecycle_actor_ptr self, ops::type_list<Ops...>) {
+  return std::make_tuple(delegate_row<Ops>{self}...);
+}
+
+/// /metrics: every running sandbox's info with its live denial counts.
+caf::result<std::vector<sandbox_info>> gather_metrics(lifecycle_actor_ptr self) {
+  struct gather {
+    std::vector<sandbox_info> out;
+    size_t left = 0;
+    caf::response_promise rp;
+  };
+  auto g = std::make_shared<gather>();
+  g->rp = self->make_response_promise();
+  auto live = [](const sandbox_entry& e) {
+    return !e.dead
+           && (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused);
+  };
+  for (auto& [id, e] : self->state.sandboxes)
+    if (live(e))
+      ++g->left;
+  if (g->left == 0) {
+    g->rp.deliver(std::move(g->out));
+    return g->rp;
+  }
+  auto done = [g] {
+    if (--g->left == 0)
+      g->rp.deliver(std::move(g->out));
+  };
+  for (auto& [id, e] : self->state.sandboxes)
+    if (live(e))
+      self->request(e.actor, local_wait, info_atom::value)
+        .then(
+          [self, g, done](sandbox_info& info) {
+            add_memory(self->state, info);
+            g->out.push_back(std::move(info));
+            done();
+          },
+          [done](caf::error&) { done(); });
+  return g->rp;
+}
+
+std::vector<sandbox_info> list_local(lifecycle_actor_ptr self, const label_map& labels) {
+  std::vector<sandbox_info> out;
+  for (auto& [id, e] : self->state.sandboxes) {
+    bool match = true;
+    for (auto& [k, v] : labels) {
+      auto it = e.info.labels.find(k);
+      match = match && it != e.info.labels.end() && it->second == v;
+    }
+    if (match) {
+      out.push_back(e.info);
+      add_memory(self->state, out.back());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) {
+    return a.created_at_ms < b.created_at_ms
+           || (a.created_at_ms == b.created_at_ms && a.id < b.id);
+  });
+  return out;
+}
+
+caf::result<bool> handle_destroy(lifecycle_actor_ptr self, const std::string& id) {
+  if (!valid_sandbox_id(id))
+    return to_caf(bad_id(id));
+  auto it = self->state.sandboxes.find(id);
+  if (it == self->state.sandboxes.end())
+    return false; // idempotent: already gone
+  if (it->second.dead) { // nothing left to ask: the row goes
+    on_gone(self, id);
+    return true;
+  }
+  // The entry goes before the answer: a get, list or exec after destroy
+  // returned must not find the sandbox (its gone_atom then finds nothing).
+  auto rp = self->make_response_promise();
+  self->request(it->second.actor, caf::infinite, destroy_atom::value)
+    .then(
+      [self, rp, id](bool existed) mutable {
+        on_gone(self, id);
+        rp.deliver(existed);
+      },
+      [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<bool> handle_shutdown(lifecycle_actor_ptr self) {
+  auto& st = self->state;
+  st.shutting_down = true;
+  std::vector<std::string> dead;
+  for (auto& [id, e] : st.sandboxes)
+    if (e.dead)
+      dead.push_back(id);
+  for (auto& id : dead)
+    on_gone(self, id);
+  auto rp = self->make_response_promise();
+  if (st.sandboxes.empty()) {
+    rp.deliver(true);
+    return rp;
+  }
+  st.shutdown_waiters.push_back(rp);
+  for (auto& [id, e] : st.sandboxes)
+    self->request(e.actor, caf::infinite, destroy_atom::value)
+      .then([](bool) {}, [](caf::error&) {});
+  return rp;
+}
+
+/// The rows about sandboxes that are not forwarded as they are.
+auto sandbox_rows(lifecycle_actor_ptr self) {
+  return std::make_tuple(
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
     // info asks the sandbox actor (it adds the live denial counts) unless
-    // the sandbox is still being created (its actor answers only then).
+    // the sandbox is still being created (its actor answers only then) or
+    // its actor is gone.
     [self](info_atom, const std::string& id) -> caf::result<sandbox_info> {
+      if (auto it = self->state.sandboxes.find(id);
+          it != self->state.sandboxes.end() && it->second.dead)
+        return it->second.info;
       return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
         if (e.info.state == sandbox_state::creating)
           return e.info;
@@ -341,215 +511,23 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
         return rp;
       });
     },
-    // /metrics: every running sandbox's info with its live denial counts.
-    [self](metrics_atom) -> caf::result<std::vector<sandbox_info>> {
-      struct gather {
-        std::vector<sandbox_info> out;
-        size_t left = 0;
-        caf::response_promise rp;
-      };
-      auto g = std::make_shared<gather>();
-      g->rp = self->make_response_promise();
-      for (auto& [id, e] : self->state.sandboxes)
-        if (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused)
-          ++g->left;
-      if (g->left == 0) {
-        g->rp.deliver(std::move(g->out));
-        return g->rp;
-      }
-      auto done = [g] {
-        if (--g->left == 0)
-          g->rp.deliver(std::move(g->out));
-      };
-      for (auto& [id, e] : self->state.sandboxes)
-        if (e.info.state == sandbox_state::running || e.info.state == sandbox_state::paused)
-          self->request(e.actor, std::chrono::seconds(5), info_atom::value)
-            .then([self, g, done](sandbox_info& info) {
-                    add_memory(self->state, info);
-                    g->out.push_back(std::move(info));
-                    done();
-                  },
-                  [done](caf::error&) { done(); });
-      return g->rp;
-    },
-    [self](pause_atom, const std::string& id) -> caf::result<sandbox_info> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
-        return self->delegate(e.actor, pause_atom::value);
-      });
-    },
-    [self](resume_atom, const std::string& id) -> caf::result<sandbox_info> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
-        return self->delegate(e.actor, resume_atom::value);
-      });
-    },
-    [self](snapshot_atom, const std::string& id, std::string& name,
-           std::string& version) -> caf::result<snapshot_info> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<snapshot_info> {
-        return self->delegate(e.actor, snapshot_atom::value, std::move(name), std::move(version));
-      });
-    },
-    [self](network_atom, const std::string& id,
-           network_policy& policy) -> caf::result<bool> {
-      if (auto valid = validate(policy); !valid)
-        return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
-        return self->delegate(e.actor, network_atom::value, std::move(policy));
-      });
-    },
-    [self](update_atom, const std::string& id, std::string& cpu_class, bool set_network,
-           network_policy& policy) -> caf::result<sandbox_info> {
-      if (cpu_class.empty() && !set_network)
-        return to_caf(invalid_argument("update " + id + ": nothing to change"));
-      if (!cpu_class.empty())
-        if (auto valid = validate_cpu_class(cpu_class); !valid)
-          return to_caf(valid.err());
-      if (set_network)
-        if (auto valid = validate(policy); !valid)
-          return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
-        return self->delegate(e.actor, update_atom::value, std::move(cpu_class), set_network,
-                              std::move(policy));
-      });
-    },
-    [self](list_atom, const label_map& labels) {
-      std::vector<sandbox_info> out;
-      for (auto& [id, e] : self->state.sandboxes) {
-        bool match = true;
-        for (auto& [k, v] : labels) {
-          auto it = e.info.labels.find(k);
-          match = match && it != e.info.labels.end() && it->second == v;
-        }
-        if (match) {
-          out.push_back(e.info);
-          add_memory(self->state, out.back());
-        }
-      }
-      std::sort(out.begin(), out.end(),
-                [](auto& a, auto& b) { return a.created_at_ms < b.created_at_ms || (a.created_at_ms == b.created_at_ms && a.id < b.id); });
-      return out;
-    },
+    [self](metrics_atom) { return gather_metrics(self); },
+    [self](list_atom, const label_map& labels) { return list_local(self, labels); },
     // Job-level pause/resume: every local sandbox matching (actors/job_ops.hpp).
     [self](job_atom, const label_map& labels, bool pause) {
       return run_job_local(self, labels, pause);
     },
-    [self](destroy_atom, const std::string& id) -> caf::result<bool> {
-      if (!valid_sandbox_id(id))
-        return to_caf(bad_id(id));
-      auto it = self->state.sandboxes.find(id);
-      if (it == self->state.sandboxes.end())
-        return false; // idempotent: already gone
-      // The entry goes before the answer: a get, list or exec after destroy
-      // returned must not find the sandbox (its gone_atom then finds nothing).
-      auto rp = self->make_response_promise();
-      self->request(it->second.actor, caf::infinite, destroy_atom::value)
-        .then(
-          [self, rp, id](bool existed) mutable {
-            on_gone(self, id);
-            rp.deliver(existed);
-          },
-          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
-      return rp;
-    },
-    [self](exec_atom, const std::string& id, exec_request& req,
-           uint64_t token) -> caf::result<exec_result> {
-      if (auto valid = validate(req); !valid)
-        return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<exec_result> {
-        return self->delegate(e.actor, exec_atom::value, std::move(req), token);
-      });
-    },
-    // Every chunk reaches `sink` before the answer (actors/chunk_relay.hpp).
-    [self](stream_atom, const std::string& id, exec_request& req, caf::actor& sink,
-           uint64_t token) -> caf::result<exec_result> {
-      if (auto valid = validate(req); !valid)
-        return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<exec_result> {
-        return self->delegate(e.actor, stream_atom::value, std::move(req), std::move(sink), token);
-      });
-    },
-    [self](bgexec_atom, const std::string& id, exec_request& req) -> caf::result<background_process> {
-      if (auto valid = validate(req); !valid)
-        return to_caf(valid.err());
-      if (!req.step.empty()) // a step's result is what the log keeps; a background one has none yet
-        return to_caf(invalid_argument("exec: step cannot be combined with background"));
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
-        return self->delegate(e.actor, bgexec_atom::value, std::move(req));
-      });
-    },
-    [self](bgexec_atom, const std::string& id, exec_request& req,
-           bool keep_stdin) -> caf::result<background_process> {
-      if (auto valid = validate(req); !valid)
-        return to_caf(valid.err());
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
-        return self->delegate(e.actor, bgexec_atom::value, std::move(req), keep_stdin);
-      });
-    },
-    [self](stdin_atom, const std::string& id, int32_t pid, std::string& data,
-           bool close) -> caf::result<bool> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
-        return self->delegate(e.actor, stdin_atom::value, pid, std::move(data), close);
-      });
-    },
-    [self](procs_atom, const std::string& id) -> caf::result<std::vector<process_info>> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::vector<process_info>> {
-        return self->delegate(e.actor, procs_atom::value);
-      });
-    },
-    [self](proc_atom, const std::string& id, int32_t pid,
-           int64_t wait_ms) -> caf::result<background_process> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
-        return self->delegate(e.actor, proc_atom::value, pid, wait_ms);
-      });
-    },
-    [self](signal_atom, const std::string& id, int32_t pid, int32_t signo,
-           bool group) -> caf::result<bool> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
-        return self->delegate(e.actor, signal_atom::value, pid, signo, group);
-      });
-    },
+    [self](destroy_atom, const std::string& id) { return handle_destroy(self, id); },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto it = self->state.sandboxes.find(id);
       if (it != self->state.sandboxes.end())
         self->send(it->second.actor, cancel_atom::value, token);
-    },
-    [self](wfile_atom, const std::string& id, std::string& path,
-           std::string& data) -> caf::result<bool> {
-      auto max = self->state.ctx->config.max_file_bytes;
-      if (data.size() > max)
-        return to_caf(too_large("write " + path + " in sandbox " + id + ": "
-                                + std::to_string(data.size()) + " bytes, over the node's limit of "
-                                + std::to_string(max)));
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
-        return self->delegate(e.actor, wfile_atom::value, std::move(path), std::move(data));
-      });
-    },
-    [self](rfile_atom, const std::string& id, std::string& path,
-           uint64_t max_bytes) -> caf::result<std::string> {
-      // A caller may ask for less than the node's limit, never more.
-      max_bytes = std::min<uint64_t>(max_bytes, self->state.ctx->config.max_file_bytes);
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::string> {
-        return self->delegate(e.actor, rfile_atom::value, std::move(path), max_bytes);
-      });
-    },
-    // A replay notes its source in the new sandbox's log (sandbox_replay.hpp).
-    [self](rebuilt_atom, const std::string& id, std::string& source,
-           uint64_t upto) -> caf::result<bool> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
-        return self->delegate(e.actor, rebuilt_atom::value, std::move(source), upto);
-      });
-    },
-    [self](fsop_atom, const std::string& id, std::string& op, std::string& path, std::string& to,
-           int32_t depth) -> caf::result<std::vector<fs_entry>> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<std::vector<fs_entry>> {
-        return self->delegate(e.actor, fsop_atom::value, std::move(op), std::move(path),
-                              std::move(to), depth);
-      });
-    },
-    [self](setttl_atom, const std::string& id, int64_t ttl_s) -> caf::result<sandbox_info> {
-      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<sandbox_info> {
-        return self->delegate(e.actor, setttl_atom::value, ttl_s);
-      });
-    },
+    });
+}
+
+/// What the node's own actors ask and tell.
+auto node_rows(lifecycle_actor_ptr self) {
+  return std::make_tuple(
     [self](layers_atom) -> caf::result<std::vector<layer_info>> {
       auto rp = self->make_response_promise();
       auto src = self->state.ctx->layers;
@@ -565,7 +543,7 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
     [self](status_atom) { return make_status(self); },
     [self](state_atom, sandbox_info& info) {
       auto it = self->state.sandboxes.find(info.id);
-      if (it == self->state.sandboxes.end())
+      if (it == self->state.sandboxes.end() || it->second.dead)
         return;
       if (it->second.info.state == sandbox_state::creating && info.state == sandbox_state::running)
         ++self->state.creates_total;
@@ -574,31 +552,30 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
     [self](gone_atom, const std::string& id) { on_gone(self, id); },
     // INTERNAL, reclaim: from the supervisor, the actor to reclaim with.
     [self](reclaim_atom, const reclaim_actor& reclaim) { self->state.reclaim = reclaim; },
-    // INTERNAL, reclaim: every sandbox, for a reclaim pass.
+    // INTERNAL, reclaim: every live sandbox, for a reclaim pass.
     [self](usage_atom) {
       std::vector<reclaim_target> out;
       for (auto& [id, e] : self->state.sandboxes)
-        out.push_back(reclaim_target{id, e.info.state, e.actor});
+        if (!e.dead)
+          out.push_back(reclaim_target{id, e.info.state, e.actor});
       return out;
     },
     // INTERNAL, reclaim: the last pass's figures.
     [self](usage_atom, reclaim::memory_report& r) { apply_report(self->state, r); },
-    [self](shutdown_atom) -> caf::result<bool> {
-      auto& st = self->state;
-      st.shutting_down = true;
-      auto rp = self->make_response_promise();
-      if (st.sandboxes.empty()) {
-        rp.deliver(true);
-        return rp;
-      }
-      st.shutdown_waiters.push_back(rp);
-      for (auto& [id, e] : st.sandboxes)
-        self->request(e.actor, caf::infinite, destroy_atom::value)
-          .then([](bool) {}, [](caf::error&) {});
-      return rp;
-    },
-    [](cont_atom, continuation& c) { c.fn(); },
-  };
+    [self](shutdown_atom) { return handle_shutdown(self); },
+    [](cont_atom, continuation& c) { c.fn(); });
+}
+
+} // namespace
+
+lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node_context_ptr ctx) {
+  self->state.ctx = std::move(ctx);
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  adopt_recovered(self);
+  auto rows = std::tuple_cat(sandbox_rows(self), node_rows(self),
+                             delegate_rows(self, ops::forwarded_ops{}));
+  return std::apply(
+    [](auto&... row) { return lifecycle_actor::behavior_type{std::move(row)...}; }, rows);
 }
 
 } // namespace dsec

@@ -31,6 +31,11 @@
 // was (actors/sandbox_ttl.hpp), and follows the same machine from there (its
 // TTL counts running time since its first creation).
 //
+// A sandbox actor that exits abnormally (a crash, a kill) is seen through its
+// monitor: its row turns `failed` with the exit reason and frees its
+// request_id, and destroy removes it. A normal exit is the end of a destroy
+// and changes nothing.
+//
 // `lost` arrives with the cluster (placement answers it for a dead owner).
 #pragma once
 
@@ -57,6 +62,10 @@ struct sandbox_entry {
   sandbox_spec spec;
   /// What admission expected it to use, MiB (reclaim::expected_need_mb).
   int64_t need_mb = 0;
+  /// Its actor exited abnormally (lifecycle monitors every sandbox actor):
+  /// the row lists as failed with the exit reason until a destroy removes it,
+  /// and calls on it fail at once.
+  bool dead = false;
 };
 
 /// The reclaim actor's last sample, as admission and info read it.

@@ -1,7 +1,11 @@
-// Placement actor implementation (see placement.hpp).
+// Placement actor implementation (see placement.hpp): routing by owner,
+// the create walk over candidates, the cluster-wide list and job. The rows of
+// the operations in actors/operations.hpp are generated (forward_row); the
+// few that differ (create, info, destroy, cancel) are written out here.
 #include "actors/placement.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include <caf/all.hpp>
 
@@ -23,12 +27,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Bound on calls between nodes that are not execs (a create waits for the
-/// remote backend; generous, since a dead peer fails calls at once anyway).
-constexpr auto peer_timeout = std::chrono::seconds(120);
-/// Bound on connecting to a peer and on each peer's part of a cluster list.
-constexpr auto connect_timeout = std::chrono::seconds(5);
-constexpr auto list_timeout = std::chrono::seconds(5);
+// Bounds of the calls between nodes (core/clock.hpp, the peer hop).
+constexpr auto peer_timeout = call_wait(hop::peer);
+constexpr auto connect_timeout = connect_wait;
+constexpr auto list_timeout = list_wait(hop::peer);
 
 const std::string& self_id(placement_actor_ptr self) { return self->state.ctx->config.node_id; }
 
@@ -112,17 +114,28 @@ caf::result<T> routed(placement_actor_ptr self, const std::string& id, caf::dura
   }
 }
 
-/// Stamps an exec that this node serves with the time its front door took it.
-void stamp(exec_request& req) {
-  req.received_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count();
-}
+/// Placement's row of a forwarded operation (actors/operations.hpp): the
+/// op's stamp, then the call goes to the owner (the local lifecycle or the
+/// owner's placement) with the op's peer deadline.
+template <class Op, class Args = typename Op::args>
+struct forward_row;
 
-/// Bound on an exec that runs on a peer (layers of slack: core/clock.hpp).
-caf::duration exec_timeout(const exec_request& req) {
-  auto wait = exec_wait(req.timeout_s, exec_slack_inner);
-  return wait ? caf::duration{*wait} : caf::infinite;
+template <class Op, class... Args>
+struct forward_row<Op, ops::type_list<Args...>> {
+  using reply = typename Op::reply;
+  placement_actor_ptr self;
+
+  caf::result<reply> operator()(typename Op::atom, std::string& id, Args&... xs) const {
+    Op::at_front(xs...);
+    auto wait = Op::deadline(ops::waits_of(hop::peer), xs...);
+    auto bound = wait ? caf::duration{*wait} : caf::infinite;
+    return routed<reply>(self, id, bound, Op::atom::value, id, std::move(xs)...);
+  }
+};
+
+template <class... Ops>
+auto forward_rows(placement_actor_ptr self, ops::type_list<Ops...>) {
+  return std::make_tuple(forward_row<Ops>{self}...);
 }
 
 // -- create ---------------------------------------------------------------------
@@ -298,19 +311,13 @@ void ask_replay(placement_actor_ptr self, const std::string& node, const std::st
   ask_peer<sandbox_info>(self, node, timeout, std::move(done), replay_atom::value, id, upto);
 }
 
-placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node_context_ptr ctx,
-                                                  lifecycle_actor lifecycle,
-                                                  image_fetch_actor fetch, fncall_actor fncall) {
-  auto& st = self->state;
-  st.ctx = std::move(ctx);
-  st.lifecycle = std::move(lifecycle);
-  st.fetch = std::move(fetch);
-  st.fncall = std::move(fncall);
-  self->set_down_handler([self](caf::down_msg& dm) {
-    self->state.peers.on_down(dm.source, self->home_system().render(dm.reason));
-  });
+namespace {
+
+/// info and destroy of a sandbox whose node is gone are answered, not
+/// failed; cancel is fire-and-forget.
+auto sandbox_rows(placement_actor_ptr self) {
   auto timeout = caf::duration{peer_timeout};
-  return {
+  return std::make_tuple(
     [self](create_atom, sandbox_spec& spec) { return handle_create(self, spec); },
     [self, timeout](info_atom, std::string& id) -> caf::result<sandbox_info> {
       auto r = route_of(self, id);
@@ -324,74 +331,10 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
       }
       return routed<sandbox_info>(self, id, timeout, info_atom::value, id);
     },
-    [self](list_atom, const label_map& labels) { return handle_list(self, labels); },
-    // A peer's part of a cluster-wide list: this node's own sandboxes.
-    [self](list_atom, label_map& labels, bool) {
-      return self->delegate(self->state.lifecycle, list_atom::value, std::move(labels));
-    },
-    // Job-level pause/resume, cluster-wide (actors/job_ops.hpp); a peer's
-    // part is its own sandboxes.
-    [self](job_atom, const label_map& labels, bool pause) {
-      return run_job_cluster(self, labels, pause,
-                             [self, labels, pause](const std::string& node,
-                                                   std::function<void(expected<job_result>)> done) {
-                               ask_peer<job_result>(self, node, caf::duration{peer_timeout + 30s},
-                                                    std::move(done), job_atom::value, labels,
-                                                    pause, true);
-                             });
-    },
-    [self](job_atom, label_map& labels, bool pause, bool) {
-      return self->delegate(self->state.lifecycle, job_atom::value, std::move(labels), pause);
-    },
     [self, timeout](destroy_atom, std::string& id) -> caf::result<bool> {
       if (route_of(self, id).kind == route::lost)
         return false; // idempotent: it is gone with its node
       return routed<bool>(self, id, timeout, destroy_atom::value, id);
-    },
-    [self](exec_atom, std::string& id, exec_request& req,
-           uint64_t token) -> caf::result<exec_result> {
-      stamp(req); // a forwarded exec is stamped again by its owner
-      auto bound = exec_timeout(req);
-      return routed<exec_result>(self, id, bound, exec_atom::value, id, std::move(req), token);
-    },
-    // The sink may be on any node: the owner sends it the chunks
-    // (actors/chunk_relay.hpp).
-    [self](stream_atom, std::string& id, exec_request& req, caf::actor& sink,
-           uint64_t token) -> caf::result<exec_result> {
-      stamp(req);
-      auto bound = exec_timeout(req);
-      return routed<exec_result>(self, id, bound, stream_atom::value, id, std::move(req),
-                                 std::move(sink), token);
-    },
-    [self, timeout](bgexec_atom, std::string& id,
-                    exec_request& req) -> caf::result<background_process> {
-      stamp(req);
-      return routed<background_process>(self, id, timeout, bgexec_atom::value, id,
-                                        std::move(req));
-    },
-    [self, timeout](bgexec_atom, std::string& id, exec_request& req,
-                    bool keep_stdin) -> caf::result<background_process> {
-      stamp(req);
-      return routed<background_process>(self, id, timeout, bgexec_atom::value, id,
-                                        std::move(req), keep_stdin);
-    },
-    [self, timeout](stdin_atom, std::string& id, int32_t pid, std::string& data,
-                    bool close) -> caf::result<bool> {
-      return routed<bool>(self, id, timeout, stdin_atom::value, id, pid, std::move(data), close);
-    },
-    [self, timeout](procs_atom, std::string& id) -> caf::result<std::vector<process_info>> {
-      return routed<std::vector<process_info>>(self, id, timeout, procs_atom::value, id);
-    },
-    // A wait is answered after up to wait_ms: the route waits that long too.
-    [self](proc_atom, std::string& id, int32_t pid,
-           int64_t wait_ms) -> caf::result<background_process> {
-      auto bound = caf::duration{peer_timeout
-                                 + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0))};
-      return routed<background_process>(self, id, bound, proc_atom::value, id, pid, wait_ms);
-    },
-    [self, timeout](signal_atom, std::string& id, int32_t pid, int32_t signo,
-                    bool group) -> caf::result<bool> {
-      return routed<bool>(self, id, timeout, signal_atom::value, id, pid, signo, group);
     },
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto r = route_of(self, id);
@@ -408,54 +351,60 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
                                  self->send(peer, cancel_atom::value, id, token);
                              });
     },
-    [self, timeout](wfile_atom, std::string& id, std::string& path,
-                    std::string& data) -> caf::result<bool> {
-      return routed<bool>(self, id, timeout, wfile_atom::value, id, std::move(path),
-                          std::move(data));
-    },
-    [self, timeout](rfile_atom, std::string& id, std::string& path,
-                    uint64_t max_bytes) -> caf::result<std::string> {
-      return routed<std::string>(self, id, timeout, rfile_atom::value, id, std::move(path),
-                                 max_bytes);
-    },
-    [self, timeout](fsop_atom, std::string& id, std::string& op, std::string& path,
-                    std::string& to, int32_t depth) -> caf::result<std::vector<fs_entry>> {
-      return routed<std::vector<fs_entry>>(self, id, timeout, fsop_atom::value, id,
-                                           std::move(op), std::move(path), std::move(to), depth);
-    },
-    [self, timeout](setttl_atom, std::string& id, int64_t ttl_s) -> caf::result<sandbox_info> {
-      return routed<sandbox_info>(self, id, timeout, setttl_atom::value, id, ttl_s);
-    },
-    [self, timeout](pause_atom, std::string& id) -> caf::result<sandbox_info> {
-      return routed<sandbox_info>(self, id, timeout, pause_atom::value, id);
-    },
-    [self, timeout](resume_atom, std::string& id) -> caf::result<sandbox_info> {
-      return routed<sandbox_info>(self, id, timeout, resume_atom::value, id);
-    },
-    [self, timeout](snapshot_atom, std::string& id, std::string& name,
-                    std::string& version) -> caf::result<snapshot_info> {
-      return routed<snapshot_info>(self, id, timeout, snapshot_atom::value, id, std::move(name),
-                                   std::move(version));
-    },
-    [self, timeout](network_atom, std::string& id,
-                    network_policy& policy) -> caf::result<bool> {
-      return routed<bool>(self, id, timeout, network_atom::value, id, std::move(policy));
-    },
-    [self, timeout](update_atom, std::string& id, std::string& cpu_class, bool set_network,
-                    network_policy& policy) -> caf::result<sandbox_info> {
-      return routed<sandbox_info>(self, id, timeout, update_atom::value, id,
-                                  std::move(cpu_class), set_network, std::move(policy));
-    },
-    [self, timeout](rebuilt_atom, std::string& id, std::string& source,
-                    uint64_t upto) -> caf::result<bool> {
-      return routed<bool>(self, id, timeout, rebuilt_atom::value, id, std::move(source), upto);
-    },
     // Trajectory log (actors/sandbox_replay.hpp): served by a live owner,
     // else from this node's --trajectory-dir (shared in a cluster).
     [self](traj_atom, std::string& id, int64_t since) {
       return placement_trajectory(self, id, since);
     },
-    [self](replay_atom, std::string& id, int64_t upto) { return placement_replay(self, id, upto); },
+    [self](replay_atom, std::string& id, int64_t upto) { return placement_replay(self, id, upto); });
+}
+
+/// The rows about the cluster: lists, jobs, the view.
+auto cluster_rows(placement_actor_ptr self) {
+  return std::make_tuple(
+    [self](list_atom, const label_map& labels) { return handle_list(self, labels); },
+    // A peer's part of a cluster-wide list: this node's own sandboxes.
+    [self](list_atom, label_map& labels, bool) {
+      return self->delegate(self->state.lifecycle, list_atom::value, std::move(labels));
+    },
+    // Job-level pause/resume, cluster-wide (actors/job_ops.hpp); a peer's
+    // part is its own sandboxes.
+    [self](job_atom, const label_map& labels, bool pause) {
+      return run_job_cluster(self, labels, pause,
+                             [self, labels, pause](const std::string& node,
+                                                   std::function<void(expected<job_result>)> done) {
+                               ask_peer<job_result>(self, node, caf::duration{job_wait(hop::peer)},
+                                                    std::move(done), job_atom::value, labels,
+                                                    pause, true);
+                             });
+    },
+    [self](job_atom, label_map& labels, bool pause, bool) {
+      return self->delegate(self->state.lifecycle, job_atom::value, std::move(labels), pause);
+    },
+    // The view, with this node's own entry fresh from the lifecycle (gossip
+    // reports are up to a second old).
+    [self](nodes_atom) -> caf::result<std::vector<member_info>> {
+      auto rp = self->make_response_promise();
+      self->request(self->state.lifecycle, caf::duration{list_timeout}, status_atom::value)
+        .then(
+          [self, rp](node_status& ns) mutable {
+            auto view = nodes_view(self);
+            view.front().sandboxes = ns.sandboxes;
+            view.front().creating = ns.creating;
+            view.front().layers = ns.layers;
+            rp.deliver(std::move(view));
+          },
+          [self, rp](caf::error&) mutable { rp.deliver(nodes_view(self)); });
+      return rp;
+    },
+    // INTERNAL: from the gossip actor, on every change of the view.
+    [self](view_atom, std::vector<member_info>& view) { on_view(self, view); });
+}
+
+/// The rows this node serves itself: its layers, metrics and status, FnCall,
+/// and image fetch for peers.
+auto node_rows(placement_actor_ptr self) {
+  return std::make_tuple(
     [](cont_atom, continuation& c) { c.fn(); }, // INTERNAL: their disk reads' results
     [self](layers_atom) { return self->delegate(self->state.lifecycle, layers_atom::value); },
     [self](metrics_atom) { return self->delegate(self->state.lifecycle, metrics_atom::value); },
@@ -478,26 +427,26 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
       if (!self->state.fetch)
         return to_caf(unavailable("node " + self_id(self) + ": image fetch is not running"));
       return self->delegate(self->state.fetch, blob_atom::value, std::move(digest), offset, len);
-    },
-    // The view, with this node's own entry fresh from the lifecycle (gossip
-    // reports are up to a second old).
-    [self](nodes_atom) -> caf::result<std::vector<member_info>> {
-      auto rp = self->make_response_promise();
-      self->request(self->state.lifecycle, caf::duration{list_timeout}, status_atom::value)
-        .then(
-          [self, rp](node_status& ns) mutable {
-            auto view = nodes_view(self);
-            view.front().sandboxes = ns.sandboxes;
-            view.front().creating = ns.creating;
-            view.front().layers = ns.layers;
-            rp.deliver(std::move(view));
-          },
-          [self, rp](caf::error&) mutable { rp.deliver(nodes_view(self)); });
-      return rp;
-    },
-    // INTERNAL: from the gossip actor, on every change of the view.
-    [self](view_atom, std::vector<member_info>& view) { on_view(self, view); },
-  };
+    });
+}
+
+} // namespace
+
+placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node_context_ptr ctx,
+                                                  lifecycle_actor lifecycle,
+                                                  image_fetch_actor fetch, fncall_actor fncall) {
+  auto& st = self->state;
+  st.ctx = std::move(ctx);
+  st.lifecycle = std::move(lifecycle);
+  st.fetch = std::move(fetch);
+  st.fncall = std::move(fncall);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    self->state.peers.on_down(dm.source, self->home_system().render(dm.reason));
+  });
+  auto rows = std::tuple_cat(sandbox_rows(self), cluster_rows(self), node_rows(self),
+                             forward_rows(self, ops::forwarded_ops{}));
+  return std::apply(
+    [](auto&... row) { return placement_actor::behavior_type{std::move(row)...}; }, rows);
 }
 
 } // namespace dsec

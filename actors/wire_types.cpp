@@ -22,6 +22,7 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<denial_counts>("dsec::denial_counts");
   cfg.add_message_type<fncall_request>("dsec::fncall_request");
   cfg.add_message_type<snapshot_info>("dsec::snapshot_info");
+  cfg.add_message_type<sandbox_metric>("dsec::sandbox_metric");
   cfg.add_message_type<sandbox_info>("dsec::sandbox_info");
   cfg.add_message_type<std::vector<sandbox_info>>("std::vector<dsec::sandbox_info>");
   cfg.add_message_type<layer_info>("dsec::layer_info");

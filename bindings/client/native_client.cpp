@@ -13,6 +13,9 @@
 // first (the reply, the down handler, or its destructor when the job never
 // reached a live actor), so no caller can wait forever.
 //
+// Calls about one sandbox go through impl::op, which takes the message and
+// the wait from the operation's declaration (actors/operations.hpp).
+//
 // Fork: a child abandons the runtime it inherited and makes its own on its
 // next call; inherited connections reconnect through it (fork.hpp).
 #include "bindings/client/native_client.hpp"
@@ -196,6 +199,18 @@ struct connection::impl {
   }
 
   caf::duration op_timeout() const { return caf::duration{opts.call_timeout}; }
+
+  /// A call of operation Op about sandbox `id` (actors/operations.hpp): its
+  /// message, checked against the front door, waited for as long as the op's
+  /// deadline at this connection's waits (call_timeout, exec_slack).
+  template <class Op, class... Ts>
+  void op(std::string what, std::string id, done_fn<typename Op::reply> done, Ts... xs) {
+    using reply = typename Op::reply;
+    auto wait = Op::deadline(ops::waits{opts.call_timeout, opts.exec_slack}, xs...);
+    auto bound = wait ? caf::duration{*wait} : caf::infinite;
+    call<reply>(checked<reply>(Op::atom::value, std::move(id), std::move(xs)...), bound,
+                std::move(what), std::move(done));
+  }
 };
 
 connection::connection(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -249,8 +264,7 @@ void connection::create(sandbox_spec spec, done_fn<sandbox_info> done) {
 
 void connection::info(std::string id, done_fn<sandbox_info> done) {
   auto what = "get sandbox " + id;
-  impl_->call<sandbox_info>(checked<sandbox_info>(info_atom::value, std::move(id)),
-                            impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::info_op>(std::move(what), std::move(id), std::move(done));
 }
 
 void connection::list(std::map<std::string, std::string> labels,
@@ -261,32 +275,20 @@ void connection::list(std::map<std::string, std::string> labels,
 
 void connection::destroy(std::string id, done_fn<bool> done) {
   auto what = "destroy sandbox " + id;
-  impl_->call<bool>(checked<bool>(destroy_atom::value, std::move(id)), impl_->op_timeout(),
-                    std::move(what), std::move(done));
+  impl_->op<ops::destroy_op>(std::move(what), std::move(id), std::move(done));
 }
-
-namespace {
-
-caf::duration exec_timeout(const exec_request& req, const options& opts) {
-  auto wait = exec_wait(req.timeout_s, opts.exec_slack);
-  return wait ? caf::duration{*wait} : caf::infinite;
-}
-
-} // namespace
 
 void connection::exec(std::string id, exec_request req, uint64_t token,
                       done_fn<exec_result> done) {
   auto what = "exec in sandbox " + id;
-  auto timeout = exec_timeout(req, impl_->opts);
-  impl_->call<exec_result>(
-    checked<exec_result>(exec_atom::value, std::move(id), std::move(req), token), timeout,
-    std::move(what), std::move(done));
+  impl_->op<ops::exec_op>(std::move(what), std::move(id), std::move(done), std::move(req), token);
 }
 
 void connection::exec_stream(std::string id, exec_request req, uint64_t token, chunk_fn chunk,
                              done_fn<exec_result> done) {
   auto what = "exec (streamed) in sandbox " + id;
-  auto timeout = exec_timeout(req, impl_->opts);
+  auto wait = ops::exec_deadline(ops::waits{impl_->opts.call_timeout, impl_->opts.exec_slack}, req);
+  auto timeout = wait ? caf::duration{*wait} : caf::infinite;
   if (token == 0)
     token = new_token(); // chunks are routed by token
   // The sink slot is filled by the client actor with itself (it routes the
@@ -309,17 +311,15 @@ void connection::cancel(std::string id, uint64_t token) {
 void connection::write_file(std::string id, std::string path, std::string data,
                             done_fn<bool> done) {
   auto what = "write " + path + " in sandbox " + id;
-  impl_->call<bool>(
-    checked<bool>(wfile_atom::value, std::move(id), std::move(path), std::move(data)),
-    impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::wfile_op>(std::move(what), std::move(id), std::move(done), std::move(path),
+                           std::move(data));
 }
 
 void connection::read_file(std::string id, std::string path, uint64_t max_bytes,
                            done_fn<std::string> done) {
   auto what = "read " + path + " in sandbox " + id;
-  impl_->call<std::string>(
-    checked<std::string>(rfile_atom::value, std::move(id), std::move(path), max_bytes),
-    impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::rfile_op>(std::move(what), std::move(id), std::move(done), std::move(path),
+                           max_bytes);
 }
 
 void connection::status(done_fn<node_status> done) {
@@ -339,37 +339,31 @@ void connection::nodes(done_fn<std::vector<member_info>> done) {
 
 void connection::pause(std::string id, done_fn<sandbox_info> done) {
   auto what = "pause sandbox " + id;
-  impl_->call<sandbox_info>(checked<sandbox_info>(pause_atom::value, std::move(id)),
-                            impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::pause_op>(std::move(what), std::move(id), std::move(done));
 }
 
 void connection::resume(std::string id, done_fn<sandbox_info> done) {
   auto what = "resume sandbox " + id;
-  impl_->call<sandbox_info>(checked<sandbox_info>(resume_atom::value, std::move(id)),
-                            impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::resume_op>(std::move(what), std::move(id), std::move(done));
 }
 
 void connection::snapshot(std::string id, std::string name, std::string version,
                           done_fn<snapshot_info> done) {
   auto what = "snapshot sandbox " + id;
-  impl_->call<snapshot_info>(
-    checked<snapshot_info>(snapshot_atom::value, std::move(id), std::move(name), std::move(version)),
-    impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::snapshot_op>(std::move(what), std::move(id), std::move(done), std::move(name),
+                              std::move(version));
 }
 
 void connection::set_network(std::string id, network_policy policy, done_fn<bool> done) {
   auto what = "set network of sandbox " + id;
-  impl_->call<bool>(checked<bool>(network_atom::value, std::move(id), std::move(policy)),
-                    impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::network_op>(std::move(what), std::move(id), std::move(done), std::move(policy));
 }
 
 void connection::update(std::string id, std::string cpu_class, bool set_network,
                         network_policy policy, done_fn<sandbox_info> done) {
   auto what = "update sandbox " + id;
-  impl_->call<sandbox_info>(checked<sandbox_info>(update_atom::value, std::move(id),
-                                              std::move(cpu_class), set_network,
-                                              std::move(policy)),
-                            impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::update_op>(std::move(what), std::move(id), std::move(done), std::move(cpu_class),
+                            set_network, std::move(policy));
 }
 
 void connection::job_action(std::map<std::string, std::string> labels, bool pause,
@@ -403,31 +397,29 @@ void connection::replay(std::string id, int64_t upto, done_fn<sandbox_info> done
 void connection::exec_background(std::string id, exec_request req,
                                  done_fn<background_process> done) {
   auto what = "background exec in sandbox " + id;
-  impl_->call<background_process>(
-    checked<background_process>(bgexec_atom::value, std::move(id), std::move(req)), impl_->op_timeout(),
-    std::move(what), std::move(done));
+  impl_->op<ops::bgexec_op>(std::move(what), std::move(id), std::move(done), std::move(req));
 }
 
 void connection::processes(std::string id, done_fn<std::vector<process_info>> done) {
   auto what = "list processes in sandbox " + id;
-  impl_->call<std::vector<process_info>>(checked<std::vector<process_info>>(procs_atom::value, std::move(id)),
-                                         impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::procs_op>(std::move(what), std::move(id), std::move(done));
 }
 
 void connection::process(std::string id, int32_t pid, int64_t wait_ms,
                          done_fn<background_process> done) {
   auto what = "process " + std::to_string(pid) + " in sandbox " + id;
-  // A wait is answered after up to wait_ms: the call waits that long too.
-  auto bound = caf::duration{impl_->opts.call_timeout + std::chrono::milliseconds(wait_ms)};
-  impl_->call<background_process>(checked<background_process>(proc_atom::value, std::move(id), pid, wait_ms),
-                                  bound, std::move(what), std::move(done));
+  impl_->op<ops::proc_op>(std::move(what), std::move(id), std::move(done), pid, wait_ms);
 }
 
 void connection::signal_process(std::string id, int32_t pid, int32_t signo, bool group,
                                 done_fn<bool> done) {
   auto what = "signal process " + std::to_string(pid) + " in sandbox " + id;
-  impl_->call<bool>(checked<bool>(signal_atom::value, std::move(id), pid, signo, group),
-                    impl_->op_timeout(), std::move(what), std::move(done));
+  impl_->op<ops::signal_op>(std::move(what), std::move(id), std::move(done), pid, signo, group);
+}
+
+void connection::metrics(std::string id, done_fn<sandbox_metric> done) {
+  auto what = "metrics of sandbox " + id;
+  impl_->op<ops::sbmetrics_op>(std::move(what), std::move(id), std::move(done));
 }
 
 uint64_t new_token() {

@@ -137,6 +137,11 @@ class connection {
   void signal_process(std::string id, int32_t pid, int32_t signo, bool group,
                       done_fn<bool> done);
 
+  // -- usage ----------------------------------------------------------------
+
+  /// One sample of the sandbox's CPU (since the previous sample) and memory.
+  void metrics(std::string id, done_fn<sandbox_metric> done);
+
   struct impl;
 
  private:

@@ -78,6 +78,16 @@ py::dict to_py(const snapshot_info& s) {
   return d;
 }
 
+py::dict to_py(const sandbox_metric& m) {
+  py::dict d;
+  d["timestamp_ms"] = m.timestamp_ms;
+  d["cpu_count"] = m.cpu_count;
+  d["cpu_used_pct"] = m.cpu_used_pct;
+  d["mem_used_bytes"] = m.mem_used;
+  d["mem_total_bytes"] = m.mem_total;
+  return d;
+}
+
 py::tuple to_py(const exec_result& r) {
   return py::make_tuple(r.exit_code, to_bytes(r.stdout_data), to_bytes(r.stderr_data),
                         r.timed_out, r.duration_ms, r.truncated, r.node_ms, r.replayed);

@@ -28,6 +28,9 @@
 #include <future>
 #include <mutex>
 
+#include <unordered_map>
+
+#include "actors/operations.hpp"
 #include "bindings/python/native.hpp"
 
 using namespace std::chrono_literals;
@@ -53,82 +56,126 @@ client::done_fn<T> to_outcome(outcome_fn sink) {
   };
 }
 
-/// Starts `op` with Python `args` (converted here, under the GIL).
+/// Starts one operation with Python `args` (converted under the GIL).
 /// `token` makes an exec cancellable; `chunk` receives a streamed exec's output.
+using starter = void (*)(connection& c, const py::tuple& args, outcome_fn sink, uint64_t token,
+                         client::chunk_fn chunk);
+
+std::string str(const py::tuple& a, size_t i) { return a[i].cast<std::string>(); }
+std::map<std::string, std::string> labels_of(const py::handle& h) {
+  return h.cast<std::map<std::string, std::string>>();
+}
+
+/// The operations the Python layer calls, by name: a sandbox operation's
+/// name is its declaration's (actors/operations.hpp), args (id, ...).
+const std::unordered_map<std::string, starter>& starters() {
+  using args = const py::tuple&;
+  using chunk_fn = client::chunk_fn;
+  static const std::unordered_map<std::string, starter> table = {
+    {"create", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.create(spec_from(a[0].cast<py::dict>()), to_outcome<sandbox_info>(s));
+     }},
+    {"list", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.list(labels_of(a[0]), to_outcome<std::vector<sandbox_info>>(s));
+     }},
+    {"status", [](connection& c, args, outcome_fn s, uint64_t, chunk_fn) {
+       c.status(to_outcome<node_status>(s));
+     }},
+    {"layers", [](connection& c, args, outcome_fn s, uint64_t, chunk_fn) {
+       c.layers(to_outcome<std::vector<layer_info>>(s));
+     }},
+    {"nodes", [](connection& c, args, outcome_fn s, uint64_t, chunk_fn) {
+       c.nodes(to_outcome<std::vector<member_info>>(s));
+     }},
+    {"job", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) { // (labels, pause)
+       c.job_action(labels_of(a[0]), a[1].cast<bool>(), to_outcome<job_result>(s));
+     }},
+    {"fncall", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       fncall_request req;
+       req.language = str(a, 0);
+       req.code = str(a, 1);
+       req.stdin_data = str(a, 2);
+       req.timeout_s = a[3].cast<double>();
+       req.files = a[4].cast<std::map<std::string, std::string>>();
+       c.fncall(std::move(req), to_outcome<exec_result>(s));
+     }},
+    {"trajectory", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) { // NDJSON text
+       c.trajectory(str(a, 0), a[1].cast<int64_t>(), to_outcome<std::string>(s));
+     }},
+    {"replay", [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.replay(str(a, 0), a[1].cast<int64_t>(), to_outcome<sandbox_info>(s));
+     }},
+    // -- operations on one sandbox (actors/operations.hpp) --
+    {ops::info_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.info(str(a, 0), to_outcome<sandbox_info>(s));
+     }},
+    {ops::destroy_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.destroy(str(a, 0), to_outcome<bool>(s));
+     }},
+    {ops::exec_op::name, [](connection& c, args a, outcome_fn s, uint64_t token, chunk_fn chunk) {
+       auto req = exec_from(a[1].cast<py::tuple>());
+       if (chunk) // streamed (ops::stream_op)
+         return c.exec_stream(str(a, 0), std::move(req), token, std::move(chunk),
+                              to_outcome<exec_result>(s));
+       c.exec(str(a, 0), std::move(req), token, to_outcome<exec_result>(s));
+     }},
+    {ops::wfile_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.write_file(str(a, 0), str(a, 1), str(a, 2), to_outcome<bool>(s));
+     }},
+    {ops::rfile_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.read_file(str(a, 0), str(a, 1), a[2].cast<uint64_t>(), to_outcome<std::string>(s));
+     }},
+    {ops::pause_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.pause(str(a, 0), to_outcome<sandbox_info>(s));
+     }},
+    {ops::resume_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.resume(str(a, 0), to_outcome<sandbox_info>(s));
+     }},
+    {ops::snapshot_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.snapshot(str(a, 0), str(a, 1), str(a, 2), to_outcome<snapshot_info>(s));
+     }},
+    {ops::network_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       network_policy policy;
+       policy.allow = a[1].cast<std::vector<std::string>>();
+       c.set_network(str(a, 0), std::move(policy), to_outcome<bool>(s));
+     }},
+    // (id, cpu_class or "", allow-list or None)
+    {ops::update_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       network_policy policy;
+       bool set_net = !a[2].is_none();
+       if (set_net)
+         policy.allow = a[2].cast<std::vector<std::string>>();
+       c.update(str(a, 0), str(a, 1), set_net, std::move(policy), to_outcome<sandbox_info>(s));
+     }},
+    {ops::bgexec_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.exec_background(str(a, 0), exec_from(a[1].cast<py::tuple>()),
+                         to_outcome<background_process>(s));
+     }},
+    {ops::procs_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.processes(str(a, 0), to_outcome<std::vector<process_info>>(s));
+     }},
+    {ops::proc_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.process(str(a, 0), a[1].cast<int32_t>(), a[2].cast<int64_t>(),
+                 to_outcome<background_process>(s));
+     }},
+    {ops::signal_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.signal_process(str(a, 0), a[1].cast<int32_t>(), a[2].cast<int32_t>(),
+                        a[3].cast<bool>(), to_outcome<bool>(s));
+     }},
+    {ops::sbmetrics_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.metrics(str(a, 0), to_outcome<sandbox_metric>(s));
+     }},
+  };
+  return table;
+}
+
 void start(connection& c, const std::string& op, const py::tuple& args, outcome_fn sink,
            uint64_t token = 0, client::chunk_fn chunk = nullptr) {
-  auto str = [&](size_t i) { return args[i].cast<std::string>(); };
-  if (op == "create")
-    return c.create(spec_from(args[0].cast<py::dict>()), to_outcome<sandbox_info>(sink));
-  if (op == "info")
-    return c.info(str(0), to_outcome<sandbox_info>(sink));
-  if (op == "list")
-    return c.list(args[0].cast<std::map<std::string, std::string>>(),
-                  to_outcome<std::vector<sandbox_info>>(sink));
-  if (op == "destroy")
-    return c.destroy(str(0), to_outcome<bool>(sink));
-  if (op == "exec" && chunk)
-    return c.exec_stream(str(0), exec_from(args[1].cast<py::tuple>()), token, std::move(chunk),
-                         to_outcome<exec_result>(sink));
-  if (op == "exec")
-    return c.exec(str(0), exec_from(args[1].cast<py::tuple>()), token,
-                  to_outcome<exec_result>(sink));
-  if (op == "write_file")
-    return c.write_file(str(0), str(1), str(2), to_outcome<bool>(sink));
-  if (op == "read_file")
-    return c.read_file(str(0), str(1), args[2].cast<uint64_t>(), to_outcome<std::string>(sink));
-  if (op == "status")
-    return c.status(to_outcome<node_status>(sink));
-  if (op == "layers")
-    return c.layers(to_outcome<std::vector<layer_info>>(sink));
-  if (op == "nodes")
-    return c.nodes(to_outcome<std::vector<member_info>>(sink));
-  if (op == "pause")
-    return c.pause(str(0), to_outcome<sandbox_info>(sink));
-  if (op == "resume")
-    return c.resume(str(0), to_outcome<sandbox_info>(sink));
-  if (op == "job") // (labels, pause)
-    return c.job_action(args[0].cast<std::map<std::string, std::string>>(), args[1].cast<bool>(),
-                 to_outcome<job_result>(sink));
-  if (op == "snapshot")
-    return c.snapshot(str(0), str(1), str(2), to_outcome<snapshot_info>(sink));
-  if (op == "set_network") {
-    network_policy policy;
-    policy.allow = args[1].cast<std::vector<std::string>>();
-    return c.set_network(str(0), std::move(policy), to_outcome<bool>(sink));
-  }
-  if (op == "update") { // (id, cpu_class or "", allow-list or None)
-    network_policy policy;
-    bool set_net = !args[2].is_none();
-    if (set_net)
-      policy.allow = args[2].cast<std::vector<std::string>>();
-    return c.update(str(0), str(1), set_net, std::move(policy), to_outcome<sandbox_info>(sink));
-  }
-  if (op == "fncall") {
-    fncall_request req;
-    req.language = str(0);
-    req.code = str(1);
-    req.stdin_data = str(2);
-    req.timeout_s = args[3].cast<double>();
-    req.files = args[4].cast<std::map<std::string, std::string>>();
-    return c.fncall(std::move(req), to_outcome<exec_result>(sink));
-  }
-  if (op == "trajectory") // NDJSON text, parsed by the Python layer
-    return c.trajectory(str(0), args[1].cast<int64_t>(), to_outcome<std::string>(sink));
-  if (op == "replay")
-    return c.replay(str(0), args[1].cast<int64_t>(), to_outcome<sandbox_info>(sink));
-  if (op == "exec_background")
-    return c.exec_background(str(0), exec_from(args[1].cast<py::tuple>()),
-                             to_outcome<background_process>(sink));
-  if (op == "processes")
-    return c.processes(str(0), to_outcome<std::vector<process_info>>(sink));
-  if (op == "process")
-    return c.process(str(0), args[1].cast<int32_t>(), args[2].cast<int64_t>(),
-                     to_outcome<background_process>(sink));
-  if (op == "signal_process")
-    return c.signal_process(str(0), args[1].cast<int32_t>(), args[2].cast<int32_t>(),
-                            args[3].cast<bool>(), to_outcome<bool>(sink));
-  throw py::value_error("dsec._native: unknown operation \"" + op + "\"");
+  auto& table = starters();
+  auto it = table.find(op);
+  if (it == table.end())
+    throw py::value_error("dsec._native: unknown operation \"" + op + "\"");
+  it->second(c, args, std::move(sink), token, std::move(chunk));
 }
 
 /// Waits for `ready()` with the GIL released, in slices, so signals are seen.

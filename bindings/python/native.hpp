@@ -36,6 +36,8 @@ py::object make_exception(const error& err);
 py::bytes to_bytes(const std::string& s);
 py::dict to_py(const sandbox_info& s);
 py::dict to_py(const snapshot_info& s);
+/// {timestamp_ms, cpu_count, cpu_used_pct, mem_used_bytes, mem_total_bytes}.
+py::dict to_py(const sandbox_metric& m);
 py::tuple to_py(const exec_result& r);
 /// (pid, argv, started_at, running, result tuple as for exec_result).
 py::tuple to_py(const background_process& p);

@@ -61,6 +61,12 @@ typename Inspector::result_type inspect(Inspector& f, fncall_request& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, sandbox_metric& x) {
+  return f(caf::meta::type_name("dsec::sandbox_metric"), x.timestamp_ms, x.cpu_count,
+           x.cpu_used_pct, x.mem_used, x.mem_total);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, snapshot_info& x) {
   return f(caf::meta::type_name("dsec::snapshot_info"), x.ref, x.digest, x.layers,
            x.size_bytes, x.duration_ms);

@@ -60,6 +60,9 @@ expected<fncall_request> parse_fncall(std::string_view body);
 
 std::string encode(const snapshot_info& s);
 
+/// GET /v1/sandboxes/{id}/metrics: timestamp_ms, cpu_count, cpu_used_pct,
+/// mem_used_bytes, mem_total_bytes.
+std::string encode(const sandbox_metric& m);
 std::string encode(const sandbox_info& info);
 /// `{"sandboxes":[...]}`.
 std::string encode(const std::vector<sandbox_info>& list);

@@ -56,6 +56,14 @@ std::string encode(const snapshot_info& s) {
                {"duration_ms", s.duration_ms}});
 }
 
+std::string encode(const sandbox_metric& m) {
+  return dump({{"timestamp_ms", m.timestamp_ms},
+               {"cpu_count", m.cpu_count},
+               {"cpu_used_pct", m.cpu_used_pct},
+               {"mem_used_bytes", m.mem_used},
+               {"mem_total_bytes", m.mem_total}});
+}
+
 std::string encode(const sandbox_info& info) { return dump(to_json(info)); }
 
 std::string encode(const std::vector<sandbox_info>& list) {

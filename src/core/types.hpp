@@ -222,6 +222,21 @@ struct usage_sample {
   int64_t cpu_ns = 0;
 };
 
+/// One sample of what a sandbox uses (GET /v1/sandboxes/{id}/metrics, E2B's
+/// SandboxMetric): its cgroup's CPU time and memory.
+struct sandbox_metric {
+  /// When it was taken, Unix ms.
+  int64_t timestamp_ms = 0;
+  /// CPUs the sandbox may use (its spec's cpu, rounded up).
+  int64_t cpu_count = 0;
+  /// CPU used since the previous sample (or since the sandbox started), in
+  /// percent of cpu_count CPUs.
+  double cpu_used_pct = 0;
+  /// Memory in RAM charged to it now, and its limit, bytes.
+  int64_t mem_used = 0;
+  int64_t mem_total = 0;
+};
+
 /// What GET /v1/sandboxes/{id} returns.
 struct sandbox_info {
   std::string id;

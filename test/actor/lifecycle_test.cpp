@@ -39,6 +39,7 @@ struct world {
   bool fail_create = false;
   bool fail_resume = false;
   bool no_dir = false; // the fake backend makes no sandbox dir: keeping the record fails
+  int64_t cpu_ns = 0;  // what usage() reports as the CPU time used
   std::vector<std::function<void(std::string)>> exit_hooks;
 };
 
@@ -114,6 +115,12 @@ class fake_sandbox final : public backends::sandbox {
   }
   status set_network(const network_policy&) override {
     return paused_ ? status{unavailable("frozen")} : status{};
+  }
+  expected<usage_sample> usage() override {
+    usage_sample u;
+    u.resident_bytes = 64 << 20;
+    u.cpu_ns = w_->cpu_ns;
+    return u;
   }
 
  private:
@@ -689,6 +696,18 @@ TEST_CASE_METHOD(fixture, "wire types survive serialization", "[actor][wire]") {
   CHECK(n2.backends[0].accel_reason == "no /dev/kvm");
   CHECK_FALSE(n2.backends[1].available);
   CHECK(n2.backends[1].reason == "why");
+  sandbox_metric m;
+  m.timestamp_ms = 1'700'000'000'000;
+  m.cpu_count = 2;
+  m.cpu_used_pct = 37.5;
+  m.mem_used = 1 << 20;
+  m.mem_total = 512 << 20;
+  auto m2 = round_trip(*sys, m);
+  CHECK(m2.timestamp_ms == m.timestamp_ms);
+  CHECK(m2.cpu_count == 2);
+  CHECK(m2.cpu_used_pct == 37.5);
+  CHECK(m2.mem_used == m.mem_used);
+  CHECK(m2.mem_total == m.mem_total);
   auto err = from_caf(to_caf(error{errc::conflict, "request_id reused"}));
   CHECK(err.code == errc::conflict);
   CHECK(err.message == "request_id reused");
@@ -897,4 +916,87 @@ TEST_CASE_METHOD(fixture, "setttl moves the end of a sandbox from now", "[actor]
   REQUIRE(b.ok());
   CHECK(ask<sandbox_info>(setttl_atom::value, b->id, int64_t{-1}).err().code
         == errc::invalid_argument);
+}
+
+TEST_CASE_METHOD(fixture, "a sandbox actor that exits abnormally leaves a failed row",
+                 "[actor][supervision]") {
+  auto s = spec();
+  s.request_id = "req-1";
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  auto b = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(b.ok());
+  auto targets = ask<std::vector<reclaim_target>>(usage_atom::value);
+  REQUIRE(targets.ok());
+  auto it = std::find_if(targets->begin(), targets->end(),
+                         [&](const reclaim_target& t) { return t.id == a->id; });
+  REQUIRE(it != targets->end());
+  caf::anon_send_exit(it->actor, caf::exit_reason::kill);
+  drive();
+
+  // Listed as failed with the exit reason; the other sandbox is untouched.
+  auto all = ask<std::vector<sandbox_info>>(list_atom::value, label_map{});
+  REQUIRE(all->size() == 2);
+  for (auto& i : *all) {
+    if (i.id == a->id) {
+      CHECK(i.state == sandbox_state::failed);
+      CHECK(i.reason.find("sandbox actor exited") != std::string::npos);
+    } else {
+      CHECK(i.state == sandbox_state::running);
+    }
+  }
+  auto got = ask<sandbox_info>(info_atom::value, a->id);
+  REQUIRE(got.ok());
+  CHECK(got->state == sandbox_state::failed);
+  // Calls on it fail at once, naming the cause.
+  exec_request req;
+  req.argv = {"true"};
+  auto r = ask<exec_result>(exec_atom::value, a->id, req, uint64_t{0});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("failed") != std::string::npos);
+  CHECK(ask<exec_result>(exec_atom::value, b->id, req, uint64_t{0}).ok());
+
+  // Its request_id is free: the same key makes a new sandbox.
+  auto again = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(again.ok());
+  CHECK(again->id != a->id);
+  CHECK(again->state == sandbox_state::running);
+
+  // destroy removes the row, once; the new sandbox keeps its key.
+  CHECK(*ask<bool>(destroy_atom::value, a->id));
+  CHECK_FALSE(*ask<bool>(destroy_atom::value, a->id));
+  CHECK(ask<sandbox_info>(info_atom::value, a->id).err().code == errc::not_found);
+  auto same = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(same.ok());
+  CHECK(same->id == again->id);
+}
+
+TEST_CASE_METHOD(fixture, "a destroyed sandbox's normal exit changes nothing",
+                 "[actor][supervision]") {
+  auto a = ask<sandbox_info>(create_atom::value, spec());
+  REQUIRE(a.ok());
+  CHECK(*ask<bool>(destroy_atom::value, a->id));
+  drive();
+  CHECK(ask<std::vector<sandbox_info>>(list_atom::value, label_map{})->empty());
+  CHECK(ask<node_status>(status_atom::value)->destroys_total == 1);
+}
+
+TEST_CASE_METHOD(fixture, "metrics: CPU since the last sample and memory of the sandbox",
+                 "[actor][metrics]") {
+  auto s = spec();
+  s.cpu = 2;
+  s.memory_mb = 256;
+  auto a = ask<sandbox_info>(create_atom::value, s);
+  REQUIRE(a.ok());
+  auto m = ask<sandbox_metric>(sbmetrics_atom::value, a->id);
+  REQUIRE(m.ok());
+  CHECK(m->cpu_count == 2);
+  CHECK(m->mem_used == 64 << 20);
+  CHECK(m->mem_total == int64_t{256} << 20);
+  CHECK(m->timestamp_ms >= a->created_at_ms);
+  CHECK(m->cpu_used_pct >= 0);
+  CHECK(m->cpu_used_pct <= 100);
+  CHECK(ask<sandbox_metric>(sbmetrics_atom::value, std::string{"n-test.nope"}).err().code
+        == errc::not_found);
 }

@@ -59,6 +59,23 @@ TEST_CASE("a sandbox answer has what the SDK reads", "[unit][e2b]") {
   CHECK(json::parse(error_body(404, "gone")) == json{{"code", 404}, {"message", "gone"}});
 }
 
+TEST_CASE("a metrics answer is E2B's SandboxMetric array", "[unit][e2b]") {
+  sandbox_metric m;
+  m.timestamp_ms = 1'700'000'000'123;
+  m.cpu_count = 2;
+  m.cpu_used_pct = 12.5;
+  m.mem_used = 64 << 20;
+  m.mem_total = 512 << 20;
+  auto j = json::parse(encode_metrics(m));
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 1);
+  CHECK(j[0]["timestamp"] == "2023-11-14T22:13:20.123Z");
+  CHECK(j[0]["cpuCount"] == 2);
+  CHECK(j[0]["cpuUsedPct"] == 12.5);
+  CHECK(j[0]["memUsed"] == 64 << 20);
+  CHECK(j[0]["memTotal"] == 512 << 20);
+}
+
 TEST_CASE("list queries filter by metadata and state and page", "[unit][e2b]") {
   // The SDK encodes metadata twice: one parameter holding k=v&k2=v2.
   auto q = parse_list_query({{"metadata", "job=7&name=a+b%26c"}, {"state", "running,paused"},

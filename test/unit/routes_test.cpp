@@ -41,6 +41,7 @@ TEST_CASE("routes map methods and paths to actions", "[routes]") {
     {"GET", "/v1/sandboxes/n-1.abc/processes/42", route::get_process},
     {"DELETE", "/v1/sandboxes/n-1.abc/processes/42", route::kill_process},
     {"POST", "/v1/sandboxes/n-1.abc/processes/42/kill", route::kill_process},
+    {"GET", "/v1/sandboxes/n-1.abc/metrics", route::sandbox_metrics},
   };
   for (auto& r : rows) {
     INFO(r.method << " " << r.target);
@@ -59,6 +60,9 @@ TEST_CASE("route errors: unknown path 404, wrong method 405", "[routes]") {
   CHECK_FALSE(na);
   auto b = parse_route("PUT", "/v1/sandboxes/x", na);
   REQUIRE_FALSE(b.ok());
+  CHECK(na);
+  auto m = parse_route("POST", "/v1/sandboxes/x/metrics", na);
+  REQUIRE_FALSE(m.ok());
   CHECK(na);
   auto c = parse_route("GET", "/v1/sandboxes/x/files?path=%zz", na);
   REQUIRE_FALSE(c.ok());

@@ -25,7 +25,7 @@ from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument, Unavailable
 from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
-from .types import ProcessInfo, ProcessStatus
+from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import AsyncProcess, _pid, _processes, _signo
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
@@ -203,6 +203,10 @@ class AsyncSandbox(_Handle):
         """The sandbox's changes as a snapshot layer (see Sandbox.snapshot)."""
         d = await self._client._call("snapshot", (self.id,) + _spec.snapshot_args(name, version))
         return SnapshotInfo(**d)
+
+    async def metrics(self) -> SandboxMetrics:
+        """One sample of the sandbox's CPU and memory use (see Sandbox.metrics)."""
+        return SandboxMetrics._from_native(await self._client._call("metrics", (self.id,)))
 
     async def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
         """Replaces the network allow-list (see Sandbox.set_network)."""

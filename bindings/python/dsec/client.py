@@ -16,7 +16,7 @@ from . import _spec
 from .errors import Error
 from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
-from .types import ProcessInfo, ProcessStatus
+from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import Process, _pid, _processes, _signo
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
@@ -160,6 +160,11 @@ class Sandbox(_Handle):
         branches any number of sandboxes from this point."""
         d = self._client._call("snapshot", (self.id,) + _spec.snapshot_args(name, version))
         return SnapshotInfo(**d)
+
+    def metrics(self) -> SandboxMetrics:
+        """One sample of the sandbox's CPU (since the previous sample) and
+        memory use. A paused sandbox stays paused."""
+        return SandboxMetrics._from_native(self._client._call("metrics", (self.id,)))
 
     def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
         """Replaces the network allow-list (``host:port``, ``cidr:port``,

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 __all__ = ["ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
-           "ProcessInfo", "ProcessStatus"]
+           "ProcessInfo", "ProcessStatus", "SandboxMetrics"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,26 @@ class SnapshotInfo:
     layers: List[str]
     size_bytes: int
     duration_ms: float
+
+
+@dataclass(frozen=True)
+class SandboxMetrics:
+    """One sample of what a sandbox uses, from its cgroup.
+
+    ``cpu_used_pct`` is the CPU it used since the previous sample (or since
+    it started), in percent of its ``cpu_count`` CPUs; memory is in bytes.
+    """
+
+    timestamp: float  # Unix seconds
+    cpu_count: int
+    cpu_used_pct: float
+    mem_used_bytes: int
+    mem_total_bytes: int
+
+    @classmethod
+    def _from_native(cls, d) -> "SandboxMetrics":
+        d = dict(d)
+        return cls(timestamp=d.pop("timestamp_ms") / 1000.0, **d)
 
 
 @dataclass(frozen=True)
