@@ -165,10 +165,16 @@ expected<route> parse_route(std::string_view method, std::string_view target,
         if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string_view::npos)
           return invalid_argument("pid: must be a positive integer, got \"" + std::string{p} + "\"");
         r.pid = static_cast<int32_t>(std::stol(std::string{p}));
-        if (seg.size() == 5)
-          return want("GET", route::get_process) || want("DELETE", route::kill_process)
-                   ? expected<route>{r}
-                   : not_allowed();
+        if (seg.size() == 5) {
+          if (!(want("GET", route::get_process) || want("DELETE", route::kill_process)))
+            return not_allowed();
+          // Push streams (issue 24 part 2): the follow form of a GET.
+          if (auto f = r.query.find("follow"); r.kind == route::get_process
+                                               && f != r.query.end()
+                                               && (f->second == "1" || f->second == "true"))
+            r.kind = route::follow_process;
+          return r;
+        }
         if (seg[5] == "kill")
           return want("POST", route::kill_process) ? expected<route>{r} : not_allowed();
       }

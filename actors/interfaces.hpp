@@ -97,6 +97,20 @@ using sandbox_api = caf::typed_actor<
   caf::replies_to<procs_atom, std::string>::with<std::vector<process_info>>,
   caf::replies_to<proc_atom, std::string, int32_t, int64_t>::with<background_process>,
   caf::replies_to<signal_atom, std::string, int32_t, int32_t, bool>::with<bool>,
+  // -- push streams (issue 24 part 2)
+  /// follow(id, pid, sink, token): the background command's output goes to
+  /// `sink` as (stream_atom, token, exec_chunk): a subscribed_stream chunk
+  /// (actors/chunk_relay.hpp), what it printed before (as much as the
+  /// sandbox keeps), then live output; answered when it ends,
+  /// with its exit status and no output (all of it went to the sink first).
+  /// Ends early, answered as it stands, when the sink goes down.
+  caf::replies_to<follow_atom, std::string, int32_t, caf::actor, uint64_t>::with<background_process>,
+  /// watch(id, path, recursive, sink, token): the directory's changes go to
+  /// `sink` as chunks (actors/chunk_relay.hpp: subscribed_stream, then
+  /// watch_event_stream); answered when the watch ends (the sink went down:
+  /// true; the sandbox or the directory went away: an error).
+  caf::replies_to<watch_atom, std::string, std::string, bool, caf::actor, uint64_t>::with<bool>,
+  // -- end push streams
   caf::replies_to<wfile_atom, std::string, std::string, std::string>::with<bool>,
   caf::replies_to<rfile_atom, std::string, std::string, uint64_t>::with<std::string>,
   caf::replies_to<pause_atom, std::string>::with<sandbox_info>,
@@ -129,6 +143,10 @@ using sandbox_actor = caf::typed_actor<
   caf::replies_to<procs_atom>::with<std::vector<process_info>>,
   caf::replies_to<proc_atom, int32_t, int64_t>::with<background_process>,
   caf::replies_to<signal_atom, int32_t, int32_t, bool>::with<bool>,
+  // -- push streams (issue 24 part 2): as sandbox_api's, without the id.
+  caf::replies_to<follow_atom, int32_t, caf::actor, uint64_t>::with<background_process>,
+  caf::replies_to<watch_atom, std::string, bool, caf::actor, uint64_t>::with<bool>,
+  // -- end push streams
   caf::replies_to<wfile_atom, std::string, std::string>::with<bool>,
   caf::replies_to<rfile_atom, std::string, uint64_t>::with<std::string>,
   caf::replies_to<pause_atom>::with<sandbox_info>,

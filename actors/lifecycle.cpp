@@ -507,6 +507,22 @@ lifecycle_actor::behavior_type lifecycle_behavior(lifecycle_actor_ptr self, node
         return self->delegate(e.actor, signal_atom::value, pid, signo, group);
       });
     },
+    // -- push streams (issue 24 part 2): to the sandbox actor, which sends the
+    // sink the output or events (actors/sandbox_procs.hpp, sandbox_watch.hpp).
+    [self](follow_atom, const std::string& id, int32_t pid, caf::actor& sink,
+           uint64_t token) -> caf::result<background_process> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<background_process> {
+        return self->delegate(e.actor, follow_atom::value, pid, std::move(sink), token);
+      });
+    },
+    [self](watch_atom, const std::string& id, std::string& path, bool recursive,
+           caf::actor& sink, uint64_t token) -> caf::result<bool> {
+      return with_sandbox(self, id, [&](sandbox_entry& e) -> caf::result<bool> {
+        return self->delegate(e.actor, watch_atom::value, std::move(path), recursive,
+                              std::move(sink), token);
+      });
+    },
+    // -- end push streams
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto it = self->state.sandboxes.find(id);
       if (it != self->state.sandboxes.end())

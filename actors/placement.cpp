@@ -393,6 +393,20 @@ placement_actor::behavior_type placement_behavior(placement_actor_ptr self, node
                     bool group) -> caf::result<bool> {
       return routed<bool>(self, id, timeout, signal_atom::value, id, pid, signo, group);
     },
+    // -- push streams (issue 24 part 2): the sink may be on any node, like
+    // stream's; the answer comes when the command or the watch ends, so the
+    // route waits as long (a peer that drops fails it at once).
+    [self](follow_atom, std::string& id, int32_t pid, caf::actor& sink,
+           uint64_t token) -> caf::result<background_process> {
+      return routed<background_process>(self, id, caf::infinite, follow_atom::value, id, pid,
+                                        std::move(sink), token);
+    },
+    [self](watch_atom, std::string& id, std::string& path, bool recursive, caf::actor& sink,
+           uint64_t token) -> caf::result<bool> {
+      return routed<bool>(self, id, caf::infinite, watch_atom::value, id, std::move(path),
+                          recursive, std::move(sink), token);
+    },
+    // -- end push streams
     [self](cancel_atom, const std::string& id, uint64_t token) {
       auto r = route_of(self, id);
       if (r.kind == route::local) {

@@ -81,6 +81,10 @@ class container_sandbox final : public sandbox,
   // container_pause.cpp.
   status set_cpu_class(const std::string& cls) override;
 
+  // Directory watches with inotify on the node's view of the root: dir_watch.cpp.
+  expected<std::shared_ptr<dir_watch>> watch_dir(const std::string& path, bool recursive,
+                                                 watch_callbacks cb) override;
+
   // Process table and signals: through init, over the channel.
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,
