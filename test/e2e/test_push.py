@@ -12,7 +12,9 @@ import threading
 import time
 import urllib.parse
 
-from dsec_harness import assert_error, wait_for
+import pytest
+
+from dsec_harness import Node, _finish_node, assert_error, wait_for
 
 
 def q(sid):
@@ -155,3 +157,53 @@ def test_a_follow_ends_with_its_sandbox(client):
     assert output(events) == "up\n", events
     # The stream ends with the reason, in the error form of a streamed exec.
     assert "error" in events[-1][1] or events[-1][1].get("type") == "exit", events
+
+
+# -- across nodes ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pair(dsec_bin, store):
+    """Two joined nodes."""
+    first = Node(dsec_bin, store).start()
+    second = Node(dsec_bin, store, extra_args=["--join", f"127.0.0.1:{first.listen_port}"]).start()
+    ids = {first.node_id, second.node_id}
+
+    def alive(n):
+        status, out = n.client.call("GET", "/v1/nodes")
+        return status == 200 and {m["id"] for m in out.get("nodes", [])
+                                  if m.get("state") == "alive"} == ids
+
+    for n in (first, second):
+        wait_for(lambda: alive(n), 30, what=f"{n.node_id} to see both members")
+    yield first, second
+    for n in (first, second):
+        _finish_node(n)
+
+
+def test_followers_on_another_node_get_the_output_once(pair):
+    first, second = pair
+    sid = first.client.create_ok(node=second.node_id, cpu=1, memory_mb=256)
+    pid = bg(first.client, sid, "echo early; sleep 1; for i in 1 2 3; do echo n$i; done; "
+                                "sleep 0.3; exit 2")
+    wait_for(lambda: "early" in second.client.call(
+        "GET", f"/v1/sandboxes/{q(sid)}/processes/{pid}")[1].get("stdout", ""), 10,
+        what="the early output")
+    results = {}
+
+    def run(name, client):
+        results[name] = follow(client, sid, pid)
+
+    # One follower through the owner, one through the other node (its sink,
+    # the gateway's relay, lives there); both come late.
+    threads = [threading.Thread(target=run, args=(n, c))
+               for n, c in (("remote", first.client), ("owner", second.client))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for name, events in results.items():
+        assert output(events) == "early\nn1\nn2\nn3\n", (name, events)
+        assert events[-1][1]["type"] == "exit" and events[-1][1]["exit_code"] == 2, (name, events)
+    assert set(results) == {"remote", "owner"}
+    first.client.delete(sid)
