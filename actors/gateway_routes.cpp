@@ -87,6 +87,79 @@ expected<std::string> url_decode(std::string_view s) {
   return out;
 }
 
+namespace {
+
+/// One REST route: a method and a path pattern whose `{id}` segment is a
+/// sandbox id (percent-decoded) and `{pid}` a process id (digits). Adding a
+/// route is adding a row; the unit test walks this table.
+struct route_row {
+  std::string_view method;
+  std::string_view pattern;
+  route::kind_t kind;
+};
+
+constexpr route_row route_table[] = {
+  {"GET", "/healthz", route::healthz},
+  {"GET", "/metrics", route::metrics},
+  {"GET", "/v1/layers", route::list_layers},
+  {"GET", "/v1/nodes", route::list_nodes},
+  {"POST", "/v1/fncall", route::fncall},
+  {"POST", "/v1/sandboxes:batch", route::create_batch},
+  {"POST", "/v1/sandboxes:pause", route::pause_job},
+  {"POST", "/v1/sandboxes:resume", route::resume_job},
+  {"POST", "/v1/sandboxes", route::create},
+  {"GET", "/v1/sandboxes", route::list_sandboxes},
+  {"GET", "/v1/sandboxes/{id}", route::get_sandbox},
+  {"DELETE", "/v1/sandboxes/{id}", route::delete_sandbox},
+  {"PATCH", "/v1/sandboxes/{id}", route::update_sandbox},
+  {"POST", "/v1/sandboxes/{id}/exec", route::exec},
+  {"PUT", "/v1/sandboxes/{id}/files", route::put_file},
+  {"GET", "/v1/sandboxes/{id}/files", route::get_file},
+  {"POST", "/v1/sandboxes/{id}/pause", route::pause},
+  {"POST", "/v1/sandboxes/{id}/resume", route::resume},
+  {"POST", "/v1/sandboxes/{id}/snapshot", route::snapshot},
+  {"PUT", "/v1/sandboxes/{id}/network", route::set_network},
+  {"GET", "/v1/sandboxes/{id}/trajectory", route::trajectory},
+  {"POST", "/v1/sandboxes/{id}/replay", route::replay},
+  {"GET", "/v1/sandboxes/{id}/processes", route::list_processes},
+  {"GET", "/v1/sandboxes/{id}/processes/{pid}", route::get_process},
+  {"DELETE", "/v1/sandboxes/{id}/processes/{pid}", route::kill_process},
+  {"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", route::kill_process},
+};
+
+/// Whether `seg` has the shape of `pattern` (placeholders match any segment).
+bool same_shape(const std::vector<std::string_view>& seg, std::string_view pattern) {
+  auto pat = split_path(pattern);
+  if (pat.size() != seg.size())
+    return false;
+  for (size_t i = 0; i < pat.size(); ++i)
+    if (pat[i].front() != '{' && pat[i] != seg[i])
+      return false;
+  return true;
+}
+
+/// Fills `r`'s placeholders from a path of `pattern`'s shape.
+status bind_placeholders(const std::vector<std::string_view>& seg, std::string_view pattern,
+                         route& r) {
+  auto pat = split_path(pattern);
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (pat[i] == "{id}") {
+      auto id = url_decode(seg[i]);
+      if (!id)
+        return invalid_argument("sandbox id: invalid percent-encoding");
+      r.id = std::move(*id);
+    } else if (pat[i] == "{pid}") {
+      auto p = seg[i];
+      if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string_view::npos)
+        return invalid_argument("pid: must be a positive integer, got \"" + std::string{p} + "\"");
+      r.pid = static_cast<int32_t>(std::stol(std::string{p}));
+    }
+  }
+  return {};
+}
+
+} // namespace
+
 expected<route> parse_route(std::string_view method, std::string_view target,
                             bool& method_not_allowed) {
   method_not_allowed = false;
@@ -97,90 +170,30 @@ expected<route> parse_route(std::string_view method, std::string_view target,
     if (auto st = parse_query(target.substr(qpos + 1), r); !st)
       return st.err();
   auto seg = split_path(path);
-  auto want = [&](std::string_view m, route::kind_t k) {
-    if (method == m) {
-      r.kind = k;
-      return true;
-    }
-    return false;
-  };
-  auto not_allowed = [&]() -> expected<route> {
-    method_not_allowed = true;
-    return invalid_argument("method " + std::string{method} + " is not allowed on "
-                            + std::string{path});
-  };
-  if (seg.size() == 1 && seg[0] == "healthz")
-    return want("GET", route::healthz) ? expected<route>{r} : not_allowed();
-  if (seg.size() == 1 && seg[0] == "metrics")
-    return want("GET", route::metrics) ? expected<route>{r} : not_allowed();
-  if (seg.size() >= 2 && seg[0] == "v1") {
-    if (seg.size() == 2 && seg[1] == "layers")
-      return want("GET", route::list_layers) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "nodes")
-      return want("GET", route::list_nodes) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "fncall")
-      return want("POST", route::fncall) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "sandboxes:batch")
-      return want("POST", route::create_batch) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "sandboxes:pause")
-      return want("POST", route::pause_job) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "sandboxes:resume")
-      return want("POST", route::resume_job) ? expected<route>{r} : not_allowed();
-    if (seg.size() == 2 && seg[1] == "sandboxes")
-      return want("POST", route::create) || want("GET", route::list_sandboxes)
-               ? expected<route>{r}
-               : not_allowed();
-    if (seg.size() >= 3 && seg[1] == "sandboxes") {
-      auto id = url_decode(seg[2]);
-      if (!id)
-        return invalid_argument("sandbox id: invalid percent-encoding");
-      r.id = *id;
-      if (seg.size() == 3)
-        return want("GET", route::get_sandbox) || want("DELETE", route::delete_sandbox)
-                   || want("PATCH", route::update_sandbox)
-                 ? expected<route>{r}
-                 : not_allowed();
-      if (seg.size() == 4 && seg[3] == "exec")
-        return want("POST", route::exec) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "files")
-        return want("PUT", route::put_file) || want("GET", route::get_file)
-                 ? expected<route>{r}
-                 : not_allowed();
-      if (seg.size() == 4 && seg[3] == "pause")
-        return want("POST", route::pause) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "resume")
-        return want("POST", route::resume) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "snapshot")
-        return want("POST", route::snapshot) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "network")
-        return want("PUT", route::set_network) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "trajectory")
-        return want("GET", route::trajectory) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "replay")
-        return want("POST", route::replay) ? expected<route>{r} : not_allowed();
-      if (seg.size() == 4 && seg[3] == "processes")
-        return want("GET", route::list_processes) ? expected<route>{r} : not_allowed();
-      if (seg.size() >= 5 && seg.size() <= 6 && seg[3] == "processes") {
-        auto p = seg[4];
-        if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string_view::npos)
-          return invalid_argument("pid: must be a positive integer, got \"" + std::string{p} + "\"");
-        r.pid = static_cast<int32_t>(std::stol(std::string{p}));
-        if (seg.size() == 5) {
-          if (!(want("GET", route::get_process) || want("DELETE", route::kill_process)))
-            return not_allowed();
-          // Push streams (issue 24 part 2): the follow form of a GET.
-          if (auto f = r.query.find("follow"); r.kind == route::get_process
-                                               && f != r.query.end()
-                                               && (f->second == "1" || f->second == "true"))
-            r.kind = route::follow_process;
-          return r;
-        }
-        if (seg[5] == "kill")
-          return want("POST", route::kill_process) ? expected<route>{r} : not_allowed();
-      }
-    }
+  const route_row* shape = nullptr;
+  for (auto& row : route_table) {
+    if (!same_shape(seg, row.pattern))
+      continue;
+    shape = &row;
+    if (row.method != method)
+      continue;
+    if (auto st = bind_placeholders(seg, row.pattern, r); !st)
+      return st.err();
+    r.kind = row.kind;
+    // Push streams (issue 24 part 2): the follow form of a process GET.
+    if (auto f = r.query.find("follow"); r.kind == route::get_process && f != r.query.end()
+                                         && (f->second == "1" || f->second == "true"))
+      r.kind = route::follow_process;
+    return r;
   }
-  return not_found("no route for " + std::string{method} + " " + std::string{path});
+  if (!shape)
+    return not_found("no route for " + std::string{method} + " " + std::string{path});
+  // The path is known: its placeholders are still checked before the method.
+  if (auto st = bind_placeholders(seg, shape->pattern, r); !st)
+    return st.err();
+  method_not_allowed = true;
+  return invalid_argument("method " + std::string{method} + " is not allowed on "
+                          + std::string{path});
 }
 
 int http_status_of(errc code) {
