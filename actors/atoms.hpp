@@ -64,7 +64,7 @@ using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using died_atom = caf::atom_constant<caf::atom("died")>;
 using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
 // -- push streams (issue 24 part 2): a background command's output and a
-// directory's changes pushed to sinks (actors/sandbox_streams.hpp).
+// directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
 using follow_atom = caf::atom_constant<caf::atom("follow")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 
