@@ -65,5 +65,9 @@ using state_atom = caf::atom_constant<caf::atom("state")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using died_atom = caf::atom_constant<caf::atom("died")>;
 using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
+// -- push streams (issue 24 part 2): a background command's output and a
+// directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
+using follow_atom = caf::atom_constant<caf::atom("follow")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
 
 } // namespace dsec

@@ -4,9 +4,11 @@
 //
 // A command (Start) runs as a dsec background command, so it has its pid at
 // once, outlives the request like E2B's, and any peer can Connect to it, list
-// it and signal it. Its output reaches the stream by waiting on the process
-// (proc_atom with a wait): a command that ends answers at once, a running one
-// sends what it printed every `poll_wait` and a keepalive when silent.
+// it and signal it. Its output is pushed to the stream (the follow row of
+// interfaces.hpp): the sandbox actor sends every chunk to a relay that
+// writes it as a data event as it comes, a Connect first gets what the
+// command printed before; a silent stream gets a keepalive. WatchDir is
+// pushed the same way (the watch row: inotify events from the backend).
 #include "actors/e2b_gateway.hpp"
 
 #include <atomic>
@@ -15,8 +17,10 @@
 
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/chunk_relay.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/e2b_codec.hpp"
+#include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 
@@ -26,10 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto call_timeout = std::chrono::seconds(60);
-/// How long one wait on a running command lasts: the most its output lags
-/// behind (a command that ends is answered at once).
-constexpr int64_t poll_wait_ms = 200;
+/// Bound on a unary call through the front door (core/clock.hpp).
+constexpr auto call_timeout = call_wait(hop::front);
 /// A silent stream gets a keepalive event this often, well under undici's
 /// 300 s body timeout.
 constexpr auto keepalive_every = std::chrono::seconds(30);
@@ -77,71 +79,83 @@ void unimplemented(const http_call& c, const std::string& what, bool streaming) 
 
 // -- process output streams ---------------------------------------------------------
 
-/// One Start or Connect stream following a background command.
-struct proc_stream {
-  gateway_ref g;
-  http_call c;
-  std::string id;
-  int32_t pid = 0;
-  size_t out_sent = 0;
-  size_t err_sent = 0;
-  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
-  std::atomic<bool> gone{false};
-};
-
-void send_delta(proc_stream& s, const std::string& data, size_t& sent, int stream) {
-  while (sent < data.size()) {
+/// Writes a data event per at most max_event_bytes of `data`.
+void send_data(const http_call& c, int stream, const std::string& data) {
+  for (size_t sent = 0; sent < data.size();) {
     auto n = std::min(max_event_bytes, data.size() - sent);
-    s.c->write_chunk(envelope(0, data_event(stream, std::string_view{data}.substr(sent, n))));
+    c->write_chunk(envelope(0, data_event(stream, std::string_view{data}.substr(sent, n))));
     sent += n;
-    s.last_write = std::chrono::steady_clock::now();
   }
 }
 
-void follow(std::shared_ptr<proc_stream> s, int64_t wait_ms) {
-  auto bound = caf::duration{std::chrono::milliseconds(wait_ms) + call_timeout};
-  s->g.self->request(s->g.front, bound, proc_atom::value, s->id, s->pid, wait_ms)
+/// The relay a Start or Connect stream's output is pushed to: each chunk a
+/// data event; a keepalive when silent. A Connect's stream opens (start
+/// event) once the subscription is set (`open` false until then).
+caf::actor spawn_output_relay(const gateway_ref& g, const http_call& c, int32_t pid,
+                              std::shared_ptr<std::atomic<bool>> open) {
+  return spawn_chunk_relay(
+    g.self,
+    [c, pid, open](exec_chunk chunk) {
+      if (chunk.stream == subscribed_stream && !open->exchange(true)) {
+        c->begin_stream(200, connect_json);
+        c->write_chunk(envelope(0, start_event(pid)));
+      }
+      if (chunk.stream == 1 || chunk.stream == 2)
+        send_data(c, chunk.stream, chunk.data);
+    },
+    std::chrono::duration_cast<std::chrono::milliseconds>(keepalive_every), [c, open] {
+      if (*open)
+        c->write_chunk(envelope(0, keepalive_event()));
+    });
+}
+
+/// The last events of a followed command: its end, then end-of-stream.
+void end_process_stream(const http_call& c, int32_t pid, const exec_result& res) {
+  if (res.timed_out) {
+    c->write_chunk(end_of_stream("deadline_exceeded", "command " + std::to_string(pid)
+                                                        + " ran past its timeout and was killed"));
+  } else {
+    c->write_chunk(envelope(0, end_event(res)));
+    c->write_chunk(end_of_stream());
+  }
+  c->end_stream();
+}
+
+/// Follows command `pid` into the open stream: its output as the sandbox
+/// pushes it, then its end. `opened` is false for a Connect whose start event
+/// waits for the subscription (a pid that is not there stays a plain error).
+void follow_into(const gateway_ref& g, const http_call& c, const std::string& id, int32_t pid,
+                 bool opened) {
+  auto open = std::make_shared<std::atomic<bool>>(opened);
+  auto relay = spawn_output_relay(g, c, pid, open);
+  // A client that leaves unsubscribes (the sandbox actor monitors the
+  // relay); the command goes on.
+  c->on_disconnect([relay] { caf::anon_send_exit(relay, caf::exit_reason::user_shutdown); });
+  auto self = g.self;
+  auto drain = [self, relay](std::function<void()> then) {
+    drain_chunk_relay(self, relay, std::move(then));
+  };
+  // No bound: answered when the command ends (a peer that drops fails it).
+  self->request(g.front, caf::infinite, follow_atom::value, id, pid, relay, uint64_t{0})
     .then(
-      [s](background_process& p) {
-        if (s->gone)
-          return; // the client left; the command goes on
-        send_delta(*s, p.result.stdout_data, s->out_sent, 1);
-        send_delta(*s, p.result.stderr_data, s->err_sent, 2);
-        if (!p.running) {
-          if (p.result.timed_out) {
-            s->c->write_chunk(end_of_stream("deadline_exceeded",
-                                            "command " + std::to_string(s->pid)
-                                              + " ran past its timeout and was killed"));
-          } else {
-            s->c->write_chunk(envelope(0, end_event(p.result)));
-            s->c->write_chunk(end_of_stream());
-          }
-          return s->c->end_stream();
-        }
-        if (std::chrono::steady_clock::now() - s->last_write > keepalive_every) {
-          s->c->write_chunk(envelope(0, keepalive_event()));
-          s->last_write = std::chrono::steady_clock::now();
-        }
-        follow(s, poll_wait_ms);
+      [c, pid, drain](background_process& p) {
+        drain([c, pid, res = std::move(p.result)] { end_process_stream(c, pid, res); });
       },
-      [s](caf::error& err) {
-        auto e = from_caf(err);
-        s->c->write_chunk(end_of_stream(connect_code(e.code), e.message));
-        s->c->end_stream();
+      [c, open, drain](caf::error& err) {
+        drain([c, open, e = from_caf(err)] {
+          if (!open->exchange(true))
+            return stream_error(c, e);
+          c->write_chunk(end_of_stream(connect_code(e.code), e.message));
+          c->end_stream();
+        });
       });
 }
 
-/// Opens the stream with the start event and follows the command.
+/// Start: opens the stream with the start event and follows the command.
 void open_stream(const gateway_ref& g, const http_call& c, const std::string& id, int32_t pid) {
-  auto s = std::make_shared<proc_stream>();
-  s->g = g;
-  s->c = c;
-  s->id = id;
-  s->pid = pid;
-  c->on_disconnect([s] { s->gone = true; });
   c->begin_stream(200, connect_json);
   c->write_chunk(envelope(0, start_event(pid)));
-  follow(s, poll_wait_ms);
+  follow_into(g, c, id, pid, true);
 }
 
 /// The message of a streaming request: enveloped for connect+json.
@@ -189,9 +203,7 @@ void process_connect(const gateway_ref& g, const http_call& c, const std::string
   auto pid = parse_selector(*msg);
   if (!pid)
     return stream_error(c, pid.err());
-  g.self->request(g.front, call_timeout, proc_atom::value, id, *pid, int64_t{0})
-    .then([g, c, id, pid = *pid](background_process&) { open_stream(g, c, id, pid); },
-          [c](caf::error& err) { stream_error(c, from_caf(err)); });
+  follow_into(g, c, id, *pid, false);
 }
 
 void process_list(const gateway_ref& g, const http_call& c, const std::string& id) {
@@ -261,75 +273,23 @@ void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
       on_rpc_error(c));
 }
 
-/// One WatchDir stream: the directory is listed every `watch_every` and the
-/// differences become create, write and remove events.
-struct dir_watch {
-  gateway_ref g;
-  http_call c;
-  std::string id;
-  std::string path;
-  int32_t depth = 1;
-  /// path -> (size, mtime ns) of the last listing.
-  std::map<std::string, std::pair<int64_t, int64_t>> seen;
-  std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
-  std::atomic<bool> gone{false};
-};
-
-constexpr auto watch_every = std::chrono::milliseconds(300);
-
-std::map<std::string, std::pair<int64_t, int64_t>> snapshot(const std::vector<fs_entry>& v) {
-  std::map<std::string, std::pair<int64_t, int64_t>> out;
-  for (auto& e : v)
-    out[e.path] = {e.size, e.mtime_ns};
-  return out;
+/// E2B's EventType name of a watch chunk's type (actors/chunk_relay.hpp).
+const char* event_type(const std::string& type) {
+  if (type == "create")
+    return "EVENT_TYPE_CREATE";
+  if (type == "write")
+    return "EVENT_TYPE_WRITE";
+  if (type == "remove")
+    return "EVENT_TYPE_REMOVE";
+  if (type == "rename")
+    return "EVENT_TYPE_RENAME";
+  return "EVENT_TYPE_CHMOD";
 }
 
-void watch_step(std::shared_ptr<dir_watch> w) {
-  w->g.self->request(w->g.front, call_timeout, fsop_atom::value, w->id, std::string{fs_ops::list},
-                     w->path, std::string{}, w->depth)
-    .then(
-      [w](std::vector<fs_entry>& v) {
-        if (w->gone)
-          return;
-        auto now = snapshot(v);
-        auto rel = [&](const std::string& p) {
-          return p.size() > w->path.size() ? p.substr(w->path == "/" ? 1 : w->path.size() + 1) : p;
-        };
-        auto emit = [&](const std::string& p, const char* type) {
-          w->c->write_chunk(envelope(0, watch_event(rel(p), type)));
-          w->last_write = std::chrono::steady_clock::now();
-        };
-        for (auto& [p, v] : now) {
-          auto it = w->seen.find(p);
-          if (it == w->seen.end())
-            emit(p, "EVENT_TYPE_CREATE");
-          else if (it->second != v)
-            emit(p, "EVENT_TYPE_WRITE");
-        }
-        for (auto& [p, v] : w->seen)
-          if (!now.count(p))
-            emit(p, "EVENT_TYPE_REMOVE");
-        w->seen = std::move(now);
-        auto t = std::chrono::steady_clock::now();
-        if (t >= w->deadline) {
-          w->c->write_chunk(end_of_stream());
-          return w->c->end_stream();
-        }
-        if (t - w->last_write > keepalive_every) {
-          w->c->write_chunk(envelope(0, R"({"keepalive":{}})"));
-          w->last_write = t;
-        }
-        w->g.self->delayed_send(w->g.self, watch_every, cont_atom::value,
-                                continuation{[w] { watch_step(w); }});
-      },
-      [w](caf::error& err) {
-        auto e = from_caf(err);
-        w->c->write_chunk(end_of_stream(connect_code(e.code), e.message));
-        w->c->end_stream();
-      });
-}
-
+/// WatchDir: the backend's events (inotify on a container) are pushed to a
+/// relay that writes each as it comes; the stream opens with the start event
+/// once the watch is set, and ends at the client's deadline
+/// (connect-timeout-ms), when the client leaves, or with the watch.
 void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) {
   auto msg = stream_message(c);
   if (!msg)
@@ -337,28 +297,68 @@ void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) 
   auto req = parse_watch(*msg);
   if (!req)
     return stream_error(c, req.err());
-  auto w = std::make_shared<dir_watch>();
-  w->g = g;
-  w->c = c;
-  w->id = id;
-  w->path = req->path;
-  w->depth = req->depth;
+  // parse_watch reads `recursive` as a depth: more than one level is recursive.
+  bool recursive = req->depth > 1;
+  auto open = std::make_shared<std::atomic<bool>>(false);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto relay = spawn_chunk_relay(
+    g.self,
+    [c, open](exec_chunk chunk) {
+      if (chunk.stream == subscribed_stream && !open->exchange(true)) {
+        c->begin_stream(200, connect_json);
+        c->write_chunk(envelope(0, R"({"start":{}})"));
+        return;
+      }
+      auto [type, name] = watch_chunk_parts(chunk);
+      if (!type.empty())
+        c->write_chunk(envelope(0, watch_event(name, event_type(type))));
+    },
+    std::chrono::duration_cast<std::chrono::milliseconds>(keepalive_every), [c, open] {
+      if (*open)
+        c->write_chunk(envelope(0, R"({"keepalive":{}})"));
+    });
+  c->on_disconnect([relay] { caf::anon_send_exit(relay, caf::exit_reason::user_shutdown); });
+  auto self = g.self;
+  // The client's deadline ends the stream cleanly; the watch ends with the
+  // relay (the sandbox actor monitors it).
   auto tmo = c->header("connect-timeout-ms");
   if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos
       && std::stoll(tmo) > 0)
-    w->deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoll(tmo));
-  g.self->request(g.front, call_timeout, fsop_atom::value, id, std::string{fs_ops::list}, w->path,
-                  std::string{}, w->depth)
+    self->delayed_send(self, std::chrono::milliseconds(std::stoll(tmo)), cont_atom::value,
+                       continuation{[self, c, relay, open, done] {
+                         drain_chunk_relay(self, relay, [c, open, done] {
+                           if (done->exchange(true))
+                             return;
+                           if (!open->exchange(true))
+                             c->begin_stream(200, connect_json);
+                           c->write_chunk(end_of_stream());
+                           c->end_stream();
+                         });
+                       }});
+  // No bound: answered when the watch ends.
+  self->request(g.front, caf::infinite, watch_atom::value, id, req->path, recursive, relay,
+                uint64_t{0})
     .then(
-      [w](std::vector<fs_entry>& v) {
-        w->seen = snapshot(v);
-        w->c->on_disconnect([w] { w->gone = true; });
-        w->c->begin_stream(200, connect_json);
-        w->c->write_chunk(envelope(0, R"({"start":{}})"));
-        w->g.self->delayed_send(w->g.self, watch_every, cont_atom::value,
-                                continuation{[w] { watch_step(w); }});
+      [self, c, relay, open, done](bool) {
+        drain_chunk_relay(self, relay, [c, open, done] {
+          if (done->exchange(true))
+            return;
+          if (!open->exchange(true))
+            c->begin_stream(200, connect_json);
+          c->write_chunk(end_of_stream());
+          c->end_stream();
+        });
       },
-      [c](caf::error& err) { stream_error(c, from_caf(err)); });
+      [self, c, relay, open, done](caf::error& err) {
+        drain_chunk_relay(self, relay, [c, open, done, e = from_caf(err)] {
+          if (done->exchange(true))
+            return;
+          if (!open->exchange(true))
+            return stream_error(c, e);
+          c->write_chunk(end_of_stream(connect_code(e.code), e.message));
+          c->end_stream();
+        });
+      });
 }
 
 // -- GET/POST /files, /health -----------------------------------------------------------

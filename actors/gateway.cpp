@@ -13,6 +13,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
 #include "actors/e2b_gateway.hpp"
+#include "actors/gateway_procs.hpp"
 #include "actors/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -513,6 +514,7 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::trajectory: return handle_trajectory(self, c, *r);
     case route::replay: return handle_replay(self, c, *r);
     case route::sandbox_metrics: return handle_metrics(self, c, *r);
+    case route::follow_process: return handle_follow_process(self, c, *r); // issue 24 part 2
   }
 }
 

@@ -181,6 +181,10 @@ expected<route> parse_route(std::string_view method, std::string_view target,
     if (auto st = bind_placeholders(seg, row.pattern, r); !st)
       return st.err();
     r.kind = row.kind;
+    // Push streams (issue 24 part 2): the follow form of a process GET.
+    if (auto f = r.query.find("follow"); r.kind == route::get_process && f != r.query.end()
+                                         && (f->second == "1" || f->second == "true"))
+      r.kind = route::follow_process;
     return r;
   }
   if (!shape)

@@ -43,6 +43,9 @@ struct route {
     trajectory,
     replay,
     sandbox_metrics,
+    /// GET .../processes/{pid}?follow=1: NDJSON as it comes (push streams,
+    /// issue 24 part 2; actors/gateway_procs.hpp).
+    follow_process,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

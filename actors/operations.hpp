@@ -313,11 +313,39 @@ struct sbmetrics_op : op<sbmetrics_atom, sandbox_metric> {
   static constexpr const char* name = "metrics";
 };
 
+/// Subscribes `sink` (caf::actor) to background process pid's output
+/// (actors/chunk_relay.hpp: a subscribed_stream chunk, what it printed
+/// before as far as the sandbox keeps it, then live output, tagged token);
+/// answered when the command ends, with its exit status and no output (all
+/// of it went to the sink), or as it stands when the sink goes down. The
+/// hops wait as long as the stream lasts: a dead owner fails it at once.
+struct follow_op : op<follow_atom, background_process, int32_t, caf::actor, uint64_t> {
+  static constexpr const char* name = "follow";
+  static constexpr bool resumes = true;
+  static wait_bound deadline(const waits&, const int32_t&, const caf::actor&, const uint64_t&) {
+    return std::nullopt;
+  }
+};
+
+/// Subscribes `sink` to the changes under directory path (recursive if the
+/// flag is set), as watch_event_stream chunks; answered true when the sink
+/// goes down, an error when the directory or the sandbox goes away. Waited
+/// for as long as it lasts, like follow.
+struct watch_op : op<watch_atom, bool, std::string, bool, caf::actor, uint64_t> {
+  static constexpr const char* name = "watch";
+  static constexpr bool resumes = true;
+  static wait_bound deadline(const waits&, const std::string&, const bool&, const caf::actor&,
+                             const uint64_t&) {
+    return std::nullopt;
+  }
+};
+
 /// Every operation on one sandbox. One line per operation.
 using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op, bgexec_op,
                               bgexec_stdin_op, stdin_op, procs_op, proc_op, signal_op, wfile_op,
                               rfile_op, fsop_op, setttl_op, pause_op, resume_op, snapshot_op,
-                              network_op, update_op, rebuilt_op, sbmetrics_op>;
+                              network_op, update_op, rebuilt_op, sbmetrics_op, follow_op,
+                              watch_op>;
 
 // -- deriving interface rows and lists ---------------------------------------------
 

@@ -18,6 +18,7 @@
 #include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_record.hpp"
+#include "actors/sandbox_watch.hpp" // push streams (issue 24 part 2)
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
@@ -422,6 +423,9 @@ sandbox_metric metric_of(const sandbox_actor_state& st, const usage_sample& u, c
 }
 
 sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
+  // -- push streams (issue 24 part 2): the sinks it monitors (sandbox_procs.hpp).
+  self->set_down_handler([self](caf::down_msg& dm) { on_sink_down(self, dm.source); });
+  // -- end push streams
   return {
     [self](start_atom) -> caf::result<sandbox_info> {
       auto rp = self->make_response_promise();
@@ -622,6 +626,20 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
                    });
       return rp;
     },
+    // -- push streams (issue 24 part 2): sandbox_procs.hpp, sandbox_watch.hpp.
+    [self](follow_atom, int32_t pid, caf::actor& sink,
+           uint64_t token) -> caf::result<background_process> {
+      auto rp = self->make_response_promise();
+      follow_process(self, rp, pid, std::move(sink), token);
+      return rp;
+    },
+    [self](watch_atom, std::string& path, bool recursive, caf::actor& sink,
+           uint64_t token) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      watch_dir(self, rp, std::move(path), recursive, std::move(sink), token);
+      return rp;
+    },
+    // -- end push streams
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }

@@ -31,6 +31,14 @@ namespace dsec {
 
 struct trajectory_handle; // actors/sandbox_trajectory.hpp
 
+} // namespace dsec
+
+namespace dsec::backends {
+class dir_watch; // backends/backend.hpp
+} // namespace dsec::backends
+
+namespace dsec {
+
 /// An operation that came while the sandbox was paused, being paused or
 /// being resumed: it runs (answering `rp`) once the sandbox is running again
 /// (transparent resume), or `rp` gets the error that stopped the resume.
@@ -39,6 +47,26 @@ struct deferred_op {
   std::function<void(caf::response_promise)> run;
 };
 
+// -- push streams (issue 24 part 2) ---------------------------------------------
+
+/// A subscriber of a background command's output (the follow row): its sink
+/// gets every chunk, its promise the exit status (sandbox_procs.cpp).
+struct follower {
+  caf::actor sink;
+  uint64_t token = 0;
+  caf::response_promise rp;
+};
+
+/// A directory watch of the sandbox (the watch row, sandbox_watch.cpp); the
+/// backend's handle stops the watch when released.
+struct watch_entry {
+  caf::actor sink;
+  caf::response_promise rp;
+  std::shared_ptr<backends::dir_watch> handle;
+};
+
+// -- end push streams ---------------------------------------------------------
+
 /// A background command the sandbox actor keeps (sandbox_procs.cpp).
 struct background_entry {
   background_process proc;
@@ -46,6 +74,11 @@ struct background_entry {
   uint64_t exec_id = 0;
   /// wait() callers, by waiter id, answered when it ends (or their time is up).
   std::map<uint64_t, caf::response_promise> waiters;
+  /// Push streams: the order its output came in, as (stream, bytes) runs
+  /// over proc.result's two strings, so a late follower gets it as printed;
+  /// and the followers, answered when it ends.
+  std::vector<std::pair<int32_t, size_t>> runs;
+  std::vector<follower> followers;
 };
 
 /// State of one sandbox actor.
@@ -80,6 +113,8 @@ struct sandbox_actor_state {
   std::map<int32_t, background_entry> background;
   std::deque<int32_t> finished;
   uint64_t next_waiter = 0;
+  /// Push streams: directory watches by a local id (sandbox_watch.cpp).
+  std::map<uint64_t, watch_entry> watches;
   /// Its TTL over pauses (sandbox_ttl.hpp).
   sandbox_ttl ttl;
   /// The sandbox's trajectory log (null: the node keeps none), and the step

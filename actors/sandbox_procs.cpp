@@ -2,9 +2,15 @@
 // sandbox_procs.hpp). Backend callbacks run on a backend thread and only
 // hand their results to the actor (run_in); a result that arrives after the
 // actor quit is dropped with it.
+//
+// A background command's output is pushed, never polled (the follow row):
+// the actor is its one producer and sends each chunk to every follower's
+// sink as it arrives; a follower that comes late first gets what was kept,
+// in the order it was printed.
 #include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_procs.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <caf/all.hpp>
@@ -12,6 +18,8 @@
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/chunk_relay.hpp"
+#include "actors/sandbox_watch.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "core/inspect.hpp"
@@ -23,6 +31,39 @@ namespace {
 int64_t unix_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+/// Largest chunk a late follower's catch-up is cut into.
+constexpr size_t max_replay_chunk = 256u << 10;
+
+/// The record as a follow answers it: status only, the output went to the sink.
+background_process without_output(const background_process& p) {
+  auto out = p;
+  out.result.stdout_data.clear();
+  out.result.stderr_data.clear();
+  return out;
+}
+
+/// Sends `sink` everything `e` kept, in the order it was printed.
+void replay(const background_entry& e, const caf::actor& sink, uint64_t token) {
+  size_t off[2] = {0, 0};
+  for (auto& [stream, n] : e.runs) {
+    auto& data = stream == 1 ? e.proc.result.stdout_data : e.proc.result.stderr_data;
+    auto& o = off[stream == 1 ? 0 : 1];
+    for (size_t left = n; left > 0 && o < data.size();) {
+      auto k = std::min({left, max_replay_chunk, data.size() - o});
+      caf::anon_send(sink, stream_atom::value, token, exec_chunk{stream, data.substr(o, k)});
+      o += k;
+      left -= k;
+    }
+  }
+}
+
+/// Answers and drops every follower of `e` (it ended, or gave way).
+void answer_followers(background_entry& e) {
+  for (auto& f : e.followers)
+    f.rp.deliver(without_output(e.proc));
+  e.followers.clear();
 }
 
 /// Where one background start stands, shared by its callbacks.
@@ -43,6 +84,7 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   if (auto old = st.background.find(pid); old != st.background.end()) {
     for (auto& [id, w] : old->second.waiters)
       w.deliver(old->second.proc);
+    answer_followers(old->second);
     st.background.erase(old);
     for (auto it = st.finished.begin(); it != st.finished.end(); ++it)
       if (*it == pid) {
@@ -65,8 +107,15 @@ void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   if (l.pid == 0 || it == self->state.background.end() || !it->second.proc.running)
     return;
   // The backend already bounds each stream (16 MiB, then `truncated`).
-  auto& r = it->second.proc.result;
+  auto& e = it->second;
+  auto& r = e.proc.result;
   (c.stream == 1 ? r.stdout_data : r.stderr_data) += c.data;
+  if (!e.runs.empty() && e.runs.back().first == c.stream)
+    e.runs.back().second += c.data.size();
+  else
+    e.runs.emplace_back(c.stream, c.data.size());
+  for (auto& f : e.followers)
+    caf::anon_send(f.sink, stream_atom::value, f.token, c);
 }
 
 void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
@@ -91,12 +140,17 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     r.duration_ms = res->duration_ms;
   } else {
     e.proc.result.exit_code = -1;
-    e.proc.result.stderr_data += "\ndsec: " + res.err().message + "\n";
+    exec_chunk why{2, "\ndsec: " + res.err().message + "\n"};
+    e.proc.result.stderr_data += why.data;
+    e.runs.emplace_back(2, why.data.size());
+    for (auto& f : e.followers) // it is part of the output they follow
+      caf::anon_send(f.sink, stream_atom::value, f.token, why);
   }
   trajectory_background_ended(self, l.pid, e.proc.result);
   for (auto& [id, w] : e.waiters)
     w.deliver(e.proc);
   e.waiters.clear();
+  answer_followers(e);
   st.finished.push_back(l.pid);
   size_t kept = 0;
   for (auto pid : st.finished) {
@@ -228,7 +282,48 @@ void fail_waiters(sandbox_actor_ptr self, const error& why) {
     for (auto& [id, w] : e.waiters)
       w.deliver(to_caf(why));
     e.waiters.clear();
+    for (auto& f : e.followers)
+      f.rp.deliver(to_caf(why));
+    e.followers.clear();
   }
+  end_watches(self, why);
+}
+
+void follow_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                    caf::actor sink, uint64_t token) {
+  auto& st = self->state;
+  auto what = "follow process " + std::to_string(pid) + " in sandbox " + st.info.id;
+  if (!sink)
+    return rp.deliver(to_caf(invalid_argument(what + ": no sink to send its output to")));
+  auto it = st.background.find(pid);
+  if (it == st.background.end())
+    return rp.deliver(to_caf(not_found(what + ": no background command with that pid (only "
+                                              "commands started in the background keep their "
+                                              "output)")));
+  auto& e = it->second;
+  caf::anon_send(sink, stream_atom::value, token, exec_chunk{subscribed_stream, {}});
+  replay(e, sink, token); // what it missed, before anything live
+  if (!e.proc.running)
+    return rp.deliver(without_output(e.proc));
+  if (st.destroying) // its end is not reported any more
+    return rp.deliver(to_caf(not_running(st)));
+  self->monitor(sink);
+  e.followers.push_back({std::move(sink), token, rp});
+}
+
+void on_sink_down(sandbox_actor_ptr self, const caf::actor_addr& sink) {
+  for (auto& [pid, e] : self->state.background) {
+    auto& fs = e.followers;
+    for (auto it = fs.begin(); it != fs.end();) {
+      if (it->sink.address() == sink) {
+        it->rp.deliver(without_output(e.proc));
+        it = fs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  stop_watches_of(self, sink);
 }
 
 void wait_expired(sandbox_actor_ptr self, int32_t pid, uint64_t waiter) {

@@ -37,13 +37,24 @@ void get_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
 void signal_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
                     int32_t signo, bool group);
 
-/// Answers every wait() in progress with `why` (the sandbox is being
-/// destroyed: its background commands die with it).
 /// (stdin_atom, pid, data, close): writes to a background command started
 /// with keep_stdin, then closes its stdin if `close`.
 void send_stdin(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid, std::string data,
                 bool close);
 
+/// (follow_atom, pid, sink, token): sends `sink` what background command
+/// `pid` printed so far, in order, then every chunk as it comes; answers the
+/// exit status (no output: the sink had it all) when the command ends, or
+/// as it stands if the sink goes down first. Never resumes a paused sandbox.
+void follow_process(sandbox_actor_ptr self, caf::response_promise rp, int32_t pid,
+                    caf::actor sink, uint64_t token);
+
+/// A sink went down (the actor's down handler): its follows are answered and
+/// dropped, its watches stopped (sandbox_watch.hpp).
+void on_sink_down(sandbox_actor_ptr self, const caf::actor_addr& sink);
+
+/// Answers every wait() and follow in progress with `why`, and ends every
+/// watch (the sandbox is being destroyed: its background commands die with it).
 void fail_waiters(sandbox_actor_ptr self, const error& why);
 
 /// INTERNAL (pwait_atom, pid, waiter): a wait's time is up; answers it with

@@ -56,6 +56,32 @@ struct exec_callbacks {
   bool keep_stdin = false;
 };
 
+/// One change below a watched directory (sandbox::watch_dir).
+struct dir_event {
+  /// "create", "write", "remove", "rename" or "chmod" (E2B's event types).
+  std::string type;
+  /// What changed, relative to the watched directory ("a/b.txt").
+  std::string name;
+};
+
+/// Callbacks of one directory watch. Both run on a backend I/O thread, in
+/// the order the changes happened; they must not block.
+struct watch_callbacks {
+  std::function<void(dir_event)> on_event;
+  /// Once, if the watch stops by itself (the directory or the sandbox went
+  /// away, the kernel dropped events); never after the handle is released.
+  std::function<void(error)> on_end;
+};
+
+/// A running directory watch. Nothing is reported before start(); releasing
+/// the last reference stops it (a callback already running may finish).
+class dir_watch {
+ public:
+  virtual ~dir_watch() = default;
+  /// Lets events flow (the caller has told its subscriber the watch is set).
+  virtual void start() = 0;
+};
+
 /// One live sandbox. Thread-safe.
 class sandbox {
  public:
@@ -140,6 +166,16 @@ class sandbox {
                                                   const std::string& to, int32_t depth) {
     (void)op, (void)path, (void)to, (void)depth;
     return unsupported("filesystem operations (stat, list, mkdir, move, remove)");
+  }
+
+  /// Watches directory `path` (absolute, inside the sandbox; resolved in its
+  /// root like the file calls, no symlink leads out) for changes, and with
+  /// `recursive` every directory below it, present and made later. Blocking
+  /// (it opens each directory it watches); events flow after start().
+  virtual expected<std::shared_ptr<dir_watch>> watch_dir(const std::string& path, bool recursive,
+                                                         watch_callbacks cb) {
+    (void)path, (void)recursive, (void)cb;
+    return unsupported("watch a directory");
   }
 
   /// What the sandbox tried and was refused, so far.

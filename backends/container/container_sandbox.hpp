@@ -80,6 +80,10 @@ class container_sandbox final : public channel_sandbox,
   // container_pause.cpp.
   status set_cpu_class(const std::string& cls) override;
 
+  // Directory watches with inotify on the node's view of the root: dir_watch.cpp.
+  expected<std::shared_ptr<dir_watch>> watch_dir(const std::string& path, bool recursive,
+                                                 watch_callbacks cb) override;
+
  private:
   /// The root for one file call; null once destroy() ran.
   std::shared_ptr<sys::unique_fd> root_fd() const;

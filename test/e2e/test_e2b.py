@@ -132,6 +132,11 @@ def test_files(e2b_module, e2b_node):
     assert run_js(e2b_module, e2b_node, "files")["ok"]
 
 
+def test_pushed_output_two_handles_and_watch_events(e2b_module, e2b_node):
+    """onStdout streams, a late Connect gets what it missed, watchDir uses inotify."""
+    assert run_js(e2b_module, e2b_node, "push")["ok"]
+
+
 def test_lifecycle_list_pause_connect_kill(e2b_module, e2b_node):
     assert run_js(e2b_module, e2b_node, "lifecycle")["ok"]
 

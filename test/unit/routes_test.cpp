@@ -69,6 +69,41 @@ TEST_CASE("route errors: unknown path 404, wrong method 405", "[routes]") {
   CHECK(c.err().code == errc::invalid_argument);
 }
 
+TEST_CASE("a background process: get, wait, follow, kill", "[routes]") {
+  struct row {
+    const char* method;
+    const char* target;
+    route::kind_t kind;
+  };
+  row rows[] = {
+    {"GET", "/v1/sandboxes/n-1.abc/processes", route::list_processes},
+    {"GET", "/v1/sandboxes/n-1.abc/processes/42", route::get_process},
+    {"GET", "/v1/sandboxes/n-1.abc/processes/42?wait=1&timeout_s=5", route::get_process},
+    {"GET", "/v1/sandboxes/n-1.abc/processes/42?follow=1", route::follow_process},
+    {"GET", "/v1/sandboxes/n-1.abc/processes/42?follow=true", route::follow_process},
+    {"GET", "/v1/sandboxes/n-1.abc/processes/42?follow=0", route::get_process},
+    {"DELETE", "/v1/sandboxes/n-1.abc/processes/42?follow=1", route::kill_process},
+    {"POST", "/v1/sandboxes/n-1.abc/processes/42/kill", route::kill_process},
+  };
+  for (auto& r : rows) {
+    INFO(r.method << " " << r.target);
+    bool na = false;
+    auto got = parse_route(r.method, r.target, na);
+    REQUIRE(got.ok());
+    CHECK(got->kind == r.kind);
+    if (r.kind != route::list_processes)
+      CHECK(got->pid == 42);
+    CHECK(got->id == "n-1.abc");
+  }
+  bool na = false;
+  auto bad = parse_route("POST", "/v1/sandboxes/n-1.abc/processes/42?follow=1", na);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(na);
+  auto pid = parse_route("GET", "/v1/sandboxes/n-1.abc/processes/x1?follow=1", na);
+  REQUIRE_FALSE(pid.ok());
+  CHECK(pid.err().code == errc::invalid_argument);
+}
+
 TEST_CASE("route placeholders: ids decoded, pids digits, both checked before the method",
           "[routes]") {
   bool na = false;
