@@ -440,6 +440,70 @@ void health(const gateway_ref& g, const http_call& c, const std::string& id) {
       });
 }
 
+void serve_fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
+                   std::string_view method) {
+  fs_call(g, c, id, std::string{method});
+}
+
+/// One Connect procedure of envd: its path, whether the server streams its
+/// answer (Start, Connect, WatchDir) or answers once (a unary call, whose
+/// content type is checked first), and what serves it (null: answered
+/// `unimplemented`, naming it). Adding a procedure is adding a row.
+struct procedure {
+  std::string_view path;
+  bool streaming;
+  void (*serve)(const gateway_ref&, const http_call&, const std::string& id,
+                std::string_view method);
+};
+
+constexpr procedure procedures[] = {
+  {"/process.Process/Start", true,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_start(g, c, id);
+   }},
+  {"/process.Process/Connect", true,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_connect(g, c, id);
+   }},
+  {"/process.Process/StreamInput", true, nullptr},
+  {"/process.Process/List", false,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_list(g, c, id);
+   }},
+  {"/process.Process/SendSignal", false,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_signal(g, c, id);
+   }},
+  {"/process.Process/SendInput", false,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_stdin(g, c, id, false);
+   }},
+  {"/process.Process/CloseStdin", false,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_stdin(g, c, id, true);
+   }},
+  {"/process.Process/Update", false, nullptr},
+  {"/filesystem.Filesystem/WatchDir", true,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     watch_dir(g, c, id);
+   }},
+  {"/filesystem.Filesystem/Stat", false, serve_fs_call},
+  {"/filesystem.Filesystem/ListDir", false, serve_fs_call},
+  {"/filesystem.Filesystem/MakeDir", false, serve_fs_call},
+  {"/filesystem.Filesystem/Move", false, serve_fs_call},
+  {"/filesystem.Filesystem/Remove", false, serve_fs_call},
+  {"/filesystem.Filesystem/CreateWatcher", false, nullptr},
+  {"/filesystem.Filesystem/GetWatcherEvents", false, nullptr},
+  {"/filesystem.Filesystem/RemoveWatcher", false, nullptr},
+};
+
+const procedure* find_procedure(std::string_view path) {
+  for (auto& p : procedures)
+    if (p.path == path)
+      return &p;
+  return nullptr;
+}
+
 } // namespace
 
 void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
@@ -459,42 +523,15 @@ void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
       return write_files(g, c, id, query);
     return answer(c, 405, error_body(405, "GET or POST /files only"));
   }
-  constexpr std::string_view proc = "/process.Process/";
-  constexpr std::string_view fs = "/filesystem.Filesystem/";
-  std::string_view p = path;
-  bool is_proc = p.rfind(proc, 0) == 0;
-  bool is_fs = p.rfind(fs, 0) == 0;
-  if ((is_proc || is_fs) && m != "POST")
-    return answer(c, 405, connect_error("unimplemented", "connect: calls are POSTs"));
-  if (is_proc) {
-    auto method = std::string{p.substr(proc.size())};
-    if (method == "Start")
-      return process_start(g, c, id);
-    if (method == "Connect")
-      return process_connect(g, c, id);
-    if (method == "WatchDir" || method == "StreamInput")
-      return unimplemented(c, "process.Process/" + method, true);
-    if (auto st = unary_content_type(c); !st)
-      return rpc_error(c, st.err());
-    if (method == "List")
-      return process_list(g, c, id);
-    if (method == "SendSignal")
-      return process_signal(g, c, id);
-    if (method == "SendInput" || method == "CloseStdin")
-      return process_stdin(g, c, id, method == "CloseStdin");
-    if (method == "Update")
-      return unimplemented(c, "process.Process/" + method, false);
-  } else if (is_fs) {
-    auto method = std::string{p.substr(fs.size())};
-    if (method == "WatchDir")
-      return watch_dir(g, c, id);
-    if (auto st = unary_content_type(c); !st)
-      return rpc_error(c, st.err());
-    if (method == "Stat" || method == "ListDir" || method == "MakeDir" || method == "Move"
-        || method == "Remove")
-      return fs_call(g, c, id, method);
-    if (method == "CreateWatcher" || method == "GetWatcherEvents" || method == "RemoveWatcher")
-      return unimplemented(c, "filesystem.Filesystem/" + method, false);
+  if (auto* rpc = find_procedure(path)) {
+    if (m != "POST")
+      return answer(c, 405, connect_error("unimplemented", "connect: calls are POSTs"));
+    if (!rpc->serve)
+      return unimplemented(c, std::string{rpc->path.substr(1)}, rpc->streaming);
+    if (!rpc->streaming)
+      if (auto st = unary_content_type(c); !st)
+        return rpc_error(c, st.err());
+    return rpc->serve(g, c, id, rpc->path.substr(rpc->path.rfind('/') + 1));
   }
   answer(c, 404, connect_error("unimplemented", "no envd procedure " + path.substr(0, 200)));
 }

@@ -532,7 +532,7 @@ gateway_actor::behavior_type gateway_behavior(gateway_actor_ptr self, node_conte
   self->state.front = std::move(front);
   return {
     [self](http_atom, http_call& c) { dispatch(self, c); },
-    // INTERNAL: timed steps of E2B streams (WatchDir polls, actors/e2b_envd.cpp).
+    // INTERNAL: timed steps of E2B streams (a WatchDir's deadline, actors/e2b_envd.cpp).
     [](cont_atom, continuation& k) { k.fn(); },
   };
 }
