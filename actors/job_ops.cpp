@@ -9,6 +9,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/interfaces.hpp"
+#include "core/clock.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 
@@ -19,10 +20,11 @@ namespace {
 using namespace std::chrono_literals;
 
 /// Bound on one sandbox's pause or resume: a microVM saves or restores its
-/// whole machine (seconds); a container freezes in milliseconds.
-constexpr auto sandbox_timeout = 120s;
+/// whole machine (seconds); a container freezes in milliseconds. The call
+/// bound of the peer hop (core/clock.hpp).
+constexpr auto sandbox_timeout = call_wait(hop::peer);
 /// Bound on a node's part (its slowest sandbox, plus the hop).
-constexpr auto node_timeout = 150s;
+constexpr auto node_timeout = job_wait(hop::peer);
 /// A sandbox busy with another pause, resume or snapshot is asked again after
 /// this, up to conflict_tries times (a snapshot takes seconds at most).
 constexpr auto conflict_retry = 50ms;

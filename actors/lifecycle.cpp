@@ -170,7 +170,7 @@ void admit(lifecycle_actor_ptr self, sandbox_spec spec, caf::response_promise rp
         st.admitting[key]; // same-key creates wait for this one
       // Bounded: a reclaim pass is a few cgroup reads and squeezes; past it
       // the create decides on the sample it has.
-      self->request(st.reclaim, std::chrono::seconds(10), reclaim_atom::value)
+      self->request(st.reclaim, caf::duration{local_wait}, reclaim_atom::value)
         .then(
           [self, spec, rp](reclaim::memory_report& r) mutable {
             apply_report(self->state, r);
