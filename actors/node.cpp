@@ -140,8 +140,7 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
     else if (auto st = retake_mounts(store, mounts, *rec); !st)
       why_not = st.err();
     if (!why_not) {
-      recovered_sandbox r{std::move(*rec)};
-      r.sb = std::move(*sb);
+      recovered_sandbox r{std::move(*rec), std::move(*sb)};
       std::cout << who << "recovered sandbox " << id << std::endl;
       out.push_back(std::move(r));
       continue;
