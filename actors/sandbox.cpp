@@ -16,6 +16,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_pause.hpp"
+#include "actors/sandbox_metrics.hpp"
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_record.hpp"
 #include "actors/sandbox_watch.hpp" // push streams (issue 24 part 2)
@@ -400,28 +401,6 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
 
 namespace {
 
-/// Where the previous metrics sample left the sandbox's CPU time.
-struct cpu_mark {
-  int64_t cpu_ns = -1; // none yet: since the sandbox started
-  int64_t at_ms = 0;
-};
-
-/// One metrics sample from the backend's usage figures; moves `prev` on.
-sandbox_metric metric_of(const sandbox_actor_state& st, const usage_sample& u, cpu_mark& prev) {
-  sandbox_metric m;
-  m.timestamp_ms = now_ms();
-  m.cpu_count = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(st.spec.cpu)));
-  m.mem_used = u.resident_bytes;
-  m.mem_total = st.spec.memory_mb << 20;
-  auto since_ms = prev.cpu_ns < 0 ? st.info.created_at_ms : prev.at_ms;
-  auto used_ns = u.cpu_ns - std::max<int64_t>(prev.cpu_ns, 0);
-  auto wall_ns = static_cast<double>(m.timestamp_ms - since_ms) * 1e6 * std::max(st.spec.cpu, 0.01);
-  if (wall_ns > 0 && used_ns > 0)
-    m.cpu_used_pct = std::min(100.0, std::round(10'000.0 * used_ns / wall_ns) / 100.0);
-  prev = {u.cpu_ns, m.timestamp_ms};
-  return m;
-}
-
 sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
   // -- push streams (issue 24 part 2): the sinks it monitors (sandbox_procs.hpp).
   self->set_down_handler([self](caf::down_msg& dm) { on_sink_down(self, dm.source); });
@@ -609,21 +588,11 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       return rp;
     },
     [self](pwait_atom, int32_t pid, uint64_t waiter) { wait_expired(self, pid, waiter); },
-    // A sample of CPU (since the previous one, kept by this row) and memory;
-    // read from the cgroup, so a paused sandbox stays paused.
+    // A sample of CPU (since the previous one, kept by this row) and memory
+    // (actors/sandbox_metrics.hpp).
     [self, prev = std::make_shared<cpu_mark>()](sbmetrics_atom) -> caf::result<sandbox_metric> {
-      auto& st = self->state;
-      if (!st.sb || st.destroying)
-        return to_caf(not_running(st));
       auto rp = self->make_response_promise();
-      ++st.inflight;
-      run_blocking(self, *st.ctx->pool, [sb = st.sb] { return sb->usage(); },
-                   [self, rp, prev](expected<usage_sample>& u) mutable {
-                     expected<sandbox_metric> out = u ? expected<sandbox_metric>{metric_of(
-                                                          self->state, *u, *prev)}
-                                                      : expected<sandbox_metric>{u.err()};
-                     finish_op(self, rp, out);
-                   });
+      sample_metrics(self, rp, prev);
       return rp;
     },
     // -- push streams (issue 24 part 2): sandbox_procs.hpp, sandbox_watch.hpp.
