@@ -7,12 +7,12 @@
 
 #include <caf/all.hpp>
 
-#include "actors/api_keys.hpp"
+#include "api/api_keys.hpp"
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
-#include "actors/e2b_codec.hpp"
-#include "actors/gateway_routes.hpp"
+#include "api/e2b_codec.hpp"
+#include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
 #include "core/clock.hpp"
 #include "core/inspect.hpp"

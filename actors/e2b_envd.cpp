@@ -19,7 +19,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
 #include "actors/interfaces.hpp"
-#include "actors/e2b_codec.hpp"
+#include "api/e2b_codec.hpp"
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"

@@ -9,12 +9,12 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
-#include "actors/api_keys.hpp"
+#include "api/api_keys.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
 #include "actors/e2b_gateway.hpp"
 #include "actors/gateway_procs.hpp"
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
 #include "core/clock.hpp"

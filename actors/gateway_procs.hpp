@@ -8,7 +8,7 @@
 #pragma once
 
 #include "actors/gateway.hpp"
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 
 namespace dsec {
 

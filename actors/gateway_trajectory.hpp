@@ -6,7 +6,7 @@
 #include <string>
 
 #include "actors/gateway.hpp"
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 
 namespace dsec {
 

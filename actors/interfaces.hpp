@@ -56,7 +56,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/operations.hpp"
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 #include "core/fs_entry.hpp"
 #include "core/job.hpp"
 #include "core/types.hpp"

@@ -76,7 +76,7 @@ auto with_sandbox(lifecycle_actor_ptr self, const std::string& id, F f)
 
 void on_gone(lifecycle_actor_ptr self, const std::string& id);
 
-// -- measured memory and admission (actors/reclaim_policy.hpp) ---------------
+// -- measured memory and admission (policy/reclaim_policy.hpp) ---------------
 
 reclaim::admission_limits limits_of(const node_config& cfg) {
   reclaim::admission_limits lim;

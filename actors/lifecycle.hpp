@@ -50,7 +50,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 #include "core/types.hpp"
 
 namespace dsec {

@@ -178,7 +178,7 @@ std::shared_ptr<const sys::quota_volume> open_quota_volume(const node_config& cf
 }
 
 /// The trajectory log's options from the flags; makes the directory and
-/// prunes old logs in the background (actors/trajectory_store.hpp).
+/// prunes old logs in the background (journal/trajectory_store.hpp).
 status setup_trajectory(node_context& ctx) {
   auto& cfg = ctx.config;
   if (!cfg.trajectory)

@@ -11,7 +11,7 @@
 
 #include "core/json_codec.hpp"
 #include "layers/layer_source.hpp"
-#include "actors/trajectory_store.hpp"
+#include "journal/trajectory_store.hpp"
 #include "layers/store.hpp"
 #include "backends/backend.hpp"
 #include "backends/vm/inflight.hpp"
@@ -65,7 +65,7 @@ struct node_config {
   /// Size in MiB of the zram swap the node makes when the host has no swap
   /// (--zram-mb); 0 = none, -1 = sys::default_zram_mb (a quarter of RAM).
   int64_t zram_mb = -1;
-  // -- trajectory log (actors/trajectory_store.hpp) ---------------------------
+  // -- trajectory log (journal/trajectory_store.hpp) ---------------------------
   /// Root of the sandboxes' logs (--trajectory-dir); empty = <state_dir>/trajectories.
   /// In a cluster, a directory every node shares, so any peer serves a log
   /// and a sandbox can be rebuilt after its node is lost.
@@ -89,7 +89,7 @@ struct node_config {
   /// hold (density: more agents than RAM + zram at ~3:1 hold). The default,
   /// file-first, is what pause wants (random data costs zram its full size).
   bool zram_first = false;
-  // -- API keys (actors/api_keys.hpp) -----------------------------------------
+  // -- API keys (api/api_keys.hpp) -----------------------------------------
   /// Keys every REST and E2B call must carry (--api-key-file); empty = no
   /// check, which a node allows only on a loopback --rest or with --insecure.
   std::vector<std::string> api_keys;

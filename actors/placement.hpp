@@ -3,7 +3,7 @@
 // the Python SDK, the gateway and peer nodes all send it the same messages,
 // and it decides where each one runs:
 //
-//   - create: best-of-k over the gossip view (actors/placement_policy.hpp);
+//   - create: best-of-k over the gossip view (policy/placement_policy.hpp);
 //     the chosen node's lifecycle admits or refuses, a refusal moves on to
 //     the next candidate, up to the hop limit. A forwarded create is pinned
 //     (`spec.node` = the target), so the receiver serves it locally or
@@ -32,7 +32,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/peer_links.hpp"
-#include "actors/placement_policy.hpp"
+#include "policy/placement_policy.hpp"
 
 namespace dsec {
 

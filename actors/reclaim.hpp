@@ -33,7 +33,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 
 namespace dsec {
 

@@ -1,4 +1,4 @@
-// The sandbox actor's side of the trajectory log (actors/trajectory_store.hpp):
+// The sandbox actor's side of the trajectory log (journal/trajectory_store.hpp):
 // every exec (plain or streamed) and every file write that reaches the sandbox
 // actor, whichever door it came through (REST, the Python SDK, the CLI, a
 // peer), is appended to the sandbox's log before it is answered, in the order
@@ -16,7 +16,7 @@
 #include <caf/response_promise.hpp>
 
 #include "actors/sandbox.hpp"
-#include "actors/trajectory_store.hpp"
+#include "journal/trajectory_store.hpp"
 
 namespace dsec {
 

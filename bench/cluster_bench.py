@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cluster benchmark on real processes: membership speed and forwarding cost.
 
-    python3 bench/cluster_bench.py --dsec-bin build/src/dsec \
+    python3 bench/cluster_bench.py --dsec-bin build/cmd/dsec \
         --store /var/lib/dsec-test/store [--nodes 5] [--trials 20] [--out FILE]
 
 Starts `--nodes` real `dsec node` processes on loopback (the first alone, the
@@ -173,7 +173,7 @@ def forwarding(args, cluster):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dsec-bin", default="build/src/dsec")
+    ap.add_argument("--dsec-bin", default="build/cmd/dsec")
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--trials", type=int, default=20)

@@ -27,7 +27,7 @@
 # state dir and ports) and prints + writes JSON to
 # bench/results/cpu-class-<date>.json.
 #
-#   DSEC_BIN=build/src/dsec /usr/bin/python3 bench/cpu_class_bench.py [--n 100] [--rounds 6]
+#   DSEC_BIN=build/cmd/dsec /usr/bin/python3 bench/cpu_class_bench.py [--n 100] [--rounds 6]
 
 import argparse
 import datetime

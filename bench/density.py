@@ -2,7 +2,7 @@
 """Density benchmark (issue 14): how a node's costs grow with the number of
 resident sandboxes, with and without the reclaim actor, in one run.
 
-    python3 bench/density.py --dsec-bin build/src/dsec \
+    python3 bench/density.py --dsec-bin build/cmd/dsec \
         --store /var/lib/dsec-test/store [--kinds busybox,python] \
         [--steps 0,400,800,1600,3200] [--modes reclaim,off]
 
@@ -417,7 +417,7 @@ def plot(report, png):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dsec-bin", default=os.path.join(REPO, "build/src/dsec"))
+    ap.add_argument("--dsec-bin", default=os.path.join(REPO, "build/cmd/dsec"))
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--kinds", default="busybox,python")
     ap.add_argument("--modes", default="reclaim,off")

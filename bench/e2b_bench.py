@@ -10,7 +10,7 @@ Both time create alone and create -> first stdout byte; the destroy is not timed
 The e2b package comes from $DSEC_NPM_CACHE (default /var/cache/dsec-npm, as the
 e2e suite installs it). Prints JSON and writes bench/results/e2b-<date>.json.
 
-    DSEC_BIN=build/src/dsec PYTHONPATH=build/bindings/python \\
+    DSEC_BIN=build/cmd/dsec PYTHONPATH=build/bindings/python \\
         /usr/bin/python3 bench/e2b_bench.py [--n 20 --rounds 3]
 """
 
@@ -84,7 +84,7 @@ def main():
         sys.exit(f"e2b_bench: {module} is missing: run test/e2e/test_e2b.py once "
                  "(it installs e2b@2) or npm install e2b@2 there")
     version = json.loads((module.parents[1] / "package.json").read_text())["version"]
-    bin_ = os.environ.get("DSEC_BIN", str(REPO / "build/src/dsec"))
+    bin_ = os.environ.get("DSEC_BIN", str(REPO / "build/cmd/dsec"))
     state = tempfile.mkdtemp(prefix="dsec-e2b-bench-", dir="/var/tmp")
     rest, listen = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     log = open(state + ".log", "wb")

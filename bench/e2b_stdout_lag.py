@@ -9,7 +9,7 @@ p50 at most 20 ms (a 200 ms poll used to sit in between). The e2b package
 comes from $DSEC_NPM_CACHE (default /var/cache/dsec-npm, as the e2e suite
 installs it). Prints JSON and writes bench/results/e2b-stdout-lag-<date>.json.
 
-    DSEC_BIN=build/src/dsec /usr/bin/python3 bench/e2b_stdout_lag.py [--n 100 --rounds 3]
+    DSEC_BIN=build/cmd/dsec /usr/bin/python3 bench/e2b_stdout_lag.py [--n 100 --rounds 3]
 """
 
 import argparse
@@ -60,7 +60,7 @@ def main():
         sys.exit(f"e2b_stdout_lag: {module} is missing: run test/e2e/test_e2b.py once "
                  "(it installs e2b@2) or npm install e2b@2 there")
     version = json.loads((module.parents[1] / "package.json").read_text())["version"]
-    bin_ = os.environ.get("DSEC_BIN", str(REPO / "build/src/dsec"))
+    bin_ = os.environ.get("DSEC_BIN", str(REPO / "build/cmd/dsec"))
     state = tempfile.mkdtemp(prefix="dsec-e2b-lag-", dir="/var/tmp")
     rest, listen = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     log = open(state + ".log", "wb")

@@ -14,7 +14,7 @@
 # (own state dir and ports) and prints + writes JSON to
 # bench/results/fncall-<date>.json.
 #
-#   DSEC_BIN=build/src/dsec /usr/bin/python3 bench/fncall_bench.py [--n 500] [--secs 5]
+#   DSEC_BIN=build/cmd/dsec /usr/bin/python3 bench/fncall_bench.py [--n 500] [--secs 5]
 
 import argparse
 import datetime

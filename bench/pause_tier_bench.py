@@ -13,7 +13,7 @@ of its own, one after the other (swap and zswap are host-wide):
   tier        --zram-mb 0 --swap-file-mb 2048 --zswap-compressor deflate (a
               disk file; pause writes past zswap to the file)
   tier+zram   --zram-mb 1024 --swap-file-mb 2048 (the default layout)
-    python3 bench/pause_tier_bench.py --dsec-bin build/src/dsec \\
+    python3 bench/pause_tier_bench.py --dsec-bin build/cmd/dsec \\
         --store /var/lib/dsec-test/store [--holders 3] [--configs zram,tier]
 
 Per holder: charged before/after (memory.usage_in_bytes), what the swap keeps
@@ -224,7 +224,7 @@ def median(xs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dsec-bin", default="build/src/dsec")
+    ap.add_argument("--dsec-bin", default="build/cmd/dsec")
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--holders", type=int, default=3)
     ap.add_argument("--configs", default="zram,zswap+zram,tier,tier+zram")

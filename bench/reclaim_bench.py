@@ -4,7 +4,7 @@ container sandboxes and what it costs.
 
 Starts a private node with its zram swap (root; the store must hold
 base/python@3.11):
-    python3 bench/reclaim_bench.py --dsec-bin build/src/dsec \
+    python3 bench/reclaim_bench.py --dsec-bin build/cmd/dsec \
         --store /var/lib/dsec-test/store
 
 Workload: --sandboxes idle python sandboxes, each holding --hold-mb MiB of
@@ -287,7 +287,7 @@ def mem_available():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dsec-bin", default="build/src/dsec")
+    ap.add_argument("--dsec-bin", default="build/cmd/dsec")
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--sandboxes", type=int, default=4)
     ap.add_argument("--hold-mb", type=int, default=64)

@@ -6,7 +6,7 @@ Against a running node:
         --addr 127.0.0.1:7700 --rest 127.0.0.1:7070
 or start a private node for the run (root; the store must hold base/busybox@1):
     PYTHONPATH=build/bindings/python python3 bench/sdk_bench.py --start \
-        --dsec-bin build/src/dsec --store /var/lib/dsec-test/store
+        --dsec-bin build/cmd/dsec --store /var/lib/dsec-test/store
 
 Measures, in one run:
   1. `--samples` sequential `/bin/true` execs in one sandbox through dsec.Client
@@ -124,7 +124,7 @@ def main():
     ap.add_argument("--addr", help="node native address (--listen); default $DSEC_ADDR")
     ap.add_argument("--rest", default="127.0.0.1:7070", help="node REST address")
     ap.add_argument("--start", action="store_true", help="start a private node for the run")
-    ap.add_argument("--dsec-bin", default="build/src/dsec")
+    ap.add_argument("--dsec-bin", default="build/cmd/dsec")
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=50)

@@ -2,7 +2,7 @@
 """Trajectory log bench: what logging costs an exec, side by side in one run.
 
     PYTHONPATH=build/bindings/python python3 bench/trajectory_bench.py \
-        --dsec-bin build/src/dsec --store /var/lib/dsec-test/store
+        --dsec-bin build/cmd/dsec --store /var/lib/dsec-test/store
 
 Starts three private nodes (root; the store must hold base/busybox@1) that
 differ only in their log: `--no-trajectory` (off), the default (on: one
@@ -79,7 +79,7 @@ def timed(sb, cmd, **kw):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dsec-bin", default="build/src/dsec")
+    ap.add_argument("--dsec-bin", default="build/cmd/dsec")
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
     ap.add_argument("--samples", type=int, default=500)
     ap.add_argument("--warmup", type=int, default=30)

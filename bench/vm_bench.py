@@ -3,7 +3,7 @@
 
 Starts a private node (root; the store must hold base/busybox@1; the guest
 kernel must be in --guest-dir, see scripts/guest_kernel.sh):
-    python3 bench/vm_bench.py --dsec-bin build/src/dsec \
+    python3 bench/vm_bench.py --dsec-bin build/cmd/dsec \
         --store /var/lib/dsec-test/store --guest-dir /var/lib/dsec/guest
 
 Measures, through REST, on three nodes run one after the other in the same

@@ -18,7 +18,7 @@ def rss(pid):
         if l.startswith("VmRSS"): return int(l.split()[1]) * 1024
 res = {}
 for templates in ("0", "1"):
-    n = Node(os.environ.get("DSEC_BIN", "build/src/dsec"), os.environ.get("DSEC_TEST_STORE", "/var/lib/dsec-test/store"), env={"DSEC_GUEST_DIR": "/var/lib/dsec/guest", "DSEC_VM_TEMPLATES": templates, "DSEC_VM_SPARES": "0"}).start()
+    n = Node(os.environ.get("DSEC_BIN", "build/cmd/dsec"), os.environ.get("DSEC_TEST_STORE", "/var/lib/dsec-test/store"), env={"DSEC_GUEST_DIR": "/var/lib/dsec/guest", "DSEC_VM_TEMPLATES": templates, "DSEC_VM_SPARES": "0"}).start()
     c = n.client
     try:
         before = set(qemu_pids())

@@ -13,7 +13,7 @@ bash scripts/deps.sh
 # The node, its init and the Python module; the tests are built by scripts/test.sh.
 bash scripts/build.sh src/dsec backends/dsec-init \
   "bindings/python/dsec/_native.$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX")[1:])')"
-DSEC=$PWD/build/src/dsec
+DSEC=$PWD/build/cmd/dsec
 
 echo "== default layers (the first run debootstraps base/python@3.11: a few minutes)"
 "$DSEC" layer defaults --state-dir "$STATE"

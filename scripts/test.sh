@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 bash scripts/build.sh
 
-export DSEC_BIN=$PWD/build/src/dsec
+export DSEC_BIN=$PWD/build/cmd/dsec
 export DSEC_TEST_STORE=${DSEC_TEST_STORE:-/var/lib/dsec-test/store}
 echo "== test layer store $DSEC_TEST_STORE"
 "$DSEC_BIN" layer defaults --store "$DSEC_TEST_STORE"

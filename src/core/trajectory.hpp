@@ -4,7 +4,7 @@
 // step key is, when a new exec request is the same step as a logged one, and
 // whether content is kept inline, as a blob, or by digest only.
 //
-// The log itself (files, blobs, the serial writer) is actors/trajectory_store.hpp;
+// The log itself (files, blobs, the serial writer) is journal/trajectory_store.hpp;
 // the sandbox actor's use of it is actors/sandbox_trajectory.hpp.
 //
 // A line, by kind (every line has "seq", "kind", "at" in Unix seconds):

@@ -1,4 +1,4 @@
-# Admission by measured memory (actors/reclaim_policy.hpp): a node short of
+# Admission by measured memory (policy/reclaim_policy.hpp): a node short of
 # memory answers a create with 429 resource_exhausted, a Retry-After header and
 # a message that names memory, through REST and the Python SDK
 # (dsec.ResourceExhausted), and keeps serving every other call. The node is

@@ -8,7 +8,7 @@
 # for that suite. One module, no copies.
 #
 # Environment:
-#   DSEC_BIN         the dsec binary (default <repo>/build/src/dsec); missing is
+#   DSEC_BIN         the dsec binary (default <repo>/build/cmd/dsec); missing is
 #                    a failure ("build first"), never a skip.
 #   DSEC_TEST_STORE  layer store with the default layers (default
 #                    /var/lib/dsec-test/store); `dsec layer defaults` fills it

@@ -2,7 +2,7 @@
 // exec form where everything after the command word is passed through.
 #include <catch2/catch.hpp>
 
-#include "cli/args.hpp"
+#include "cmd/args.hpp"
 
 using namespace dsec;
 using namespace dsec::cli;

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 #include "core/json_codec.hpp"
 #include "core/validate.hpp"
 

@@ -1,12 +1,12 @@
-// The E2B wire formats (actors/e2b_codec.hpp) and API keys
-// (actors/api_keys.hpp): what the e2b SDK sends parses, what we answer has
+// The E2B wire formats (api/e2b_codec.hpp) and API keys
+// (api/api_keys.hpp): what the e2b SDK sends parses, what we answer has
 // the fields it reads, and hostile input is an invalid_argument, never a crash.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
 
-#include "actors/api_keys.hpp"
-#include "actors/e2b_codec.hpp"
+#include "api/api_keys.hpp"
+#include "api/e2b_codec.hpp"
 
 namespace dsec::e2b {
 

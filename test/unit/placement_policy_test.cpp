@@ -1,7 +1,7 @@
 // Placement scoring and ordering: table-driven, no actors.
 #include <catch2/catch.hpp>
 
-#include "actors/placement_policy.hpp"
+#include "policy/placement_policy.hpp"
 
 using namespace dsec;
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 #include "backends/channel/protocol.hpp"
 #include "core/json_codec.hpp"
 

@@ -2,7 +2,7 @@
 // admission maths. Table-driven, no actors, no clock.
 #include <catch2/catch.hpp>
 
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 
 using namespace dsec;
 using namespace dsec::reclaim;

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 #include "core/ids.hpp"
 
 using namespace dsec;

@@ -1,13 +1,13 @@
 // The trajectory log's pure parts (core/trajectory.hpp: records as lines,
 // step keys, step comparison, what is kept how) and its disk store
-// (actors/trajectory_store.hpp: seq, blobs, reopen after a restart, torn
+// (journal/trajectory_store.hpp: seq, blobs, reopen after a restart, torn
 // lines, steps, since, prune), on a temp dir and a pool with no threads.
 #include <algorithm>
 #include <chrono>
 
 #include <catch2/catch.hpp>
 
-#include "actors/trajectory_store.hpp"
+#include "journal/trajectory_store.hpp"
 #include "core/json_codec.hpp"
 #include "core/trajectory.hpp"
 #include "core/validate.hpp"

@@ -4,10 +4,10 @@
 #include <vector>
 
 #include "bench/bench.hpp"
-#include "cli/client_cmd.hpp"
-#include "cli/trajectory_cmd.hpp"
-#include "cli/layer_cmd.hpp"
-#include "cli/node_cmd.hpp"
+#include "cmd/client_cmd.hpp"
+#include "cmd/trajectory_cmd.hpp"
+#include "cmd/layer_cmd.hpp"
+#include "cmd/node_cmd.hpp"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/args.hpp"
-#include "cli/rest_call.hpp"
-#include "cli/client_cmd.hpp"
+#include "cmd/args.hpp"
+#include "cmd/rest_call.hpp"
+#include "cmd/client_cmd.hpp"
 #include "core/job.hpp"
 #include "core/json_codec.hpp"
 #include "sys/http_client.hpp"

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "cli/args.hpp"
+#include "cmd/args.hpp"
 #include "core/error.hpp"
 #include "sys/http_client.hpp"
 

@@ -1,5 +1,5 @@
 // The trajectory log on disk (see trajectory_store.hpp).
-#include "actors/trajectory_store.hpp"
+#include "journal/trajectory_store.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "cli/rest_call.hpp"
+#include "cmd/rest_call.hpp"
 
 #include <cstdlib>
 #include <iostream>

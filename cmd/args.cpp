@@ -1,5 +1,5 @@
 // CLI argument parsing.
-#include "cli/args.hpp"
+#include "cmd/args.hpp"
 
 #include <cerrno>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // Route table of the REST API (DESIGN.md §4).
-#include "actors/gateway_routes.hpp"
+#include "api/gateway_routes.hpp"
 
 namespace dsec {
 

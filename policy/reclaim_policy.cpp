@@ -1,5 +1,5 @@
 // Idle detection, reclaim order and memory admission (see reclaim_policy.hpp).
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 
 #include <algorithm>
 #include <sstream>

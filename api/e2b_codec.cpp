@@ -1,5 +1,5 @@
 // E2B control-plane JSON, Connect envelopes and envd messages (e2b_codec.hpp).
-#include "actors/e2b_codec.hpp"
+#include "api/e2b_codec.hpp"
 
 #include <sys/stat.h>
 
@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/e2b_codec_detail.hpp"
-#include "actors/gateway_routes.hpp"
+#include "api/e2b_codec_detail.hpp"
+#include "api/gateway_routes.hpp"
 
 namespace dsec::e2b {
 

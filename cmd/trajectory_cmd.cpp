@@ -1,14 +1,14 @@
 // The trajectory CLI verbs (see trajectory_cmd.hpp). Errors print
 // `dsec CMD: message (code)` on stderr and exit 1; usage errors exit 2.
-#include "cli/trajectory_cmd.hpp"
+#include "cmd/trajectory_cmd.hpp"
 
 #include <cstdlib>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 
-#include "cli/args.hpp"
-#include "cli/rest_call.hpp"
+#include "cmd/args.hpp"
+#include "cmd/rest_call.hpp"
 #include "core/json_codec.hpp"
 #include "core/trajectory.hpp"
 #include "sys/http_client.hpp"

@@ -1,11 +1,11 @@
 // Placement scoring and ordering (see placement_policy.hpp).
-#include "actors/placement_policy.hpp"
+#include "policy/placement_policy.hpp"
 
 #include <algorithm>
 #include <functional>
 #include <set>
 
-#include "actors/reclaim_policy.hpp"
+#include "policy/reclaim_policy.hpp"
 
 namespace dsec::placement {
 

@@ -2,7 +2,7 @@
 // cli/args (`--flag value` and `--flag=value`); each subcommand then checks
 // which ones it accepts, so a typo or a misplaced option is a usage error
 // (exit 2), never ignored.
-#include "cli/layer_cmd.hpp"
+#include "cmd/layer_cmd.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/args.hpp"
+#include "cmd/args.hpp"
 #include "core/json_codec.hpp"
 #include "layers/aliases.hpp"
 #include "layers/defaults.hpp"

@@ -1,11 +1,11 @@
 // `dsec node` flag parsing.
-#include "cli/node_cmd.hpp"
+#include "cmd/node_cmd.hpp"
 
 #include <iostream>
 
-#include "actors/api_keys.hpp"
+#include "api/api_keys.hpp"
 #include "actors/node.hpp"
-#include "cli/args.hpp"
+#include "cmd/args.hpp"
 #include "core/host_port.hpp"
 #include "sys/swap_tier.hpp"
 
@@ -67,7 +67,7 @@ int parse_reclaim_flags(const args& a, node_config& cfg) {
   return 0;
 }
 
-/// Trajectory log flags (actors/trajectory_store.hpp); 0 or 2 (usage).
+/// Trajectory log flags (journal/trajectory_store.hpp); 0 or 2 (usage).
 int parse_trajectory_flags(const args& a, node_config& cfg) {
   cfg.trajectory_dir = a.get("trajectory-dir");
   if (!cfg.trajectory_dir.empty() && cfg.trajectory_dir[0] != '/') {

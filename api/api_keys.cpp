@@ -1,5 +1,5 @@
 // API key file, checks and envd tokens (api_keys.hpp).
-#include "actors/api_keys.hpp"
+#include "api/api_keys.hpp"
 
 #include "layers/digest.hpp"
 #include "sys/fs.hpp"

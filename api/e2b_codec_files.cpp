@@ -1,6 +1,6 @@
 // E2B envd filesystem messages, GET/POST /files uploads and base64
 // (e2b_codec.hpp), split from e2b_codec.cpp by mechanism.
-#include "actors/e2b_codec.hpp"
+#include "api/e2b_codec.hpp"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/e2b_codec_detail.hpp"
+#include "api/e2b_codec_detail.hpp"
 
 namespace dsec::e2b {
 

@@ -1,6 +1,6 @@
 // CLI client commands over REST. Errors print `dsec CMD: message` on stderr
 // and exit 1 (usage errors exit 2); `exec` exits with the command's code.
-#include "cli/client_cmd.hpp"
+#include "cmd/client_cmd.hpp"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/args.hpp"
-#include "cli/rest_call.hpp"
+#include "cmd/args.hpp"
+#include "cmd/rest_call.hpp"
 #include "core/json_codec.hpp"
 #include "sys/http_client.hpp"
 
