@@ -522,7 +522,7 @@ def plot(report, path):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dsec-bin", default=os.path.join(ROOT, "build-bench/src/dsec"))
+    p.add_argument("--dsec-bin", default=os.path.join(ROOT, "build-bench/cmd/dsec"))
     p.add_argument("--dfs", default="/var/tmp/dsec-bench-dfs")
     p.add_argument("--local", default="/var/tmp/h3-ondemand-local")
     p.add_argument("--n", default="64,256", help="burst sizes, comma-separated")

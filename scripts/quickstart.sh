@@ -11,7 +11,7 @@ LISTEN=${DSEC_LISTEN:-127.0.0.1:7700}
 
 bash scripts/deps.sh
 # The node, its init and the Python module; the tests are built by scripts/test.sh.
-bash scripts/build.sh src/dsec backends/dsec-init \
+bash scripts/build.sh cmd/dsec backends/dsec-init \
   "bindings/python/dsec/_native.$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX")[1:])')"
 DSEC=$PWD/build/cmd/dsec
 
