@@ -175,7 +175,8 @@ struct connection::impl {
       bool streamed = chunk != nullptr; // before `chunk` moves into the table
       if (chunk) {
         st.streams.emplace(stream_token, std::move(chunk));
-        // The sink is this actor, known only here (interfaces.hpp, the stream row).
+        // The sink is this actor, known only here: slot 3 of both streamed
+        // rows (actors/operations.hpp: stream_op and follow_op).
         msg.get_mutable_as<caf::actor>(3) = caf::actor_cast<caf::actor>(self);
       }
       auto settle = [self, node, ticket, stream_token, streamed] {
@@ -282,6 +283,17 @@ void connection::exec(std::string id, exec_request req, uint64_t token,
                       done_fn<exec_result> done) {
   auto what = "exec in sandbox " + id;
   impl_->op<ops::exec_op>(std::move(what), std::move(id), std::move(done), std::move(req), token);
+}
+
+void connection::follow(std::string id, int32_t pid, chunk_fn chunk,
+                        done_fn<background_process> done) {
+  auto what = "follow process " + std::to_string(pid) + " in sandbox " + id;
+  auto token = new_token(); // chunks are routed by token
+  // Waited for as long as the command runs (follow_op's deadline); a node
+  // that goes away fails it at once.
+  impl_->call<background_process>(
+    checked<background_process>(follow_atom::value, std::move(id), pid, caf::actor{}, token),
+    caf::infinite, std::move(what), std::move(done), token, std::move(chunk));
 }
 
 void connection::exec_stream(std::string id, exec_request req, uint64_t token, chunk_fn chunk,

@@ -91,6 +91,10 @@ class connection {
   void exec(std::string id, exec_request req, uint64_t token, done_fn<exec_result> done);
   void exec_stream(std::string id, exec_request req, uint64_t token, chunk_fn chunk,
                    done_fn<exec_result> done);
+  /// Follows background process `pid` (ops::follow_op): `chunk` gets what it
+  /// printed, first what the node kept, then live output (pushed, never
+  /// polled); `done` its end, with no output (all of it went to `chunk`).
+  void follow(std::string id, int32_t pid, chunk_fn chunk, done_fn<background_process> done);
   /// Kills a running exec; no answer.
   void cancel(std::string id, uint64_t token);
   void write_file(std::string id, std::string path, std::string data, done_fn<bool> done);

@@ -162,6 +162,16 @@ const std::unordered_map<std::string, starter>& starters() {
        c.signal_process(str(a, 0), a[1].cast<int32_t>(), a[2].cast<int32_t>(),
                         a[3].cast<bool>(), to_outcome<bool>(s));
      }},
+    // Streamed like exec: the subscription marker (an empty chunk of
+    // stream 0, actors/chunk_relay.hpp) stays here.
+    {ops::follow_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn chunk) {
+       c.follow(str(a, 0), a[1].cast<int32_t>(),
+                [chunk](exec_chunk ch) {
+                  if (ch.stream != 0 && chunk)
+                    chunk(std::move(ch));
+                },
+                to_outcome<background_process>(s));
+     }},
     {ops::sbmetrics_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.metrics(str(a, 0), to_outcome<sandbox_metric>(s));
      }},
@@ -402,6 +412,17 @@ std::shared_ptr<exec_stream> open_stream(const connection_ptr& c, const std::str
   return s;
 }
 
+/// A background process's output as the node pushes it (ops::follow_op);
+/// the stream's result is the process at its end, without output.
+std::shared_ptr<exec_stream> open_follow(const connection_ptr& c, const std::string& id,
+                                         int32_t pid) {
+  auto s = std::make_shared<exec_stream>(c, id);
+  start(*c, ops::follow_op::name, py::make_tuple(id, pid),
+        [s](outcome o) { s->on_done(std::move(o)); }, 0,
+        [s](exec_chunk ch) { s->on_chunk(std::move(ch)); });
+  return s;
+}
+
 /// n creates in flight at once; [(exception or None, info dict or None)].
 py::list create_many(connection& c, const py::dict& spec, int n) {
   struct gather {
@@ -460,6 +481,7 @@ PYBIND11_MODULE(_native, m) {
     .def("submit", &submit, py::arg("queue"), py::arg("ticket"), py::arg("op"), py::arg("args"),
          py::arg("stream") = false)
     .def("stream", &open_stream)
+    .def("follow", &open_follow)
     .def("create_many", &create_many)
     .def("cancel", [](connection& c, const std::string& id, uint64_t token) {
       c.cancel(id, token);

@@ -42,6 +42,27 @@ def test_timed_out_exec_kills_its_group(sb):
              what="the timed-out exec's group to go")
 
 
+def test_stream_pushes_output_late_followers_first_get_what_they_missed(sb):
+    # The first line is printed before anyone follows; the rest come live.
+    p = sb.exec("echo early; sleep 1; for i in 1 2 3; do echo line$i; sleep 0.2; done; "
+                "echo oops >&2; exit 4", background=True)
+    wait_for(lambda: "early" in p.stdout, 10, what="the first line")
+    first, second = p.stream(), p.stream()
+    seen = []
+    for chunk in first:
+        seen.append((chunk.stream, chunk.text))
+    out = "".join(t for s, t in seen if s == "stdout")
+    assert out == "early\nline1\nline2\nline3\n", seen
+    assert "".join(t for s, t in seen if s == "stderr") == "oops\n", seen
+    assert first.result.exit_code == 4 and first.result.stdout == out
+    # The second follower got the same output, once.
+    r = second.wait()
+    assert r.exit_code == 4 and r.stdout == out and r.stderr == "oops\n", r
+    # A stream of a command that already ended gives what was kept, then its end.
+    late = p.stream().wait()
+    assert late.exit_code == 4 and late.stdout == out, late
+
+
 def test_background_handle(sb):
     t0 = time.monotonic()
     p = sb.exec("echo $$; echo hello; sleep 1; echo bye >&2; exit 3", background=True)

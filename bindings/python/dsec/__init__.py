@@ -19,7 +19,7 @@ from .errors import (Conflict, Error, InvalidArgument, NotFound, ResourceExhaust
 from .errors import StepConflict
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
-from .process import AsyncProcess, Process
+from .process import AsyncProcess, Process, ProcessStream
 from .job import JobItemError, JobResult
 from . import _native
 from .client import Client, ExecStream, Sandbox
@@ -32,7 +32,7 @@ __all__ = [
     "ExecResult", "OutputChunk", "SandboxInfo", "NodeInfo", "LayerInfo", "SnapshotInfo",
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
     "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
-    "ProcessStatus", "JobResult", "JobItemError", "SandboxMetrics",
+    "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
 ]
 
 # The native actor system must stop before the interpreter tears down.

@@ -10,13 +10,13 @@ their output in all, older ones dropped first).
 
 import signal as _signal
 import time
-from typing import List, Optional, Union
+from typing import Iterator, List, Optional, Union
 
 from . import _spec
 from .errors import Timeout
-from .types import ExecResult, ProcessInfo, ProcessStatus
+from .types import ExecResult, OutputChunk, ProcessInfo, ProcessStatus
 
-__all__ = ["Process", "AsyncProcess"]
+__all__ = ["Process", "AsyncProcess", "ProcessStream"]
 
 #: How long one wait call may take on the node; longer waits are several.
 _WAIT_SLICE_S = 30.0
@@ -132,10 +132,59 @@ class Process(_ProcessBase):
             if result is not None:
                 return result
 
+    def stream(self) -> "ProcessStream":
+        """Its output as the node pushes it, nothing polled: first what it
+        printed before (as much as the node keeps), then live output, until
+        it ends::
+
+            p = sb.exec("for i in 1 2 3; do echo $i; sleep 1; done", background=True)
+            s = p.stream()
+            for chunk in s:
+                print(chunk.stream, chunk.text)
+            print(s.result.exit_code)
+
+        Any number of streams may follow one command, from any client.
+        """
+        return ProcessStream(self._sandbox._client._conn.follow(self._sandbox.id, self.pid))
+
     def kill(self, signal: int = _signal.SIGKILL) -> None:
         """Sends ``signal`` (default SIGKILL) to its process group."""
         self._sandbox._client._call(
             "signal_process", (self._sandbox.id, self.pid, _signo(signal), True))
+
+
+class ProcessStream:
+    """Output chunks of a followed background command (``Process.stream()``);
+    ``result`` once iteration ended: its ExecResult, with the output the
+    stream carried."""
+
+    def __init__(self, native):
+        self._native = native
+        self._out: List[bytes] = []
+        self._err: List[bytes] = []
+        self._result: Optional[ExecResult] = None
+
+    def __iter__(self) -> Iterator[OutputChunk]:
+        for t in self._native:
+            chunk = OutputChunk._from_native(t)
+            (self._out if chunk.stream == "stdout" else self._err).append(chunk.data)
+            yield chunk
+
+    @property
+    def result(self) -> ExecResult:
+        """The ExecResult; raises the call's error. Iterate the stream first."""
+        if self._result is None:
+            st = ProcessStatus._from_native(self._native.result())
+            r = st._result()
+            self._result = ExecResult(r.exit_code, b"".join(self._out), b"".join(self._err),
+                                      r.timed_out, r.duration_ms, r.truncated)
+        return self._result
+
+    def wait(self) -> ExecResult:
+        """Reads the remaining output and returns the result."""
+        for _ in self:
+            pass
+        return self.result
 
 
 class AsyncProcess(_ProcessBase):
