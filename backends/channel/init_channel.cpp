@@ -212,9 +212,16 @@ uint32_t init_channel::protocol_version() const {
 status init_channel::start(oom_watch oom) {
   std::weak_ptr<init_channel> weak = shared_from_this();
   ::fcntl(parts_.ctl.get(), F_SETFL, O_NONBLOCK);
-  if (auto st = greet(); !st)
-    return st;
+  if (parts_.await_hello) {
+    if (auto st = greet(); !st)
+      return st;
+  }
   std::lock_guard<std::mutex> g(m_);
+  if (!parts_.await_hello) {
+    // Answered on the loop thread (handle_frame), whenever init runs again.
+    hello_pending_ = true;
+    out_ += proto::encode(proto::hello_msg{});
+  }
   ctl_token_ = loop_->add(parts_.ctl.get(), EPOLLIN, [weak](uint32_t ev) {
     if (auto self = weak.lock())
       self->on_channel(ev);
@@ -236,6 +243,8 @@ status init_channel::start(oom_watch oom) {
     if (oom_token_ == 0)
       return sys_error("epoll add", "oom eventfd of " + parts_.id, errno);
   }
+  if (!out_.empty())
+    flush_locked();
   // Frames that came before init's hello (a running exec's, after a node
   // restart) are parsed now, not at the next byte.
   if (!in_.empty())
@@ -398,16 +407,59 @@ void init_channel::on_channel(uint32_t events) {
     on_init_exit(); // init is gone: report why, not just "channel closed"
     return;
   }
+  if (closed && !broken && reconnect_after_hello())
+    return;
+  std::string why;
   {
     std::lock_guard<std::mutex> g(m_);
     close_channel_locked();
-    death_ = broken ? "malformed frame from init" : "control channel closed";
+    if (broken && !mismatch_.empty())
+      death_ = mismatch_;
+    else
+      death_ = broken ? "malformed frame from init" : "control channel closed";
+    why = broken ? death_ : "init closed the channel";
   }
-  fail_pending(unavailable("exec in " + parts_.id + ": " +
-                           (broken ? "malformed frame from init" : "init closed the channel")));
+  fail_pending(unavailable("exec in " + parts_.id + ": " + why));
+}
+
+bool init_channel::reconnect_after_hello() {
+  std::lock_guard<std::mutex> g(m_);
+  // Version 1 closes the connection at hello; any later close is a close.
+  if (!hello_pending_ || !parts_.reconnect || shut_ || dead_)
+    return false;
+  hello_pending_ = false;
+  auto fd = parts_.reconnect();
+  if (!fd)
+    return false;
+  loop_->remove(ctl_token_, parts_.ctl.get());
+  parts_.ctl = std::move(*fd);
+  ::fcntl(parts_.ctl.get(), F_SETFL, O_NONBLOCK);
+  in_.clear();
+  out_.clear();
+  std::weak_ptr<init_channel> weak = shared_from_this();
+  ctl_token_ = loop_->add(parts_.ctl.get(), EPOLLIN, [weak](uint32_t ev) {
+    if (auto self = weak.lock())
+      self->on_channel(ev);
+  });
+  if (ctl_token_ == 0)
+    return false;
+  version_ = 1;
+  return true;
 }
 
 bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
+  if (h.type == proto::msg::hello) { // the answer to start()'s hello
+    proto::hello_msg theirs;
+    std::lock_guard<std::mutex> g(m_);
+    hello_pending_ = false;
+    if (!proto::decode(body, theirs))
+      return false;
+    version_ = proto::agree(proto::hello_msg{}, theirs);
+    if (version_ == 0)
+      mismatch_ = "protocol hello with init of " + parts_.id + ": "
+                  + proto::mismatch_text(proto::hello_msg{}, theirs);
+    return version_ != 0;
+  }
   std::shared_ptr<pending_exec> p;
   {
     std::unique_lock<std::mutex> g(m_);

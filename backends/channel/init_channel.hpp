@@ -42,6 +42,12 @@ struct channel_parts {
   /// cannot be reached again (a guest's serial port), and such an init is
   /// then a mismatch.
   std::function<expected<sys::unique_fd>()> reconnect;
+  /// True: start() waits for init's hello and fails on a mismatch (a new
+  /// init, which runs). False: start() sends hello and goes on; the answer
+  /// comes on the loop thread whenever init runs (a recovered init may be
+  /// frozen: a paused sandbox), and a mismatch then closes the channel with
+  /// the mismatch as the reason every call fails with.
+  bool await_hello = true;
 };
 
 /// How an out-of-memory in the sandbox reaches the channel (containers: the
@@ -69,9 +75,10 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   init_channel& operator=(const init_channel&) = delete;
 
   /// Agrees on a protocol version with init (`hello`, protocol.hpp), then
-  /// registers the socket, the pidfd and `oom` with the loop. Blocks for the
-  /// hello's round trip. Fails, naming both versions, if init speaks none
-  /// this node does. Call once, after construction through make_shared.
+  /// registers the socket, the pidfd and `oom` with the loop. With
+  /// channel_parts::await_hello it blocks for the hello's round trip and
+  /// fails, naming both versions, if init speaks none this node does.
+  /// Call once, after construction through make_shared.
   status start(oom_watch oom = {});
 
   /// The protocol version both ends speak (1 for an init from before hello);
@@ -141,6 +148,9 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
 
   /// The hello exchange of start(), before the loop watches the socket.
   status greet();
+  /// On the loop thread: the channel closed while hello was unanswered (an
+  /// init of version 1); connects again without hello. False if it cannot.
+  bool reconnect_after_hello();
 
   // -- io_loop thread -------------------------------------------------------
 
@@ -181,7 +191,9 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   std::string died_of_;    ///< the reason on_exit reported (or would have)
 
   std::string in_; ///< bytes from init not yet parsed; loop thread only
-  uint32_t version_ = 0; ///< agreed by greet(); guarded by m_
+  uint32_t version_ = 0; ///< agreed at hello; guarded by m_
+  bool hello_pending_ = false; ///< hello sent, not answered (await_hello false)
+  std::string mismatch_;       ///< why the versions do not meet, once known
 };
 
 } // namespace dsec::backends

@@ -28,6 +28,9 @@ channel_parts channel_of(sandbox_parts& p) {
   // An init of protocol version 1 closes the channel at hello; its
   // listening socket takes a new connection (init_channel::start).
   c.reconnect = [dir = p.dir] { return connect_control_socket(dir); };
+  // A recovered init (not our child) may be frozen, its sandbox paused: its
+  // hello answer comes when it thaws, and start() must not wait for it.
+  c.await_hello = p.reap;
   return c;
 }
 

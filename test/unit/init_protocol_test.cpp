@@ -14,6 +14,8 @@
 
 #include <cstring>
 #include <memory>
+#include <chrono>
+#include <future>
 #include <thread>
 #include <functional>
 #include <string>
@@ -354,13 +356,15 @@ struct fake_init {
 std::shared_ptr<backends::init_channel> channel_on(std::shared_ptr<backends::io_loop> loop,
                                                    fake_init& f,
                                                    std::function<expected<sys::unique_fd>()>
-                                                     reconnect = {}) {
+                                                     reconnect = {},
+                                                   bool await_hello = true) {
   backends::channel_parts p;
   p.id = "n1.hello";
   p.reap = false;
   p.pidfd.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   p.ctl.reset(f.node_end);
   p.reconnect = std::move(reconnect);
+  p.await_hello = await_hello;
   return std::make_shared<backends::init_channel>(std::move(loop), std::move(p));
 }
 
@@ -440,5 +444,68 @@ TEST_CASE("init channel: the node and init agree on a version at connect",
     REQUIRE_FALSE(st);
     CHECK(st.err().message.find("node speaks v2 (v1-v2), init speaks v1 (v1-v1)")
           != std::string::npos);
+  }
+}
+
+TEST_CASE("init channel: a recovered init answers hello when it runs again",
+          "[init][protocol][hello]") {
+  auto loop = std::make_shared<backends::io_loop>();
+  auto wait_version = [](backends::init_channel& ch, uint32_t want) {
+    for (int i = 0; i < 200 && ch.protocol_version() != want; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return ch.protocol_version();
+  };
+
+  SECTION("start does not wait (a frozen init); the answer comes later") {
+    fake_init f;
+    auto ch = channel_on(loop, f, {}, false);
+    REQUIRE(ch->start());
+    CHECK(ch->protocol_version() == 0);
+    auto hello = f.read_frame();
+    proto::header h;
+    REQUIRE(proto::peek_frame(hello, h) == proto::parse::complete);
+    CHECK(h.type == proto::msg::hello);
+    f.send(proto::encode(proto::hello_msg{}));
+    CHECK(wait_version(*ch, proto::version) == proto::version);
+    (void)ch->shut();
+  }
+
+  SECTION("a late mismatch fails every call with both versions") {
+    fake_init f;
+    auto ch = channel_on(loop, f, {}, false);
+    REQUIRE(ch->start());
+    (void)f.read_frame();
+    f.send(proto::encode(proto::hello_msg{9, 9}));
+    std::promise<error> failed;
+    // The channel closes once the loop thread read the answer.
+    for (int i = 0; i < 200; ++i) {
+      if (ch->send_stdin(1, "x", false).err().message.find("mismatch") != std::string::npos)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    exec_request req;
+    req.argv = {"true"};
+    backends::exec_callbacks cb;
+    cb.on_done = [&](expected<exec_result> r) { failed.set_value(r.err()); };
+    ch->exec(std::move(req), std::move(cb));
+    auto err = failed.get_future().get();
+    CHECK(err.message.find("init protocol mismatch: node speaks v2 (v1-v2), init speaks v9")
+          != std::string::npos);
+    (void)ch->shut();
+  }
+
+  SECTION("a version 1 init closes at hello: reconnected, spoken to in v1") {
+    fake_init f, again;
+    auto ch = channel_on(loop, f, [&]() -> expected<sys::unique_fd> {
+      return sys::unique_fd{again.node_end};
+    }, false);
+    REQUIRE(ch->start());
+    (void)f.read_frame();
+    ::close(f.init_end);
+    f.init_end = -1;
+    CHECK(wait_version(*ch, 1) == 1);
+    pollfd pfd{again.init_end, POLLIN, 0};
+    CHECK(::poll(&pfd, 1, 50) == 0); // no hello on the new connection
+    (void)ch->shut();
   }
 }
