@@ -18,6 +18,7 @@
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
 #include "core/clock.hpp"
+#include "core/sandbox_path.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 #include "core/job.hpp"
@@ -318,10 +319,9 @@ expected<std::string> file_path(const route& r) {
   auto it = r.query.find("path");
   if (it == r.query.end() || it->second.empty())
     return invalid_argument("files: query parameter path=/absolute/path is required");
-  if (it->second[0] != '/')
-    return invalid_argument("files: path must be absolute, got \"" + it->second + "\"");
-  if (it->second.size() > 4096 || it->second.find('\0') != std::string::npos)
-    return invalid_argument("files: path is longer than 4096 bytes or contains NUL");
+  // The one grammar of sandbox paths (core/sandbox_path.hpp).
+  if (auto parts = parse_sandbox_path(it->second, path_form::entry); !parts)
+    return invalid_argument("files: " + parts.err().message);
   return it->second;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/e2b_codec_detail.hpp"
+#include "core/sandbox_path.hpp"
 
 namespace dsec::e2b {
 
@@ -51,11 +52,13 @@ std::string owner_name(uint32_t id) { return id == 0 ? "root" : std::to_string(i
 expected<std::string> sandbox_path(std::string_view path) {
   if (path.empty())
     return invalid_argument("path: must not be empty");
-  if (path.size() > 4096 || path.find('\0') != std::string_view::npos)
-    return invalid_argument("path: longer than 4096 bytes or contains NUL");
+  // E2B sends paths relative to the root as well: they are made absolute,
+  // then held to the one grammar of sandbox paths (core/sandbox_path.hpp).
   std::string p{path};
   if (p[0] != '/')
     p = "/" + p;
+  if (auto parts = parse_sandbox_path(p, path_form::entry_or_root); !parts)
+    return parts.err();
   return p;
 }
 

@@ -28,6 +28,7 @@
 
 #include "backends/channel/sandbox_path.hpp"
 #include "backends/container/container_sandbox.hpp"
+#include "core/sandbox_path.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
@@ -250,13 +251,11 @@ container_sandbox::watch_dir(const std::string& path, bool recursive, watch_call
     return unavailable("watch " + path + " in " + parts_.id + ": sandbox destroyed");
   auto core = std::make_shared<watch_core>();
   core->shown = path;
-  if (path != "/") {
-    auto parts = split_sandbox_path(path);
-    if (!parts)
-      return parts.err();
-    for (auto& p : *parts)
-      core->base = join_rel(core->base, p);
-  }
+  auto parts = parse_sandbox_path(path, path_form::entry_or_root);
+  if (!parts)
+    return parts.err();
+  for (auto& p : *parts)
+    core->base = join_rel(core->base, p);
   core->root = root;
   core->recursive = recursive;
   core->cb = std::move(cb);
