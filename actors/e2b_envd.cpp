@@ -319,36 +319,30 @@ void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) 
     });
   c->on_disconnect([relay] { caf::anon_send_exit(relay, caf::exit_reason::user_shutdown); });
   auto self = g.self;
+  // Ends the stream with a clean end-of-stream, once (the deadline and the
+  // watch's own end may race).
+  std::function<void()> end_cleanly = [c, open, done] {
+    if (done->exchange(true))
+      return;
+    if (!open->exchange(true))
+      c->begin_stream(200, connect_json);
+    c->write_chunk(end_of_stream());
+    c->end_stream();
+  };
   // The client's deadline ends the stream cleanly; the watch ends with the
   // relay (the sandbox actor monitors it).
   auto tmo = c->header("connect-timeout-ms");
   if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos
       && std::stoll(tmo) > 0)
     self->delayed_send(self, std::chrono::milliseconds(std::stoll(tmo)), cont_atom::value,
-                       continuation{[self, c, relay, open, done] {
-                         drain_chunk_relay(self, relay, [c, open, done] {
-                           if (done->exchange(true))
-                             return;
-                           if (!open->exchange(true))
-                             c->begin_stream(200, connect_json);
-                           c->write_chunk(end_of_stream());
-                           c->end_stream();
-                         });
+                       continuation{[self, relay, end_cleanly] {
+                         drain_chunk_relay(self, relay, end_cleanly);
                        }});
   // No bound: answered when the watch ends.
   self->request(g.front, caf::infinite, watch_atom::value, id, req->path, recursive, relay,
                 uint64_t{0})
     .then(
-      [self, c, relay, open, done](bool) {
-        drain_chunk_relay(self, relay, [c, open, done] {
-          if (done->exchange(true))
-            return;
-          if (!open->exchange(true))
-            c->begin_stream(200, connect_json);
-          c->write_chunk(end_of_stream());
-          c->end_stream();
-        });
-      },
+      [self, relay, end_cleanly](bool) { drain_chunk_relay(self, relay, end_cleanly); },
       [self, c, relay, open, done](caf::error& err) {
         drain_chunk_relay(self, relay, [c, open, done, e = from_caf(err)] {
           if (done->exchange(true))

@@ -1,9 +1,17 @@
 # Helpers the Python benches share: a free local port and a small REST client.
 # Benches run as `python3 bench/<name>.py`, so this directory is on sys.path.
 
+import contextlib
 import http.client
 import json
+import os
+import shutil
+import signal
 import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
 
 
 def free_port():
@@ -52,3 +60,37 @@ def request(where, method, path, body=None, timeout=30):
         return status, json.loads(out)
     except ValueError:
         return status, out
+
+
+@contextlib.contextmanager
+def private_node(bin_, store, node_id, start_timeout_s=30):
+    """A node of its own on loopback (no zram), for one bench run: yields
+    (rest, listen) once /healthz answers; stops it (SIGTERM, then KILL) and
+    removes its state directory and log after."""
+    state = tempfile.mkdtemp(prefix=f"dsec-{node_id}-", dir="/var/tmp")
+    rest, listen = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    log = open(state + ".log", "wb")
+    node = subprocess.Popen([bin_, "node", "--state-dir", state, "--store", store, "--rest",
+                             rest, "--listen", listen, "--node-id", node_id, "--zram-mb", "0"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{rest}/healthz", timeout=2).read()
+                break
+            except Exception:
+                if time.monotonic() > deadline or node.poll() is not None:
+                    raise RuntimeError("node did not start; see " + state + ".log")
+                time.sleep(0.2)
+        yield rest, listen
+    finally:
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+        os.unlink(state + ".log")

@@ -17,16 +17,11 @@ import datetime
 import json
 import math
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
-from benchlib import free_port
+from benchlib import private_node
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,22 +56,7 @@ def main():
                  "(it installs e2b@2) or npm install e2b@2 there")
     version = json.loads((module.parents[1] / "package.json").read_text())["version"]
     bin_ = os.environ.get("DSEC_BIN", str(REPO / "build/cmd/dsec"))
-    state = tempfile.mkdtemp(prefix="dsec-e2b-lag-", dir="/var/tmp")
-    rest, listen = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    log = open(state + ".log", "wb")
-    node = subprocess.Popen([bin_, "node", "--state-dir", state, "--store", args.store, "--rest",
-                             rest, "--listen", listen, "--node-id", "e2b-lag", "--zram-mb", "0"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://{rest}/healthz", timeout=2).read()
-                break
-            except Exception:
-                if time.monotonic() > deadline or node.poll() is not None:
-                    raise RuntimeError("node did not start; see " + state + ".log")
-                time.sleep(0.2)
+    with private_node(bin_, args.store, "e2b-lag") as (rest, listen):
         run_round(str(module), rest, 5, args.gap_ms)  # warm: layer mounts, first create
         lag = []
         for _ in range(args.rounds):
@@ -95,16 +75,6 @@ def main():
         out = args.out or str(REPO / "bench/results" /
                               f"e2b-stdout-lag-{datetime.date.today().isoformat()}.json")
         Path(out).write_text(json.dumps(report, indent=2) + "\n")
-    finally:
-        node.send_signal(signal.SIGTERM)
-        try:
-            node.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            node.kill()
-            node.wait()
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
-        os.unlink(state + ".log")
 
 
 if __name__ == "__main__":
