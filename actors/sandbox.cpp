@@ -105,6 +105,7 @@ void maybe_quit(sandbox_actor_ptr self) {
 /// Takes the backend sandbox and the layer mounts out of `st` and returns the
 /// blocking job that releases them.
 std::function<status()> take_teardown(sandbox_actor_state& st) {
+  st.released = true;
   auto digests = std::move(st.digests);
   st.digests.clear();
   return [ctx = st.ctx, sb = st.sb, digests, batch = st.info.cpu_class != "latency",
@@ -159,6 +160,12 @@ void on_died(sandbox_actor_ptr self, const std::string& reason) {
 }
 
 } // namespace
+
+sandbox_actor_state::~sandbox_actor_state() {
+  if (released || !sb || !ctx || !ctx->pool || !ttl.file)
+    return;
+  ctx->pool->post([job = take_teardown(*this)] { (void)job(); });
+}
 
 error not_running(const sandbox_actor_state& st) {
   auto s = to_string(st.info.state);

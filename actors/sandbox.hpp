@@ -121,6 +121,14 @@ struct sandbox_actor_state {
   /// keys of execs running now (sandbox_trajectory.hpp).
   std::shared_ptr<trajectory_handle> log;
   std::unordered_set<std::string> running_steps;
+  /// Set once the backend sandbox and the layer mounts were handed to a
+  /// teardown (destroy, or its init died).
+  bool released = false;
+
+  /// An actor that ends without having released its sandbox (an abnormal
+  /// exit: a bug, an exception, a kill) still releases it: the backend
+  /// sandbox and the layer mounts go on the worker pool, as destroy does.
+  ~sandbox_actor_state();
 };
 
 using sandbox_actor_ptr = sandbox_actor::stateful_pointer<sandbox_actor_state>;

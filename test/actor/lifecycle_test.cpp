@@ -931,8 +931,12 @@ TEST_CASE_METHOD(fixture, "a sandbox actor that exits abnormally leaves a failed
   auto it = std::find_if(targets->begin(), targets->end(),
                          [&](const reclaim_target& t) { return t.id == a->id; });
   REQUIRE(it != targets->end());
+  auto held_before = w->held;
   caf::anon_send_exit(it->actor, caf::exit_reason::kill);
   drive();
+  // What it held is released all the same: its backend sandbox and mounts.
+  CHECK(w->destroys == 1);
+  CHECK(w->held < held_before);
 
   // Listed as failed with the exit reason; the other sandbox is untouched.
   auto all = ask<std::vector<sandbox_info>>(list_atom::value, label_map{});
