@@ -24,6 +24,10 @@ namespace {
 // loop; every task seen so far is set, and the new ones inherited the
 // policy from a parent that was already set (or will be seen next call).
 constexpr int max_passes = 64;
+/// The pause before the pass that confirms no task is left (see
+/// set_until_stable): long enough for a fork in flight to land on a busy
+/// 2-core node, short enough not to show in a class change or a pause.
+constexpr long settle_pause_ns = 2'000'000;
 
 status write_knob(const std::string& path, const std::string& value) {
   sys::unique_fd fd{::open(path.c_str(), O_WRONLY | O_CLOEXEC)};
@@ -62,10 +66,14 @@ std::vector<pid_t> threads_of(pid_t pid) {
   return out;
 }
 
-/// Sets every task `list()` gives until a pass finds none it had not set.
+/// Sets every task `list()` gives until a pass finds none it had not set,
+/// twice in a row, settle_pause apart: a task whose fork began before its
+/// parent's policy changed copies the old policy, and shows in the list only
+/// when its fork ends (a window that widens on a loaded node).
 template <class List>
 status set_until_stable(List list, int policy) {
   std::set<pid_t> done;
+  bool settled = false;
   for (int pass = 0; pass < max_passes; ++pass) {
     bool fresh = false;
     for (pid_t tid : list()) {
@@ -75,8 +83,15 @@ status set_until_stable(List list, int policy) {
       if (auto st = set_policy(tid, policy); !st)
         return st;
     }
-    if (!fresh)
+    if (fresh) {
+      settled = false;
+      continue;
+    }
+    if (settled)
       return {};
+    settled = true;
+    struct timespec pause = {0, settle_pause_ns};
+    ::nanosleep(&pause, nullptr);
   }
   return {};
 }
