@@ -187,12 +187,38 @@ void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
       on_error(c));
 }
 
-/// GET .../metrics: one sample of the sandbox's CPU and memory use, as
-/// E2B's SandboxMetric array.
-void metrics(const gateway_ref& g, const http_call& c, const std::string& id) {
+/// A Unix-seconds bound of E2B's metrics query (`start`, `end`), if given.
+expected<std::optional<int64_t>> seconds_param(const std::map<std::string, std::string>& q,
+                                               const char* name) {
+  auto it = q.find(name);
+  if (it == q.end())
+    return std::optional<int64_t>{};
+  auto& v = it->second;
+  if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos)
+    return invalid_argument(std::string{"metrics: "} + name
+                            + " must be Unix seconds, got \"" + v.substr(0, 40) + "\"");
+  return std::optional<int64_t>{std::stoll(v)};
+}
+
+/// GET .../metrics[?start=S&end=E]: one sample of the sandbox's CPU and
+/// memory use now, as E2B's SandboxMetric array; empty when now is outside
+/// [start, end] (dsec keeps no history of samples).
+void metrics(const gateway_ref& g, const http_call& c, const std::string& id,
+             const std::map<std::string, std::string>& query) {
+  auto start = seconds_param(query, "start");
+  auto end = seconds_param(query, "end");
+  if (!start || !end)
+    return reply_error(c, !start ? start.err() : end.err());
   auto wait = caf::duration{*ops::sbmetrics_op::deadline(ops::waits_of(hop::front))};
   g.self->request(g.front, wait, sbmetrics_atom::value, id)
-    .then([c](sandbox_metric& m) { answer(c, 200, encode_metrics(m)); }, on_error(c));
+    .then(
+      [c, from = *start, to = *end](sandbox_metric& m) {
+        auto at = m.timestamp_ms / 1000;
+        if ((from && at < *from) || (to && at > *to))
+          return answer(c, 200, "[]");
+        answer(c, 200, encode_metrics(m));
+      },
+      on_error(c));
 }
 
 /// GET .../logs: dsec keeps no sandbox logs apart from the trajectory.
@@ -231,7 +257,7 @@ const control_route control_routes[] = {
    }},
   {"GET", 1, "", on_sandbox<get>},
   {"DELETE", 1, "", on_sandbox<kill>},
-  {"GET", 2, "metrics", on_sandbox<metrics>},
+  {"GET", 2, "metrics", metrics},
   {"GET", 2, "logs", on_sandbox<logs>},
   {"POST", 2, "timeout", on_sandbox<set_timeout>},
   {"POST", 2, "pause", on_sandbox<pause>},

@@ -5,6 +5,7 @@
 # array). Values must be plausible: memory in use is above zero and below the
 # limit, a busy sandbox shows CPU, an idle one little.
 
+import json
 import time
 import urllib.parse
 
@@ -103,6 +104,19 @@ def test_e2b_metrics_shape(client):
     assert 0 < m["memUsed"] < m["memTotal"], m
     status, out = client.call("GET", f"/sandboxes/{node_less(sid)}/metrics")
     assert status == 404, out
+
+
+def test_e2b_metrics_range(client):
+    sid = client.create_ok(cpu=1, memory_mb=256)
+    now = int(time.time())
+    base = f"/sandboxes/{sid}/metrics"
+    status, out = client.call("GET", f"{base}?start={now - 60}&end={now + 60}")
+    assert status == 200 and len(out) == 1, out
+    # A range that ended before now holds no sample (dsec keeps no history).
+    status, out = client.call("GET", f"{base}?start={now - 3600}&end={now - 1800}")
+    assert status == 200 and out == [], out
+    status, out = client.call("GET", f"{base}?start=yesterday")
+    assert status == 400 and "start" in json.dumps(out), out
 
 
 def node_less(sid):
