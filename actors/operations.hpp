@@ -175,7 +175,7 @@ struct stream_op : op<stream_atom, exec_result, exec_request, caf::actor, uint64
 /// Starts a background command; answers once init reported its pid.
 struct bgexec_op : op<bgexec_atom, background_process, exec_request> {
   static constexpr const char* name = "exec_background";
-  static constexpr bool resumes = true;
+  static constexpr bool resumes = true, logged = true; // its start and its end
   static void at_front(exec_request& r) { stamp(r); }
   static error check(const node_limits&, const std::string&, exec_request& r) {
     return check_background(r);
@@ -185,7 +185,7 @@ struct bgexec_op : op<bgexec_atom, background_process, exec_request> {
 /// The same, keeping its stdin open for stdin_op if the flag is set (E2B).
 struct bgexec_stdin_op : op<bgexec_atom, background_process, exec_request, bool> {
   static constexpr const char* name = "exec_background_stdin";
-  static constexpr bool resumes = true;
+  static constexpr bool resumes = true, logged = true;
   static void at_front(exec_request& r, bool&) { stamp(r); }
   static error check(const node_limits&, const std::string&, exec_request& r, bool&) {
     return check_background(r);
@@ -321,7 +321,7 @@ struct sbmetrics_op : op<sbmetrics_atom, sandbox_metric> {
 /// hops wait as long as the stream lasts: a dead owner fails it at once.
 struct follow_op : op<follow_atom, background_process, int32_t, caf::actor, uint64_t> {
   static constexpr const char* name = "follow";
-  static constexpr bool resumes = true;
+  // A paused command's output is read as it stands (sandbox_procs.hpp).
   static wait_bound deadline(const waits&, const int32_t&, const caf::actor&, const uint64_t&) {
     return std::nullopt;
   }
