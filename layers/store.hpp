@@ -71,6 +71,9 @@ class store {
     /// per-file chunk index small (8 bytes per chunk); smaller chunks dedup
     /// finer but grow the metadata. Reads are per page either way.
     uint32_t chunk_size = 1u << 20;
+    /// Exec defaults recorded with the layer in the catalog (not part of
+    /// the digest): an image's config, a Dockerfile's ENV/WORKDIR/USER.
+    layer_config config;
   };
 
   /// build() with options; `opts.chunked = false` is exactly build().

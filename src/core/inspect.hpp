@@ -83,9 +83,14 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, layer_config& x) {
+  return f(caf::meta::type_name("dsec::layer_config"), x.env, x.workdir, x.user);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_info& x) {
   return f(caf::meta::type_name("dsec::layer_info"), x.ref, x.name, x.version, x.kind,
-           x.digest, x.size_bytes, x.created_at_ms);
+           x.digest, x.size_bytes, x.created_at_ms, x.config);
 }
 
 template <class Inspector>

@@ -281,6 +281,18 @@ struct sandbox_info {
 };
 
 /// A layer in the store catalog.
+/// What a layer sets for the commands run over it: an image's config (Env,
+/// WorkingDir, User) or a Dockerfile's ENV, WORKDIR and USER. The topmost
+/// layer that sets a field wins; a spec's env and an exec's own env, cwd
+/// and user win over all of them.
+struct layer_config {
+  std::map<std::string, std::string> env;
+  /// Absolute path; empty: not set.
+  std::string workdir;
+  /// "name", "uid" or "uid:gid"; empty: not set.
+  std::string user;
+};
+
 struct layer_info {
   /// `name@version`.
   std::string ref;
@@ -292,6 +304,8 @@ struct layer_info {
   std::string digest;
   int64_t size_bytes = 0;
   int64_t created_at_ms = 0;
+  /// Exec defaults (see layer_config); not part of the digest.
+  layer_config config;
 };
 
 /// One backend as a node reports it (GET /healthz "backends").
