@@ -26,7 +26,9 @@ struct resolver_options {
   registry_options registry;
   /// Publish what this node converted (off: never write to registries).
   bool publish = true;
-  /// Read published data blobs on demand (off: download them whole).
+  /// Read published data blobs on demand (off: download them whole, as on
+  /// a node without FUSE). The node starts the lazy blob daemon (lazyfs/)
+  /// before it creates the resolver, so a registered blob is always served.
   bool lazy = true;
 };
 

@@ -22,7 +22,7 @@
 
 #include "core/error.hpp"
 #include "core/types.hpp"
-#include "registry/reference.hpp"
+#include "core/image_reference.hpp"
 #include "registry/registry_options.hpp"
 
 namespace dsec::layers {

@@ -1,7 +1,8 @@
 // The grammar of an image reference, as docker and the distribution spec
 // write it: `[REGISTRY/]REPOSITORY[:TAG][@sha256:HEX]`. The one parser of that
 // input: the CLI (`dsec layer pull`, `--image`), spec validation (`"image"`)
-// and E2B's templateID all call it. Pure and standard-library only.
+// and E2B's templateID all call it. Pure and standard-library only; in core/
+// beside layer_ref.hpp so request validation (core/validate.cpp) can call it.
 //
 //   registry    a host with a '.' or ':' or "localhost", optionally :port,
 //               IPv6 in brackets; absent: docker.io ("registry-1.docker.io"
