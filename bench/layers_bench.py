@@ -206,13 +206,13 @@ def pick_reads(rng, files):
 # -- node over REST -------------------------------------------------------------
 
 class Node:
-    def __init__(self, dsec_bin, state, store, name):
+    def __init__(self, dsec_bin, state, store, name, extra=()):
         self.state, self.rest = state, f"127.0.0.1:{free_port()}"
         os.makedirs(state, exist_ok=True)
         self.logf = open(state + ".log", "wb")
         self.proc = subprocess.Popen(
             [dsec_bin, "node", "--state-dir", state, "--store", store, "--rest", self.rest,
-             "--listen", f"127.0.0.1:{free_port()}", "--node-id", name],
+             "--listen", f"127.0.0.1:{free_port()}", "--node-id", name, *extra],
             stdout=self.logf, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+"""Images from a registry, DSec's experiment: on-demand reads against full
+pulls, with the registry remote (its own network namespace behind tc netem,
+1 Gbit/s and 1 ms each way by default).
+
+M images (each >= 200 MB: a busybox layer they all share plus a python-like
+tree of thousands of files of mixed sizes, random incompressible bytes, zstd
+layers) are pushed to a real registry (Debian's docker-registry, CNCF
+distribution). A burst of N sandboxes is created from them through a real
+`dsec node` over REST (`{"image": REF}` or the layer a pull made), each
+sandbox reading a random 4-13 % (by bytes) of its image's files. Modes, each
+on a fresh node (empty store, empty chunk cache, page cache dropped):
+
+  convert   pull + convert on this node: the first create of each image pulls
+            its layers whole and builds the EROFS layer here (--no-publish,
+            so nothing is shared); later creates wait on that one pull.
+  full      full pull of the converted layer before the burst: `dsec layer
+            pull` of the conversion another node published (metadata image
+            and whole data blob), then the burst over the local layer.
+  ondemand  the node finds the published conversion, fetches only its
+            metadata image and reads data chunks when sandboxes touch them
+            (the lazy blob daemon, HTTP range requests, chunk cache).
+
+Before the modes a publisher node converts each image once and publishes it
+(timed as publish_s). Also measured: on a cold node, create -> first exec of
+an image converted elsewhere, and the bytes a sandbox reading 5 % of the
+image makes the node fetch.
+
+Bytes fetched from the registry = rx bytes of the host side of the veth to the
+registry's namespace (everything that crossed the wire, headers included).
+Bytes written locally = write-sector delta of the disk (noisy: other writers)
+and `du` of the node's state and store (exact).
+
+    python3 bench/registry_bench.py [--quick] [--n 64,256] [--modes convert,full,ondemand]
+Needs root, docker-registry, iproute2 (tc); writes bench/results/registry-<date>.json
+(+ .png with matplotlib) and removes everything it created.
+"""
+
+import argparse
+import concurrent.futures as cf
+import datetime
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Rest  # noqa: E402
+from layers_bench import (ROOT, Node, busybox_tree, disk_of, disk_sectors,  # noqa: E402
+                          drop_caches, du_bytes, log, make_image_tree, pick_reads, run,
+                          sh_cat, unmount_under)
+
+NETNS = "dsec-regbench"
+VETH_HOST, VETH_NS = "drb-h", "drb-n"
+HOST_IP, REG_IP = "10.231.7.1", "10.231.7.2"
+REG = f"{REG_IP}:5000"
+
+
+# -- the remote registry ----------------------------------------------------------
+
+def rx_bytes():
+    with open(f"/sys/class/net/{VETH_HOST}/statistics/rx_bytes") as f:
+        return int(f.read())
+
+
+class RemoteRegistry:
+    """docker-registry in its own netns, reached over a shaped veth."""
+
+    def __init__(self, work, rate, delay):
+        self.work, self.proc = work, None
+        self.teardown()
+        run(["ip", "netns", "add", NETNS])
+        run(["ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS])
+        run(["ip", "link", "set", VETH_NS, "netns", NETNS])
+        run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", VETH_HOST])
+        run(["ip", "link", "set", VETH_HOST, "up"])
+        ns = ["ip", "netns", "exec", NETNS]
+        run(ns + ["ip", "addr", "add", f"{REG_IP}/30", "dev", VETH_NS])
+        run(ns + ["ip", "link", "set", VETH_NS, "up"])
+        run(ns + ["ip", "link", "set", "lo", "up"])
+        for pre, dev in (([], VETH_HOST), (ns, VETH_NS)):
+            run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", delay,
+                       "rate", rate, "limit", "100000"])
+        storage = os.path.join(work, "registry-data")
+        os.makedirs(storage)
+        cfg = os.path.join(work, "registry.yml")
+        with open(cfg, "w") as f:
+            f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+                    f"    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
+                    f"http:\n  addr: {REG}\n")
+        self.log = open(os.path.join(work, "registry.log"), "wb")
+        self.proc = subprocess.Popen(ns + ["/usr/bin/docker-registry", "serve", cfg],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{REG}/v2/", timeout=2).read()
+                return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("docker-registry did not start: see registry.log")
+                time.sleep(0.1)
+
+    def teardown(self):
+        if self.proc:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc = None
+        subprocess.run(["ip", "link", "del", VETH_HOST], stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
+
+    @staticmethod
+    def manifest_digest(repo, tag):
+        req = urllib.request.Request(
+            f"http://{REG}/v2/{repo}/manifests/{tag}", method="HEAD",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.headers["Docker-Content-Digest"]
+
+
+# -- images -------------------------------------------------------------------------
+
+def _blob(layout, data):
+    digest = hashlib.sha256(data).hexdigest()
+    with open(os.path.join(layout, "blobs", "sha256", digest), "wb") as f:
+        f.write(data)
+    return {"digest": "sha256:" + digest, "size": len(data)}
+
+
+def _zstd_tar(tree):
+    """(zstd-compressed tar of tree, sha256 of the tar) with fixed metadata."""
+    tar = subprocess.run(["tar", "--sort=name", "--mtime=@1704067200", "--owner=0",
+                          "--group=0", "--numeric-owner", "-cf", "-", "-C", tree, "."],
+                         stdout=subprocess.PIPE, check=True).stdout
+    comp = subprocess.run(["zstd", "-1", "-T2", "-q", "-c"], input=tar,
+                          stdout=subprocess.PIPE, check=True).stdout
+    return comp, "sha256:" + hashlib.sha256(tar).hexdigest()
+
+
+def push_image(work, trees, repo, tag):
+    """Writes an OCI layout with one zstd layer per tree and copies it to the
+    registry with skopeo."""
+    layout = os.path.join(work, "layout")
+    shutil.rmtree(layout, ignore_errors=True)
+    os.makedirs(os.path.join(layout, "blobs", "sha256"))
+    layers, diff_ids = [], []
+    for tree in trees:
+        comp, diff_id = _zstd_tar(tree)
+        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd",
+                       **_blob(layout, comp)})
+        diff_ids.append(diff_id)
+    config = {"architecture": "amd64", "os": "linux",
+              "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "WorkingDir": "/"},
+              "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    cdesc = {"mediaType": "application/vnd.oci.image.config.v1+json",
+             **_blob(layout, json.dumps(config).encode())}
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": cdesc, "layers": layers}
+    mdesc = {"mediaType": manifest["mediaType"], **_blob(layout, json.dumps(manifest).encode()),
+             "annotations": {"org.opencontainers.image.ref.name": tag}}
+    with open(os.path.join(layout, "index.json"), "w") as f:
+        json.dump({"schemaVersion": 2, "manifests": [mdesc]}, f)
+    with open(os.path.join(layout, "oci-layout"), "w") as f:
+        f.write('{"imageLayoutVersion":"1.0.0"}')
+    run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci:{layout}:{tag}",
+         f"docker://{REG}/{repo}:{tag}"])
+    shutil.rmtree(layout)
+
+
+# -- bursts ---------------------------------------------------------------------------
+
+def burst(rest, specs_and_reads, workers, t0):
+    """Creates each spec and reads its files, `workers` at a time. Returns
+    (ids, done times since t0, failures)."""
+    local = {}
+
+    def one(job):
+        spec, paths = job
+        c = local.setdefault(threading.get_ident(), Rest(rest, 900))
+        sb = c.call("POST", "/v1/sandboxes", {**spec, "cpu": 0.5, "memory_mb": 256})
+        r = c.call("POST", f"/v1/sandboxes/{sb['id']}/exec",
+                   {"cmd": sh_cat(paths), "timeout_s": 900})
+        ok = r.get("exit_code") == 0
+        return sb["id"], time.monotonic() - t0, None if ok else (r.get("stderr") or "")[:300]
+
+    ids, done, fails = [], [], []
+    with cf.ThreadPoolExecutor(workers) as ex:
+        for fut in cf.as_completed([ex.submit(one, j) for j in specs_and_reads]):
+            try:
+                sid, t, err = fut.result()
+                ids.append(sid)
+                done.append(t)
+                if err is not None:
+                    fails.append(err)
+            except Exception as e:  # noqa: BLE001 - counted and reported
+                fails.append(str(e)[:300])
+    return ids, done, fails
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.work = a.work
+        self.images = []   # [{"ref", "repo", "files", "bytes", "manifest"}]
+        self.reg = None
+        self.disk = None
+        self.node_flags = ["--insecure-registry", REG]
+
+    def setup(self):
+        a = self.a
+        if os.path.exists(self.work):
+            unmount_under(self.work)
+            shutil.rmtree(self.work)
+        os.makedirs(self.work)
+        self.disk = disk_of(self.work)
+        self.reg = RemoteRegistry(self.work, a.rate, a.delay)
+        t = time.monotonic()
+        bb = os.path.join(self.work, "busybox")
+        os.makedirs(bb)
+        busybox_tree(bb)
+        rng = random.Random(a.seed)
+        for k in range(a.images):
+            tree = os.path.join(self.work, f"img{k}")
+            files = make_image_tree(tree, rng, a.files, a.image_mb << 20)
+            repo = f"bench/py{k}"
+            push_image(self.work, [bb, tree], repo, "1")
+            shutil.rmtree(tree)
+            img = {"ref": f"{REG}/{repo}:1", "repo": repo, "files": files,
+                   "bytes": sum(s for _, s in files),
+                   "manifest": RemoteRegistry.manifest_digest(repo, "1")}
+            self.images.append(img)
+            log(f"image {img['ref']}: {len(files)} files, {img['bytes'] >> 20} MiB")
+        shutil.rmtree(bb)
+        self.setup_s = time.monotonic() - t
+
+    def node(self, name, extra=()):
+        state = os.path.join(self.work, name, "state")
+        store = os.path.join(self.work, name, "store")
+        os.makedirs(store)
+        return Node(self.a.dsec_bin, state, store, name, [*self.node_flags, *extra]), store
+
+    def publish(self):
+        """A publisher node converts each image once and publishes it."""
+        node, _ = self.node("publisher")
+        t0 = time.monotonic()
+        ids = []
+        try:
+            for img in self.images:
+                sb = Rest(node.rest, 900).call("POST", "/v1/sandboxes", {"image": img["ref"]})
+                ids.append(sb["id"])
+            return round(time.monotonic() - t0, 3)
+        finally:
+            node.stop(ids)
+            shutil.rmtree(os.path.join(self.work, "publisher"), ignore_errors=True)
+
+    def jobs(self, n, seed):
+        rng = random.Random(seed)
+        out = []
+        for i in range(n):
+            k = i % len(self.images)
+            paths, got = pick_reads(rng, self.images[k]["files"])
+            out.append((k, paths, got))
+        return out
+
+    def run_mode(self, mode, n):
+        a = self.a
+        jobs = self.jobs(n, a.seed * 1000 + n)
+        name = f"{mode}-n{n}"
+        drop_caches()
+        rx0 = rx_bytes()
+        rd0, wr0 = disk_sectors(self.disk)
+        extra = ["--no-publish"] if mode == "convert" else []
+        node, store = self.node(name, extra)
+        ids, prep_s = [], 0.0
+        try:
+            t0 = time.monotonic()
+            if mode == "full":
+                refs = []
+                for img in self.images:
+                    conv = img["manifest"].replace("sha256:", "sha256-") + ".dsec"
+                    out = run([a.dsec_bin, "layer", "pull", f"{REG}/{img['repo']}:{conv}",
+                               "--store", store, "--insecure-registry", REG, "--json"])
+                    refs.append(json.loads(out)["ref"])
+                prep_s = time.monotonic() - t0
+                spec = lambda k: {"layers": [refs[k]]}  # noqa: E731
+            else:
+                spec = lambda k: {"image": self.images[k]["ref"]}  # noqa: E731
+            ids, done, fails = burst(node.rest, [(spec(k), p) for k, p, _ in jobs],
+                                     a.workers, t0)
+            completion = max(done) if done else float("nan")
+            written_local = du_bytes(os.path.join(self.work, name))
+        finally:
+            node.stop(ids)
+        os.sync()
+        rd1, wr1 = disk_sectors(self.disk)
+        fetched = rx_bytes() - rx0
+        shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+        res = {
+            "mode": mode, "n": n, "completion_s": round(completion, 3),
+            "prepare_s": round(prep_s, 3), "failures": len(fails), "first_failures": fails[:3],
+            "registry_bytes": fetched, "local_bytes_du": written_local,
+            "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
+            "bytes_read_by_sandboxes": sum(g for _, _, g in jobs),
+        }
+        log(json.dumps(res))
+        return res
+
+    def cold_first_exec(self):
+        """A fresh node: create -> first exec from an image converted elsewhere,
+        then one sandbox reading 5 % of the image: bytes fetched."""
+        img = self.images[0]
+        drop_caches()
+        node, _ = self.node("cold")
+        ids = []
+        try:
+            rx0 = rx_bytes()
+            c = Rest(node.rest, 900)
+            t0 = time.monotonic()
+            sb = c.call("POST", "/v1/sandboxes", {"image": img["ref"]})
+            ids.append(sb["id"])
+            r = c.call("POST", f"/v1/sandboxes/{sb['id']}/exec", {"cmd": ["/bin/true"]})
+            first_exec_s = time.monotonic() - t0
+            rx1 = rx_bytes()
+            rng = random.Random(self.a.seed)
+            files = list(img["files"])
+            rng.shuffle(files)
+            paths, got = [], 0
+            for p, s in files:
+                if got >= 0.05 * img["bytes"]:
+                    break
+                paths.append(p)
+                got += s
+            r = c.call("POST", f"/v1/sandboxes/{sb['id']}/exec",
+                       {"cmd": sh_cat(paths), "timeout_s": 600})
+            ok = r.get("exit_code") == 0
+            rx2 = rx_bytes()
+        finally:
+            node.stop(ids)
+            shutil.rmtree(os.path.join(self.work, "cold"), ignore_errors=True)
+        return {"create_first_exec_s": round(first_exec_s, 3),
+                "bytes_fetched_to_first_exec": rx1 - rx0,
+                "read_5pct_ok": ok, "bytes_read": got,
+                "bytes_fetched_for_5pct_read": rx2 - rx0,
+                "image_bytes": img["bytes"],
+                "fetched_fraction": round((rx2 - rx0) / img["bytes"], 4)}
+
+
+NOTES = [
+    "The registry is Debian's docker-registry (CNCF distribution 2.8) in its own network "
+    "namespace; both veth ends are shaped with tc netem (rate and delay in params), so every "
+    "byte a node fetches crosses a 'remote' link. registry_bytes counts what crossed it.",
+    "One node per mode, fresh each time (empty store and chunk cache, page cache dropped): "
+    "'each node pulls each image' is this node's share of a cluster-wide burst.",
+    "convert: the node pulls the image layers (zstd) and builds its chunked EROFS layer itself, "
+    "publishing nothing. full: `dsec layer pull` of the conversion another node published "
+    "(metadata image + whole data blob) before the burst. ondemand: the node fetches the "
+    "published metadata image and reads data chunks by HTTP range requests through the lazy "
+    "blob daemon as sandboxes touch them.",
+    "Each sandbox reads a random 4-13 % of its image's bytes (whole files), as in the DSec "
+    "report; workers creates+reads are in flight at once.",
+]
+
+
+def summarize(results):
+    out = {}
+    for n in sorted({r["n"] for r in results}):
+        by = {r["mode"]: r for r in results if r["n"] == n}
+        s = {}
+        od = by.get("ondemand")
+        for base in ("full", "convert"):
+            b = by.get(base)
+            if od and b and od["completion_s"] > 0:
+                s[f"speedup_ondemand_vs_{base}"] = round(b["completion_s"] / od["completion_s"], 2)
+                s[f"fetch_reduction_vs_{base}"] = round(
+                    1 - od["registry_bytes"] / max(1, b["registry_bytes"]), 3)
+                s[f"write_reduction_vs_{base}_du"] = round(
+                    1 - od["local_bytes_du"] / max(1, b["local_bytes_du"]), 3)
+        out[str(n)] = s
+    return out
+
+
+def plot(report, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib not installed (apt-get install python3-matplotlib): no plot")
+        return None
+    res = report["results"]
+    ns = sorted({r["n"] for r in res})
+    modes = [m for m in ("convert", "full", "ondemand") if any(r["mode"] == m for r in res)]
+    panels = (("completion_s", "completion time (s)", 1),
+              ("registry_bytes", "fetched from registry (MiB)", 2**20),
+              ("local_bytes_du", "written locally (MiB)", 2**20))
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 4))
+    w = 0.8 / max(1, len(modes))
+    for i, m in enumerate(modes):
+        xs = [j + i * w for j in range(len(ns))]
+        for ax, (key, _, div) in zip(axes, panels):
+            vals = [next((r[key] for r in res if r["n"] == n and r["mode"] == m), 0) / div
+                    for n in ns]
+            ax.bar(xs, vals, w, label=m)
+    for ax, (_, title, _) in zip(axes, panels):
+        ax.set_xticks([j + w * (len(modes) - 1) / 2 for j in range(len(ns))])
+        ax.set_xticklabels([f"N={n}" for n in ns])
+        ax.set_title(title)
+        ax.legend()
+    fig.suptitle("images from a shaped registry: on-demand vs full pull vs pull+convert per node")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dsec-bin", default=os.path.join(ROOT, "build/cmd/dsec"))
+    p.add_argument("--work", default="/var/tmp/dsec-registry-bench")
+    p.add_argument("--n", default="64,256", help="burst sizes, comma-separated")
+    p.add_argument("--modes", default="convert,full,ondemand")
+    p.add_argument("--images", type=int, default=4)
+    p.add_argument("--image-mb", type=int, default=200)
+    p.add_argument("--files", type=int, default=3000)
+    p.add_argument("--workers", type=int, default=16, help="creates+reads in flight")
+    p.add_argument("--rate", default="1gbit", help="tc netem rate of the registry link")
+    p.add_argument("--delay", default="1ms", help="tc netem delay, each way")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--quick", action="store_true",
+                   help="2 images of 32 MiB, 400 files, N=16: a smoke run")
+    p.add_argument("--out", default=None)
+    a = p.parse_args()
+    if a.quick:
+        a.images, a.image_mb, a.files, a.n = 2, 32, 400, "16"
+    if os.geteuid() != 0:
+        sys.exit("registry_bench: needs root (netns, tc, mounts, drop_caches)")
+    for tool in ("/usr/bin/docker-registry", shutil.which("skopeo"), shutil.which("tc")):
+        if not tool or not os.path.exists(tool):
+            sys.exit("registry_bench: needs docker-registry, skopeo and tc (bash scripts/deps.sh)")
+    ns = [int(x) for x in a.n.split(",")]
+    modes = a.modes.split(",")
+    date = datetime.date.today().isoformat()
+    out = a.out or os.path.join(ROOT, "bench/results",
+                                f"registry-{date}{'-quick' if a.quick else ''}.json")
+    b = Bench(a)
+    results, cold, publish_s = [], None, None
+    t_all = time.monotonic()
+    try:
+        b.setup()
+        log(f"setup (images pushed) {b.setup_s:.1f}s")
+        if "full" in modes or "ondemand" in modes:
+            publish_s = b.publish()
+            log(f"publish (convert once, push the conversion) {publish_s}s")
+            cold = b.cold_first_exec()
+            log(f"cold node: {json.dumps(cold)}")
+        for n in ns:
+            for m in modes:
+                results.append(b.run_mode(m, n))
+    finally:
+        if b.reg:
+            b.reg.teardown()
+        unmount_under(a.work)
+        shutil.rmtree(a.work, ignore_errors=True)
+    report = {
+        "bench": "registry_bench", "date": date, "host": os.uname().nodename,
+        "cpus": os.cpu_count(), "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+        "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
+                   "n": ns, "modes": modes, "workers": a.workers, "rate": a.rate,
+                   "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},
+        "image_bytes": [img["bytes"] for img in b.images],
+        "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
+        "cold_node": cold, "total_s": round(time.monotonic() - t_all, 1),
+        "results": results, "summary": summarize(results), "notes": NOTES,
+    }
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    report["plot"] = plot(report, out[:-5] + ".png")
+    print(json.dumps({"summary": report["summary"], "cold_node": cold, "out": out,
+                      "plot": report["plot"]}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
