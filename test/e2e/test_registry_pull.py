@@ -23,7 +23,9 @@ import pytest
 from dsec_harness import TMP_ROOT
 from registry import (Layer, Registry, ThrottledProxy, make_index_layout, make_layout)
 
-FILES_GZ = {"etc/os-release": "NAME=test\n", "etc/gone": "will be deleted\n",
+# A base layer needs bin/ at its top (the store checks it).
+BIN = {"bin/sh": "not a shell\n"}
+FILES_GZ = {**BIN, "etc/os-release": "NAME=test\n", "etc/gone": "will be deleted\n",
             "opt/keep/a": "a\n", "opt/wipe/old": "old\n"}
 FILES_ZSTD = {"usr/share/z": "zstd layer\n", "opt/wipe/new": "new\n"}
 FILES_PLAIN = {"usr/share/p": "plain layer\n"}
@@ -50,13 +52,13 @@ def plain_reg(work):
     and an image with one blob twice (twice:1)."""
     with Registry(work / "plain") as reg:
         reg.img = make_layout(work / "l-img", three_layers(), config=CONFIG)
-        reg.seed(reg.img["layout"], "1", "team/img")
+        reg.push_layout(reg.img["layout"], "1", "team/img")  # byte for byte: plain stays plain
         reg.docker = make_layout(work / "l-docker", [Layer(FILES_GZ, "gzip"),
                                                      Layer(FILES_PLAIN, None)])
         reg.seed(reg.docker["layout"], "1", "team/docker", docker_format=True)
         multi = make_index_layout(work / "l-multi", [("linux", "arm64"), ("linux", "s390x")])
         reg.seed(multi["layout"], "1", "team/multi", all_platforms=True)
-        same = Layer({"same/file": os.urandom(64 << 10)}, "gzip")
+        same = Layer({**BIN, "same/file": os.urandom(64 << 10)}, "gzip")
         reg.twice = make_layout(work / "l-twice", [same, Layer({"x": "y"}, "gzip"), same])
         reg.seed(reg.twice["layout"], "1", "team/twice")
         yield reg
@@ -80,7 +82,7 @@ def new_store(work, name):
 def assert_nothing_made(dsec_bin, store):
     ls = dsec(dsec_bin, "ls", "--store", store, "--json")
     assert ls.returncode == 0, ls.stderr
-    assert json.loads(ls.stdout) == []
+    assert json.loads(ls.stdout)["layers"] == []
     assert not (store / "images.json").exists()
     tmp = store / "tmp"
     assert not tmp.exists() or os.listdir(tmp) == []
@@ -113,9 +115,12 @@ def test_pull_anonymous_applies_gzip_zstd_plain_layers_and_whiteouts(dsec_bin, w
     assert out["ref"].startswith(f"img/127.0.0.1-{plain_reg.port}/team/img@sha256-")
     assert out["kind"] == "base" and not out["artifact"]
     assert out["bytes_fetched"] > 0
+    assert out["manifest_digest"] == plain_reg.img["manifest_digest"]
+    kinds = [l["mediaType"].rsplit(".", 1)[1] for l in plain_reg.img["manifest"]["layers"]]
+    assert kinds == ["tar+gzip", "tar+zstd", "tar"]
     # A chunked layer: a metadata image plus one data blob; `dsec layer ls` shows it.
     ls = dsec(dsec_bin, "ls", "--store", store, "--json")
-    layers = json.loads(ls.stdout)
+    layers = json.loads(ls.stdout)["layers"]
     assert [l["ref"] for l in layers] == [out["ref"]]
     assert layers[0]["digest"] == out["digest"]
     assert len([b for b in os.listdir(store / "blobs") if b.endswith(".blob")]) == 1
@@ -207,9 +212,9 @@ def test_plain_http_only_for_hosts_named_insecure(dsec_bin, work, plain_reg):
 
 def test_tampered_blob_is_refused_and_nothing_is_kept(dsec_bin, work):
     with Registry(work / "tamper") as reg:
-        img = make_layout(work / "l-tamper", [Layer({"a": "a" * 1000}, None),
+        img = make_layout(work / "l-tamper", [Layer({**BIN, "a": "a" * 1000}, None),
                                                Layer({"b": "b" * 1000}, None)])
-        reg.seed(img["layout"], "1", "t/img")
+        reg.push_layout(img["layout"], "1", "t/img")
         victim = reg.blob_data_path(img["layer_digests"][1])
         data = bytearray(victim.read_bytes())
         data[600] ^= 0xFF  # same size, other bytes
@@ -293,7 +298,7 @@ def test_bearer_token_flow(dsec_bin, work):
 
 def test_registry_dying_mid_pull_leaves_no_partial_layer(dsec_bin, work):
     with Registry(work / "dies") as reg:
-        img = make_layout(work / "l-big", [Layer({f"big/{i}": os.urandom(4 << 20)}, None)
+        img = make_layout(work / "l-big", [Layer({**BIN, f"big/{i}": os.urandom(4 << 20)}, None)
                                            for i in range(3)])
         reg.seed(img["layout"], "1", "big/img")
         # 4 MB/s through the proxy: the 12 MB pull takes ~3 s; the registry dies after 1.
