@@ -339,3 +339,73 @@ def test_cli_usage(dsec_bin, work):
         p = dsec(dsec_bin, *args, "--store", store)
         assert p.returncode == 1 and says in p.stderr, (args, p.stderr)
     assert_nothing_made(dsec_bin, store)
+
+
+def test_mirrors_are_tried_first_and_fall_through(dsec_bin, work, plain_reg):
+    """A mirror that has the image serves it; one that lacks it falls through
+    to the registry."""
+    with Registry(work / "mirror") as mirror:
+        # The mirror lacks team/img: the pull falls through to the registry.
+        store = new_store(work, "mirror-miss")
+        p = pull(dsec_bin, store, f"{plain_reg.host}/team/img:1", "--insecure-registry",
+                 plain_reg.host, "--insecure-registry", mirror.host, "--registry-mirror",
+                 f"{plain_reg.host}={mirror.host}")
+        assert p.returncode == 0, p.stderr
+        assert any("/team/img/manifests/" in r["uri"] for r in mirror.requests())
+        # The mirror has it: the registry is not asked for blobs at all.
+        mirror.push_layout(plain_reg.img["layout"], "1", "team/img")
+        gets_before = [plain_reg.blob_gets(d) for d in plain_reg.img["layer_digests"]]
+        store = new_store(work, "mirror-hit")
+        p = pull(dsec_bin, store, f"{plain_reg.host}/team/img:1", "--insecure-registry",
+                 plain_reg.host, "--insecure-registry", mirror.host, "--registry-mirror",
+                 f"{plain_reg.host}={mirror.host}")
+        assert p.returncode == 0, p.stderr
+        assert [plain_reg.blob_gets(d) for d in plain_reg.img["layer_digests"]] == gets_before
+        assert all(mirror.blob_gets(d) == 1 for d in plain_reg.img["layer_digests"])
+
+
+def test_layer_artifact_pulls_back_with_the_same_digest(dsec_bin, work, plain_reg):
+    """A dsec layer artifact (as `dsec layer push` writes it) becomes the
+    layer it was, same digest, its data blob beside it."""
+    src = work / "art-src"
+    (src / "bin").mkdir(parents=True)
+    (src / "bin" / "sh").write_bytes(b"not a shell\n")
+    (src / "data.bin").write_bytes(os.urandom(300 << 10))
+    s1 = new_store(work, "art-1")
+    b = dsec(dsec_bin, "build", src, "--name", "t/art", "--version", "7", "--chunked",
+             "--store", s1)
+    assert b.returncode == 0, b.stderr
+    digest = b.stdout.split()[1]
+    image = (s1 / "blobs" / ("sha256-" + digest.split(":")[1] + ".erofs")).read_bytes()
+    datas = [f for f in os.listdir(s1 / "blobs") if f.endswith(".blob")]
+    data = (s1 / "blobs" / datas[0]).read_bytes()
+    config = json.dumps({"name": "t/art", "version": "7", "kind": "workspace", "digest": digest,
+                         "size": len(image), "config": {"env": {"A": "1"}, "workdir": "/w",
+                                                        "user": ""}}).encode()
+    from registry import sha256
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.dsec.layer.v1",
+        "config": {"mediaType": "application/vnd.dsec.layer.config.v1+json",
+                   "digest": sha256(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.dsec.erofs.v1", "digest": digest,
+                    "size": len(image)},
+                   {"mediaType": "application/vnd.dsec.erofs.data.v1", "digest": sha256(data),
+                    "size": len(data)}]}).encode()
+    ref = plain_reg.push_raw("t/art", "7", [config, image, data], manifest,
+                             "application/vnd.oci.image.manifest.v1+json")
+    s2 = new_store(work, "art-2")
+    p = pull(dsec_bin, s2, ref, "--insecure-registry", plain_reg.host)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["artifact"] and out["ref"] == "t/art@7" and out["kind"] == "workspace"
+    assert out["digest"] == digest
+    assert (s2 / "blobs" / datas[0]).read_bytes() == data
+    assert os.listdir(s2 / "tmp") == []
+    # --name/--version rename it; the digest stays.
+    s3 = new_store(work, "art-3")
+    p = pull(dsec_bin, s3, ref, "--insecure-registry", plain_reg.host, "--name", "other/art",
+             "--version", "1")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["ref"] == "other/art@1"
+    assert json.loads(p.stdout)["digest"] == digest

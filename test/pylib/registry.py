@@ -336,15 +336,29 @@ class Registry:
 
     def push_layout(self, layout, tag, repo, dest_tag=None):
         """Uploads image `tag` of OCI layout `layout` (made by make_layout)
-        byte for byte through the distribution API (POST + PUT per blob, PUT
-        of the manifest): unlike skopeo, which gzips uncompressed layers on
-        the way, the registry then serves exactly the layout's blobs and
-        manifest digest. Anonymous or Basic auth (not the token flow).
-        Returns the reference "HOST/repo:tag"."""
+        byte for byte (see push_raw): unlike skopeo, which gzips uncompressed
+        layers on the way, the registry then serves exactly the layout's
+        blobs and manifest digest. Returns the reference "HOST/repo:tag"."""
+        layout = Path(layout)
+
+        def blob(digest):
+            return (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
+
+        index = json.loads((layout / "index.json").read_text())
+        entry = next(m for m in index["manifests"]
+                     if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
+        body = blob(entry["digest"])
+        manifest = json.loads(body)
+        blobs = [blob(d["digest"]) for d in [manifest["config"]] + manifest["layers"]]
+        return self.push_raw(repo, dest_tag or tag, blobs, body, entry["mediaType"])
+
+    def push_raw(self, repo, tag, blobs, manifest, media_type):
+        """Uploads `blobs` (bytes, each POST + PUT) and then `manifest`
+        (bytes, PUT as `media_type`) to repo:tag through the distribution
+        API, anonymous or with Basic auth (not the token flow): a manifest of
+        any shape, e.g. a hand-made artifact. Returns "HOST/repo:tag"."""
         import ssl
         import urllib.request
-        dest_tag = dest_tag or tag
-        layout = Path(layout)
         ctx = ssl._create_unverified_context() if self.tls else None
         headers = {}
         if self.auth:
@@ -357,24 +371,16 @@ class Registry:
             with urllib.request.urlopen(req, context=ctx, timeout=60) as r:
                 return r.status, r.headers, r.read()
 
-        def blob(digest):
-            return (layout / "blobs" / "sha256" / digest.split(":", 1)[1]).read_bytes()
-
-        index = json.loads((layout / "index.json").read_text())
-        entry = next(m for m in index["manifests"]
-                     if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag)
-        body = blob(entry["digest"])
-        manifest = json.loads(body)
-        for d in [manifest["config"]] + manifest["layers"]:
+        for data in blobs:
             _, h, _ = call("POST", f"{self.url}/v2/{repo}/blobs/uploads/", b"")
             loc = h["Location"]
             if loc.startswith("/"):
                 loc = self.url + loc
-            loc += ("&" if "?" in loc else "?") + "digest=" + d["digest"]
-            call("PUT", loc, blob(d["digest"]), {"Content-Type": "application/octet-stream"})
-        call("PUT", f"{self.url}/v2/{repo}/manifests/{dest_tag}", body,
-             {"Content-Type": entry["mediaType"]})
-        return f"{self.host}/{repo}:{dest_tag}"
+            loc += ("&" if "?" in loc else "?") + "digest=" + sha256(data)
+            call("PUT", loc, data, {"Content-Type": "application/octet-stream"})
+        call("PUT", f"{self.url}/v2/{repo}/manifests/{tag}", manifest,
+             {"Content-Type": media_type})
+        return f"{self.host}/{repo}:{tag}"
 
     def blob_data_path(self, digest):
         """The file in the registry's storage that holds blob `digest`
@@ -418,9 +424,11 @@ class Registry:
         return out
 
     def blob_gets(self, digest):
-        """How many GETs of blob `digest` the registry answered."""
+        """How many GETs of blob `digest` the registry served (2xx or a
+        redirect; a 404 does not count)."""
         return sum(1 for r in self.requests()
-                   if r["method"] == "GET" and r["uri"].endswith("/blobs/" + digest))
+                   if r["method"] == "GET" and r["uri"].endswith("/blobs/" + digest)
+                   and r["status"] in (200, 206, 307))
 
 
 class TokenServer:
