@@ -5,6 +5,8 @@
 // cache, and reads that cross chunk boundaries and the blob's end.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
