@@ -36,6 +36,7 @@
 #include "layers/blob_cache.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "lazyfs/daemon.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 
@@ -200,6 +201,32 @@ status setup_trajectory(node_context& ctx) {
   return {};
 }
 
+/// The lazy blob daemon of this node's store (lazyfs/daemon.hpp): found
+/// running (it outlives nodes) or started detached. Returns its stats file,
+/// or empty when lazy reads are off: no /dev/fuse, or the daemon failed to
+/// start (the cause is logged); layers from registries then come whole.
+std::string start_lazy_reads(const node_config& cfg) {
+  auto who = "dsec node " + cfg.node_id + ": lazy reads";
+  if (!sys::exists("/dev/fuse")) {
+    std::cout << who << " are off: this host has no /dev/fuse (image data is downloaded whole)"
+              << std::endl;
+    return {};
+  }
+  lazyfs::daemon_options o;
+  o.store_root = cfg.store_dir;
+  o.cache_dir = cfg.state_dir + "/lazy-cache";
+  o.chunk_cache_mb = cfg.chunk_cache_mb;
+  o.registry = cfg.registry;
+  auto d = lazyfs::ensure_daemon(o);
+  if (!d) {
+    std::cerr << who << " are off: " << d.err().message << std::endl;
+    return {};
+  }
+  std::cout << who << ": blob daemon pid " << d->pid << (d->reused ? " (running)" : " (started)")
+            << " serves " << d->mount_dir << std::endl;
+  return d->stats_path;
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
   if (cfg.store_dir.empty())
@@ -221,6 +248,9 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
+  // Before the layer mounts are adopted: a recovered sandbox's lazy layer
+  // reads through this daemon (usually the one the previous node started).
+  ctx->lazy_stats_path = start_lazy_reads(cfg);
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
   if (auto adopted = mounts->adopt_existing(); !adopted)
     return adopted.err();
@@ -469,6 +499,11 @@ int run_node(node_config cfg) {
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
+  // No layer mount of this node reads lazily any more: the daemon goes too,
+  // unless another node on this host still mounts lazy layers of the store.
+  if (!node.lazy_stats_path.empty())
+    if (auto st = lazyfs::stop_daemon(node.config.store_dir); !st)
+      std::cerr << "dsec node " << node.config.node_id << ": " << st.err().message << "\n";
   // Every sandbox is gone (or the stop failed and the next start takes over).
   if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
     if (auto st = node.quota->unmount(); !st)
