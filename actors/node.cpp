@@ -202,15 +202,15 @@ status setup_trajectory(node_context& ctx) {
 }
 
 /// The lazy blob daemon of this node's store (lazyfs/daemon.hpp): found
-/// running (it outlives nodes) or started detached. Returns its stats file,
-/// or empty when lazy reads are off: no /dev/fuse, or the daemon failed to
+/// running (it outlives nodes) or started detached. Returns who serves, or
+/// null when lazy reads are off: no /dev/fuse, or the daemon failed to
 /// start (the cause is logged); layers from registries then come whole.
-std::string start_lazy_reads(const node_config& cfg) {
+std::shared_ptr<lazyfs::daemon_info> start_lazy_reads(const node_config& cfg) {
   auto who = "dsec node " + cfg.node_id + ": lazy reads";
   if (!sys::exists("/dev/fuse")) {
     std::cout << who << " are off: this host has no /dev/fuse (image data is downloaded whole)"
               << std::endl;
-    return {};
+    return nullptr;
   }
   lazyfs::daemon_options o;
   o.store_root = cfg.store_dir;
@@ -220,11 +220,11 @@ std::string start_lazy_reads(const node_config& cfg) {
   auto d = lazyfs::ensure_daemon(o);
   if (!d) {
     std::cerr << who << " are off: " << d.err().message << std::endl;
-    return {};
+    return nullptr;
   }
   std::cout << who << ": blob daemon pid " << d->pid << (d->reused ? " (running)" : " (started)")
             << " serves " << d->mount_dir << std::endl;
-  return d->stats_path;
+  return std::make_shared<lazyfs::daemon_info>(std::move(*d));
 }
 
 expected<node_context_ptr> make_context(node_config cfg) {
@@ -248,9 +248,6 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
-  // Before the layer mounts are adopted: a recovered sandbox's lazy layer
-  // reads through this daemon (usually the one the previous node started).
-  ctx->lazy_stats_path = start_lazy_reads(cfg);
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
   if (auto adopted = mounts->adopt_existing(); !adopted)
     return adopted.err();
@@ -433,6 +430,11 @@ int run_node(node_config cfg) {
   }
   auto& node = **ctx;
   node.gossip_net = std::move(gossip_net);
+  // A recovered sandbox's lazy layer reads through this daemon: usually the
+  // one the previous node started, which outlived it.
+  node.lazy_daemon = start_lazy_reads(node.config);
+  if (node.lazy_daemon)
+    node.lazy_stats_path = node.lazy_daemon->stats_path;
   std::shared_ptr<sys::zram_swap> zram;
   std::shared_ptr<sys::swap_tier> tier;
   {
@@ -470,6 +472,8 @@ int run_node(node_config cfg) {
       std::cerr << "dsec node " << c.node_id << ": " << made.err().message << "\n";
       (void)zram->detach();
       (void)node.mounts->unmount_all();
+      if (node.lazy_daemon)
+        (void)lazyfs::release_daemon(*node.lazy_daemon);
       if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
         (void)node.quota->unmount();
       // The cgroup parents the backends made (dsec/<node>, also in the v2
@@ -501,8 +505,8 @@ int run_node(node_config cfg) {
     std::cerr << "dsec node: " << st.err().message << "\n";
   // No layer mount of this node reads lazily any more: the daemon goes too,
   // unless another node on this host still mounts lazy layers of the store.
-  if (!node.lazy_stats_path.empty())
-    if (auto st = lazyfs::stop_daemon(node.config.store_dir); !st)
+  if (node.lazy_daemon)
+    if (auto st = lazyfs::release_daemon(*node.lazy_daemon); !st)
       std::cerr << "dsec node " << node.config.node_id << ": " << st.err().message << "\n";
   // Every sandbox is gone (or the stop failed and the next start takes over).
   if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))

@@ -30,6 +30,19 @@ constexpr long fuse_super_magic = 0x65735546;
 std::string lazy_dir(const std::string& store) { return store + "/lazy"; }
 std::string lock_path(const std::string& store) { return lazy_dir(store) + "/daemon.lock"; }
 std::string info_path(const std::string& store) { return lazy_dir(store) + "/daemon.json"; }
+std::string users_path(const std::string& store) { return lazy_dir(store) + "/users.lock"; }
+
+/// A shared hold on the store's users lock, for the caller's lifetime.
+expected<std::shared_ptr<sys::unique_fd>> hold_users_lock(const std::string& store) {
+  auto path = users_path(store);
+  auto fd = std::make_shared<sys::unique_fd>(
+    ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!*fd)
+    return sys_error("lazyfs: open", path, errno);
+  if (::flock(fd->get(), LOCK_SH) != 0)
+    return sys_error("lazyfs: flock", path, errno);
+  return fd;
+}
 
 /// True while some process holds the store's daemon lock.
 bool lock_is_held(const std::string& store) {
@@ -172,9 +185,14 @@ expected<daemon_info> ensure_daemon(const daemon_options& opts) {
       return error{st.err().code, "lazyfs: " + st.err().message};
   if (auto st = sys::make_dirs(opts.cache_dir, 0700); !st)
     return error{st.err().code, "lazyfs: " + st.err().message};
+  auto hold = hold_users_lock(opts.store_root);
+  if (!hold)
+    return hold.err();
   if (lock_is_held(opts.store_root) && mount_is_live(mnt))
-    if (auto info = find_daemon(opts.store_root); info)
+    if (auto info = find_daemon(opts.store_root); info) {
+      info->hold = *hold;
       return info;
+    }
   if (!lock_is_held(opts.store_root)) {
     clean_stale_mount(mnt);
     auto exe = opts.exe;
@@ -194,6 +212,7 @@ expected<daemon_info> ensure_daemon(const daemon_options& opts) {
     if (mount_is_live(mnt) && lock_is_held(opts.store_root))
       if (auto info = find_daemon(opts.store_root); info) {
         info->reused = false;
+        info->hold = *hold;
         return info;
       }
     std::this_thread::sleep_for(10ms);
@@ -201,6 +220,20 @@ expected<daemon_info> ensure_daemon(const daemon_options& opts) {
   return unavailable("lazyfs: the blob daemon did not serve " + mnt + " within "
                      + std::to_string(opts.start_timeout.count()) + " ms; "
                      + log_tail(opts.cache_dir + "/daemon.log"));
+}
+
+status release_daemon(daemon_info& info, std::chrono::milliseconds wait) {
+  if (!info.hold)
+    return {};
+  auto store = info.mount_dir.substr(0, info.mount_dir.size() - std::string{"/lazy/mnt"}.size());
+  // Drop our share, then ask for the lock alone: held shared by another
+  // node, the daemon stays for it. Held exclusive while stopping, so a node
+  // starting now waits and then starts a fresh daemon.
+  info.hold.reset();
+  sys::unique_fd alone{::open(users_path(store).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+  if (!alone || ::flock(alone.get(), LOCK_EX | LOCK_NB) != 0)
+    return {};
+  return stop_daemon(store, wait);
 }
 
 status stop_daemon(const std::string& store_root, std::chrono::milliseconds wait) {

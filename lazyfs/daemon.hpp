@@ -14,7 +14,9 @@
 // session and process group, so kill -9 of the node's group spares it), an
 // empty signal mask, stdio to the log, every other fd closed, then exec of
 // this binary as `dsec lazyfs ...`. It waits (bounded) until the mount is live.
-// stop_daemon() unmounts the FUSE mount (the daemon's loop ends and it exits)
+// Each node holds a shared flock on <store>/lazy/users.lock while it lives;
+// release_daemon() at its clean stop stops the daemon only when no other
+// node on the host still holds it. stop_daemon() unmounts the FUSE mount (the daemon's loop ends and it exits)
 // when no blob is open, and waits until the lock is free.
 #pragma once
 
@@ -27,6 +29,7 @@
 #include "core/error.hpp"
 #include "lazyfs/blob_fs.hpp"
 #include "registry/registry_options.hpp"
+#include "sys/fd.hpp"
 
 namespace dsec::lazyfs {
 
@@ -52,6 +55,10 @@ struct daemon_options {
 
 /// Who serves a store.
 struct daemon_info {
+  /// The caller's shared flock on <store>/lazy/users.lock, held while it
+  /// lives (set by ensure_daemon): a node killed with -9 drops it with its
+  /// fds, so release_daemon of the last clean node can stop the daemon.
+  std::shared_ptr<sys::unique_fd> hold;
   int64_t pid = 0;
   std::string mount_dir;
   std::string cache_dir;
@@ -72,6 +79,12 @@ expected<daemon_info> find_daemon(const std::string& store_root);
 /// for the process to go, then SIGKILLs it. Blocking.
 status stop_daemon(const std::string& store_root,
                    std::chrono::milliseconds wait = std::chrono::milliseconds{10000});
+
+/// Drops `info.hold` and, when no other user (node) holds the store's
+/// users lock and no blob is open, stops the daemon as stop_daemon does.
+/// Another user still there is not an error: the daemon stays.
+status release_daemon(daemon_info& info,
+                      std::chrono::milliseconds wait = std::chrono::milliseconds{10000});
 
 /// True when `dir` is a live FUSE mount (statfs answers with FUSE's magic).
 bool mount_is_live(const std::string& dir);
