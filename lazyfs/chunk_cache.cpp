@@ -252,6 +252,13 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
         counters_.hits += 1;
       } else {
         counters_.misses += 1;
+        if (auto f = failed_.find(k); f != failed_.end()) {
+          if (std::chrono::steady_clock::now() - f->second.first < retry_.failure_hold) {
+            counters_.read_errors += 1;
+            return f->second.second;
+          }
+          failed_.erase(f);
+        }
         if (auto f = inflight_.find(k); f != inflight_.end()) {
           wait_for = f->second;
         } else {
@@ -294,10 +301,12 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
       inflight_.erase(k);
       if (data && !err)
         insert_locked(k, data->size());
-      if (data)
+      if (data) {
         counters_.chunks_fetched += 1;
-      else
+      } else {
         counters_.read_errors += 1;
+        failed_[k] = {std::chrono::steady_clock::now(), err};
+      }
     }
     {
       std::lock_guard<std::mutex> guard{wait_for->mu};

@@ -78,6 +78,10 @@ struct retry_policy {
                                                  std::chrono::milliseconds{1000}};
   /// No new attempt starts past this time since the first.
   std::chrono::milliseconds deadline{20000};
+  /// A chunk whose fetch just failed fails again at once for this long: the
+  /// kernel retries a failed page read (EROFS, then the page cache), and a
+  /// reader must get its EIO within one bound, not three.
+  std::chrono::milliseconds failure_hold{5000};
 };
 
 class chunk_cache {
@@ -136,6 +140,8 @@ class chunk_cache {
   /// Most recently used first.
   std::list<key> lru_;
   std::map<key, std::shared_ptr<inflight>> inflight_;
+  /// Chunks whose last fetch failed: when, and why.
+  std::map<key, std::pair<std::chrono::steady_clock::time_point, error>> failed_;
   cache_counters counters_;
   uint64_t tmp_seq_ = 0;
 };

@@ -95,8 +95,9 @@ TEST_CASE("a lazy chunked layer mounts through the FUSE blob file system and rea
   layers::store::build_options bo;
   bo.chunked = true;
   bo.chunk_size = 65536;
-  auto info = store->build(src, "test/lazy", "1", "base", bo);
-  REQUIRE(info);
+  auto info = store->build(src, "test/lazy", "1", "workspace", bo);
+  if (!info)
+    FAIL(info.err().message);
   auto image = store->blob_path(info->digest);
   auto ref = layers::read_data_blob_ref(image);
   REQUIRE(ref);

@@ -33,6 +33,7 @@ lazyfs::retry_policy quick_retries() {
   p.attempts = 3;
   p.backoff = {1ms, 2ms};
   p.deadline = 2000ms;
+  p.failure_hold = 0ms;
   return p;
 }
 
@@ -131,6 +132,7 @@ TEST_CASE("a failing fetch is retried with backoff, then the read fails in bound
   lazyfs::retry_policy slow = quick_retries();
   slow.backoff = {300ms};
   slow.deadline = 400ms; // the second backoff would pass it: no third attempt
+  slow.failure_hold = 5000ms;
   auto d = lazyfs::chunk_cache::open(dir.path + "/cache2", 1 << 20, slow);
   REQUIRE(d);
   calls = 0;
@@ -149,6 +151,12 @@ TEST_CASE("a failing fetch is retried with backoff, then the read fails in bound
   CHECK(calls == 2);
   CHECK(took < 1000ms);
   CHECK((*d)->counters().read_errors == 1);
+  // The kernel asks again at once: the failure is answered without waiting.
+  t0 = std::chrono::steady_clock::now();
+  REQUIRE_FALSE((*d)->read(dead, 0, 4, out.data()));
+  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  CHECK(calls == 2);
+  CHECK((*d)->counters().read_errors == 2);
 }
 
 TEST_CASE("the cache stays under its budget, evicting the least recently used",
