@@ -243,6 +243,14 @@ status stop_daemon(const std::string& store_root, std::chrono::milliseconds wait
     clean_stale_mount(mnt);
     return {};
   }
+  // The daemon rewrites its stats within a second of a change: a layer
+  // unmounted just now may still count as open for that long.
+  auto open_now = [&] {
+    auto s = read_stats(info->stats_path);
+    return s ? s->open_files : int64_t{0};
+  };
+  for (int i = 0; i < 30 && open_now() > 0; ++i)
+    std::this_thread::sleep_for(100ms);
   if (auto s = read_stats(info->stats_path); s && s->open_files > 0)
     return conflict("lazyfs: the daemon of " + store_root + " (pid " + std::to_string(info->pid)
                     + ") still serves " + std::to_string(s->open_files)
