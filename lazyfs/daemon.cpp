@@ -206,9 +206,14 @@ expected<daemon_info> ensure_daemon(const daemon_options& opts) {
     if (auto st = spawn_detached(exe, daemon_args(opts), log); !st)
       return st.err();
   }
-  // Ours or one another node is starting: wait until it serves.
-  auto deadline = std::chrono::steady_clock::now() + opts.start_timeout;
+  // Ours or one another node is starting: wait until it serves. A daemon
+  // takes its lock within milliseconds; none after 2 s died at start (its
+  // log says why), so the wait ends early.
+  auto start = std::chrono::steady_clock::now();
+  auto deadline = start + opts.start_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
+    if (std::chrono::steady_clock::now() - start > 2s && !lock_is_held(opts.store_root))
+      break;
     if (mount_is_live(mnt) && lock_is_held(opts.store_root))
       if (auto info = find_daemon(opts.store_root); info) {
         info->reused = false;
@@ -217,8 +222,8 @@ expected<daemon_info> ensure_daemon(const daemon_options& opts) {
       }
     std::this_thread::sleep_for(10ms);
   }
-  return unavailable("lazyfs: the blob daemon did not serve " + mnt + " within "
-                     + std::to_string(opts.start_timeout.count()) + " ms; "
+  return unavailable("lazyfs: the blob daemon did not serve " + mnt + " (waited at most "
+                     + std::to_string(opts.start_timeout.count()) + " ms); "
                      + log_tail(opts.cache_dir + "/daemon.log"));
 }
 
