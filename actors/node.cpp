@@ -248,9 +248,22 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
+  // Before the image resolver (lazy fetches need the daemon) and the layer
+  // mounts: a recovered sandbox's lazy layer reads through this daemon,
+  // usually the one the previous node started, which outlived it. A start
+  // that fails below gives it back (the last node out stops it).
+  ctx->lazy_daemon = start_lazy_reads(cfg);
+  if (ctx->lazy_daemon)
+    ctx->lazy_stats_path = ctx->lazy_daemon->stats_path;
+  auto give_back_lazy = [&ctx] {
+    if (ctx->lazy_daemon)
+      (void)lazyfs::release_daemon(*ctx->lazy_daemon);
+  };
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
-  if (auto adopted = mounts->adopt_existing(); !adopted)
+  if (auto adopted = mounts->adopt_existing(); !adopted) {
+    give_back_lazy();
     return adopted.err();
+  }
   ctx->mounts = mounts;
   auto layer_store = std::make_shared<layers::store>(std::move(*store));
   // Images fetched from peers count against --layer-cache-mb; one a sandbox
@@ -291,8 +304,10 @@ expected<node_context_ptr> make_context(node_config cfg) {
   // keep a burst of 16 creates in flight without queueing on 2 cores.
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
-  if (auto st = setup_trajectory(*ctx); !st)
+  if (auto st = setup_trajectory(*ctx); !st) {
+    give_back_lazy();
     return st.err();
+  }
   return ctx;
 }
 
@@ -430,11 +445,6 @@ int run_node(node_config cfg) {
   }
   auto& node = **ctx;
   node.gossip_net = std::move(gossip_net);
-  // A recovered sandbox's lazy layer reads through this daemon: usually the
-  // one the previous node started, which outlived it.
-  node.lazy_daemon = start_lazy_reads(node.config);
-  if (node.lazy_daemon)
-    node.lazy_stats_path = node.lazy_daemon->stats_path;
   std::shared_ptr<sys::zram_swap> zram;
   std::shared_ptr<sys::swap_tier> tier;
   {
