@@ -74,7 +74,7 @@ expected<layer_info> parse_config_json(const std::string& body, const std::strin
       info.config.user = c["user"].get<std::string>();
   }
   info.ref = info.name + "@" + info.version;
-  if (auto r = parse_ref(info.ref); !r)
+  if (auto r = layers::parse_ref(info.ref); !r)
     return bad("names \"" + info.ref + "\": " + r.err().message);
   if (auto st = layers::validate_kind(info.kind); !st)
     return bad(st.err().message);
