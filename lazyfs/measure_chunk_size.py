@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.request
 
-CHUNK_SIZES = [64 << 10, 256 << 10, 1 << 20]
+CHUNK_SIZES = [64 << 10, 128 << 10, 256 << 10, 1 << 20]
 libc = ctypes.CDLL("libc.so.6", use_errno=True)
 MS_RDONLY = 1
 

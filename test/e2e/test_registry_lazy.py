@@ -30,7 +30,7 @@ from dsec_harness import TMP_ROOT, Node, wait_for
 
 BUSYBOX_BIN = "/bin/busybox"
 APPLETS = ["sh", "cat", "sha256sum", "wc", "head", "dd", "true"]
-CHUNK = 256 << 10
+CHUNK = 128 << 10
 FILES = 48
 FILE_BYTES = 512 << 10
 
