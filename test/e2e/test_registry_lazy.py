@@ -219,7 +219,7 @@ def test_lazy_layer_reads_on_demand_survives_kill9_and_registry_loss(dsec_bin, l
         r = c.sh(sid, "cat /data/f40 > /dev/null", timeout_s=60)
         took = time.monotonic() - t0
         assert r["exit_code"] != 0, r
-        assert "I/O error" in r["stderr"], r
+        assert "Input/output error" in r["stderr"], r
         assert took < 30, took
         wait_for(lambda: (metric(node, "dsec_lazy_read_errors_total") or 0) >= 1, 5,
                  what="/metrics to count the failed read")
