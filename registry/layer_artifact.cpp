@@ -215,6 +215,50 @@ status store_data_blob(layers::store& st, registry_client& client, const image_r
   return {};
 }
 
+/// Stores the dsec layer artifact whose manifest body `manifest` was read
+/// from `ref`: config and metadata image fetched and verified, the data blob
+/// registered for lazy reads or downloaded, then the layer committed under
+/// the name and version it was pushed with (same digest).
+expected<layer_info> fetch_layer_artifact(layers::store& st, const image_reference& ref,
+                                          const std::string& manifest,
+                                          const registry_options& opts, bool lazy) {
+  auto what = "fetch layer artifact " + ref.str();
+  auto m = parse_manifest(manifest, ref.str());
+  if (!m)
+    return m.err();
+  auto parts = artifact_layers(*m, what);
+  if (!parts)
+    return parts.err();
+  auto client = registry_client::open(ref.registry, opts);
+  if (!client)
+    return client.err();
+  auto cfg = (*client)->get_blob(ref.repository, m->config.digest, max_config_bytes);
+  if (!cfg)
+    return error{cfg.err().code, what + ": config: " + cfg.err().message};
+  auto info = parse_config_json(*cfg, what);
+  if (!info)
+    return info.err();
+  if (info->digest != parts->image->digest || info->size_bytes != parts->image->size)
+    return invalid_argument(what + ": the config names image " + info->digest + ", the manifest "
+                            + parts->image->digest);
+  // A layer this store has already (same ref, same digest) is not fetched again.
+  if (auto have = st.resolve(info->ref); have && have->digest == info->digest
+                                         && sys::exists(st.blob_path(info->digest)))
+    return have;
+  auto tmp = st.root() + "/tmp/fetch-" + layers::digest_hex(info->digest).substr(0, 16) + "-"
+             + std::to_string(::getpid()) + ".erofs";
+  if (auto s = sys::make_dirs(st.root() + "/tmp", 0755); !s)
+    return s.err();
+  if (auto s = (*client)->get_blob_to_file(ref.repository, info->digest, info->size_bytes, tmp); !s)
+    return error{s.err().code, what + ": " + s.err().message};
+  if (parts->data)
+    if (auto s = store_data_blob(st, **client, ref, *parts, tmp, lazy, what); !s) {
+      ::unlink(tmp.c_str());
+      return s.err();
+    }
+  return st.add_blob(tmp, *info);
+}
+
 } // namespace
 
 std::string conversion_tag(const std::string& source_digest) {
@@ -255,46 +299,6 @@ status publish_conversion(const layers::store& st, const layer_info& info,
   if (!pushed)
     return pushed.err();
   return {};
-}
-
-expected<layer_info> fetch_layer_artifact(layers::store& st, const image_reference& ref,
-                                          const std::string& manifest,
-                                          const registry_options& opts, bool lazy) {
-  auto what = "fetch layer artifact " + ref.str();
-  auto m = parse_manifest(manifest, ref.str());
-  if (!m)
-    return m.err();
-  auto parts = artifact_layers(*m, what);
-  if (!parts)
-    return parts.err();
-  auto client = registry_client::open(ref.registry, opts);
-  if (!client)
-    return client.err();
-  auto cfg = (*client)->get_blob(ref.repository, m->config.digest, max_config_bytes);
-  if (!cfg)
-    return error{cfg.err().code, what + ": config: " + cfg.err().message};
-  auto info = parse_config_json(*cfg, what);
-  if (!info)
-    return info.err();
-  if (info->digest != parts->image->digest || info->size_bytes != parts->image->size)
-    return invalid_argument(what + ": the config names image " + info->digest + ", the manifest "
-                            + parts->image->digest);
-  // A layer this store has already (same ref, same digest) is not fetched again.
-  if (auto have = st.resolve(info->ref); have && have->digest == info->digest
-                                         && sys::exists(st.blob_path(info->digest)))
-    return have;
-  auto tmp = st.root() + "/tmp/fetch-" + layers::digest_hex(info->digest).substr(0, 16) + "-"
-             + std::to_string(::getpid()) + ".erofs";
-  if (auto s = sys::make_dirs(st.root() + "/tmp", 0755); !s)
-    return s.err();
-  if (auto s = (*client)->get_blob_to_file(ref.repository, info->digest, info->size_bytes, tmp); !s)
-    return error{s.err().code, what + ": " + s.err().message};
-  if (parts->data)
-    if (auto s = store_data_blob(st, **client, ref, *parts, tmp, lazy, what); !s) {
-      ::unlink(tmp.c_str());
-      return s.err();
-    }
-  return st.add_blob(tmp, *info);
 }
 
 expected<layer_info> fetch_conversion(layers::store& st, const image_reference& source,

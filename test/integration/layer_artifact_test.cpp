@@ -1,13 +1,14 @@
 // Layers as OCI artifacts against a real registry (Debian's docker-registry,
 // CNCF distribution 2.8, started here on loopback over plain HTTP):
-//   - push_layer of a chunked layer, fetch_layer_artifact into an empty
-//     store: the same layer digest, the data blob whole and verified;
-//   - publish_conversion under a source image, fetch_conversion lazily into
-//     another store: only the metadata image and the chunk list come, the
-//     data blob is registered, and the lazy read path (blob_fs over the
-//     registry fetcher, no kernel needed) reads the right bytes with range
-//     requests, a small share of the blob for a small read;
-//   - no conversion published: not_found.
+//   - push_layer of a chunked layer: an OCI artifact with the metadata
+//     image, the data blob and its chunk digest list;
+//   - no conversion published: not_found;
+//   - publish_conversion under a source image, fetch_conversion whole into
+//     one store (same digest, the data blob verified) and lazily into
+//     another: only the metadata image and the chunk list come, the data
+//     blob is registered, and the lazy read path (blob_fs over the registry
+//     fetcher, no kernel needed) reads the right bytes with one range
+//     request, a small share of the blob.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -129,63 +130,6 @@ layer_info build_layer(layers::store& st, const std::string& src, int files) {
 
 } // namespace
 
-TEST_CASE("a chunked layer pushed as an artifact comes back with the same digest",
-          "[layer_artifact]") {
-  fixture fx;
-  local_registry reg{fx.path + "/registry"};
-  registry::registry_options opts;
-  opts.insecure_hosts = {reg.host()};
-  auto src = layers::store::open(fx.path + "/src-store");
-  REQUIRE(src);
-  auto info = build_layer(*src, fx.path + "/tree", 8);
-  auto target = registry::parse_image_reference(reg.host() + "/team/layer:v1");
-  REQUIRE(target);
-  auto pushed = registry::push_layer(*src, info.ref, *target, opts);
-  if (!pushed)
-    FAIL(pushed.err().message);
-  CHECK(layers::is_valid_digest(*pushed));
-  // Pushing again is harmless (blobs already there are skipped).
-  REQUIRE(registry::push_layer(*src, info.ref, *target, opts));
-
-  auto client = registry::registry_client::open(reg.host(), opts);
-  REQUIRE(client);
-  auto manifest = (*client)->get_manifest("team/layer", "v1");
-  REQUIRE(manifest);
-  CHECK(manifest->body.find(registry::layer_artifact_type) != std::string::npos);
-  CHECK(manifest->body.find(registry::chunk_list_media_type) != std::string::npos);
-
-  auto dst = layers::store::open(fx.path + "/dst-store");
-  REQUIRE(dst);
-  auto got = registry::fetch_layer_artifact(*dst, *target, manifest->body, opts, false);
-  if (!got)
-    FAIL(got.err().message);
-  CHECK(got->digest == info.digest);
-  CHECK(got->ref == info.ref);
-  CHECK(got->kind == "workspace");
-  CHECK(got->config.env.at("LANG") == "C.UTF-8");
-  CHECK(got->config.workdir == "/data");
-  auto ref = layers::read_data_blob_ref(dst->blob_path(got->digest));
-  REQUIRE(ref);
-  auto whole = layers::data_blob_path(dst->blob_path(got->digest), ref->digest);
-  struct stat sb;
-  REQUIRE(::lstat(whole.c_str(), &sb) == 0);
-  CHECK(S_ISREG(sb.st_mode));
-  CHECK(*layers::sha256_file(whole) == ref->digest);
-  CHECK(sys::dir_is_empty(fx.path + "/dst-store/tmp"));
-
-  // Not a dsec layer: refused, nothing stored.
-  auto other = layers::store::open(fx.path + "/other-store");
-  REQUIRE(other);
-  auto bad = registry::fetch_layer_artifact(
-    *other, *target, R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",
-      "config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:)"
-                       + std::string(64, 'a') + R"(","size":2},"layers":[]})",
-    opts, false);
-  REQUIRE_FALSE(bad);
-  CHECK(bad.err().code == errc::invalid_argument);
-  CHECK(other->list().empty());
-}
-
 TEST_CASE("a published conversion is fetched lazily: metadata only, data by range requests",
           "[layer_artifact]") {
   fixture fx;
@@ -212,6 +156,19 @@ TEST_CASE("a published conversion is fetched lazily: metadata only, data by rang
   auto src = layers::store::open(fx.path + "/src-store");
   REQUIRE(src);
   auto info = build_layer(*src, fx.path + "/tree", 24);
+  auto target = registry::parse_image_reference(reg.host() + "/team/layer:v1");
+  REQUIRE(target);
+  auto pushed = registry::push_layer(*src, info.ref, *target, opts);
+  if (!pushed)
+    FAIL(pushed.err().message);
+  CHECK(layers::is_valid_digest(*pushed));
+  REQUIRE(registry::push_layer(*src, info.ref, *target, opts)); // blobs there: skipped
+  auto manifest = (*client)->get_manifest("team/layer", "v1");
+  REQUIRE(manifest);
+  CHECK(manifest->body.find(registry::layer_artifact_type) != std::string::npos);
+  CHECK(manifest->body.find(registry::chunk_list_media_type) != std::string::npos);
+  CHECK(registry::push_layer(*src, "no/such@1", *target, opts).err().code == errc::not_found);
+
   auto lazy_store = layers::store::open(fx.path + "/lazy-store");
   REQUIRE(lazy_store);
   auto none = registry::fetch_conversion(*lazy_store, *source, *source_digest, opts, true);
@@ -222,6 +179,28 @@ TEST_CASE("a published conversion is fetched lazily: metadata only, data by rang
   if (!published)
     FAIL(published.err().message);
   CHECK((*client)->head_manifest("team/img", registry::conversion_tag(*source_digest)));
+
+  // Whole: the same layer, its data blob downloaded and verified.
+  auto whole_store = layers::store::open(fx.path + "/whole-store");
+  REQUIRE(whole_store);
+  auto back = registry::fetch_conversion(*whole_store, *source, *source_digest, opts, false);
+  if (!back)
+    FAIL(back.err().message);
+  CHECK(back->digest == info.digest);
+  CHECK(back->ref == info.ref);
+  CHECK(back->kind == "workspace");
+  CHECK(back->config.env.at("LANG") == "C.UTF-8");
+  CHECK(back->config.workdir == "/data");
+  {
+    auto r = layers::read_data_blob_ref(whole_store->blob_path(back->digest));
+    REQUIRE(r);
+    auto data = layers::data_blob_path(whole_store->blob_path(back->digest), r->digest);
+    struct stat sb;
+    REQUIRE(::lstat(data.c_str(), &sb) == 0);
+    CHECK(S_ISREG(sb.st_mode));
+    CHECK(*layers::sha256_file(data) == r->digest);
+    CHECK(sys::dir_is_empty(fx.path + "/whole-store/tmp"));
+  }
 
   auto got = registry::fetch_conversion(*lazy_store, *source, *source_digest, opts, true);
   if (!got)
