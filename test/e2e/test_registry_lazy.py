@@ -236,3 +236,41 @@ def test_lazy_layer_reads_on_demand_survives_kill9_and_registry_loss(dsec_bin, l
             node.client.cleanup()
             node.stop()
         node.remove_state()
+
+
+def test_a_dead_daemons_mount_is_cleaned_and_a_new_daemon_serves(dsec_bin):
+    if not os.path.exists("/dev/fuse"):
+        pytest.fail("/dev/fuse missing: this machine kind has FUSE (modprobe fuse)")
+    work = tempfile.mkdtemp(prefix="dsec-lazy-stale-", dir=TMP_ROOT)
+    store = os.path.join(work, "store")
+    mnt = os.path.join(store, "lazy", "mnt")
+    daemon = subprocess.Popen([dsec_bin, "lazyfs", "--store", store, "--cache",
+                               os.path.join(work, "cache")], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    node = None
+    try:
+        wait_for(lambda: fuse_mounts(store), 15, what="the daemon's mount")
+        daemon.kill()
+        daemon.wait(10)
+        with pytest.raises(OSError) as dead:
+            os.listdir(mnt)
+        assert dead.value.errno == 107, dead.value  # ENOTCONN: a stale FUSE mount
+        node = Node(dsec_bin, store).start()
+        assert "(started)" in node.log_tail(), node.log_tail()
+        assert os.listdir(mnt) == []
+        assert len(fuse_mounts(store)) == 1, fuse_mounts(store)
+        pid = daemon_pid(store)
+        assert pid and alive(pid)
+        node.stop_ok()
+        assert not fuse_mounts(store), fuse_mounts(store)
+        wait_for(lambda: not alive(pid), 10, what=f"daemon {pid} to exit")
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+        if node and node.alive():
+            node.stop()
+        for line in fuse_mounts(store):
+            subprocess.run(["umount", "-l", line.split()[1]])
+        if node:
+            node.remove_state()
+        shutil.rmtree(work, ignore_errors=True)
