@@ -61,9 +61,21 @@ class blob_fs {
   [[nodiscard]] const std::shared_ptr<chunk_cache>& cache() const { return cache_; }
   [[nodiscard]] const std::string& store_root() const { return store_root_; }
 
+  /// Called (on a FUSE thread) whenever a blob is opened or released; set
+  /// before serve(). The daemon rewrites its stats at once then.
+  void on_open_change(std::function<void()> f) { open_change_ = std::move(f); }
+
   // Called by the FUSE handlers (blob_fs.cpp).
-  void note_open() { open_files_.fetch_add(1); }
-  void note_release() { open_files_.fetch_sub(1); }
+  void note_open() {
+    open_files_.fetch_add(1);
+    if (open_change_)
+      open_change_();
+  }
+  void note_release() {
+    open_files_.fetch_sub(1);
+    if (open_change_)
+      open_change_();
+  }
 
  private:
   struct source_state {
@@ -80,6 +92,7 @@ class blob_fs {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const source_state>> sources_;
   std::atomic<int64_t> open_files_{0};
+  std::function<void()> open_change_;
 };
 
 /// "sha256-<hex>.blob" -> "<hex>"; empty if the name is not one.

@@ -248,8 +248,8 @@ status stop_daemon(const std::string& store_root, std::chrono::milliseconds wait
     clean_stale_mount(mnt);
     return {};
   }
-  // The daemon rewrites its stats within a second of a change: a layer
-  // unmounted just now may still count as open for that long.
+  // The daemon rewrites its stats as soon as a blob is released; the kernel
+  // releases it just after the layer's unmount, so allow a moment.
   auto open_now = [&] {
     auto s = read_stats(info->stats_path);
     return s ? s->open_files : int64_t{0};

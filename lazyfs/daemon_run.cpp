@@ -30,6 +30,15 @@ class stats_writer {
   stats_writer(std::string path, const blob_fs& fs) : path_(std::move(path)), fs_(fs) {
     thread_ = std::thread([this] { run(); });
   }
+
+  /// Wakes the writer now (a blob was opened or released).
+  void poke() {
+    {
+      std::lock_guard<std::mutex> guard{mu_};
+      poked_ = true;
+    }
+    cv_.notify_all();
+  }
   ~stats_writer() {
     {
       std::lock_guard<std::mutex> guard{mu_};
@@ -54,9 +63,9 @@ class stats_writer {
 
   void run() {
     std::string last;
-    int64_t last_open = -1;
     std::unique_lock<std::mutex> lock{mu_};
     while (!stop_) {
+      poked_ = false;
       auto c = fs_.cache()->counters();
       auto open = fs_.open_files();
       auto now = std::to_string(c.hits) + "/" + std::to_string(c.misses) + "/"
@@ -68,10 +77,7 @@ class stats_writer {
         lock.lock();
         last = now;
       }
-      // Short waits while blobs open or close (a mount is being made or
-      // released), else one second.
-      cv_.wait_for(lock, open != last_open ? 50ms : 1000ms);
-      last_open = open;
+      cv_.wait_for(lock, 1000ms, [this] { return stop_ || poked_; });
     }
   }
 
@@ -80,6 +86,7 @@ class stats_writer {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool poked_ = false;
   std::thread thread_;
 };
 
@@ -129,10 +136,12 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
   status served;
   {
     stats_writer writer{stats_path, *fs};
+    fs->on_open_change([&writer] { writer.poke(); });
     served = fs->serve(mnt, [&] {
       std::cout << who << ": serving " << mnt << ", chunk cache " << opts.cache_dir << " ("
                 << opts.chunk_cache_mb << " MiB)" << std::endl;
     });
+    fs->on_open_change({}); // the loop is over; the writer goes next
   }
   // daemon.json names a live daemon only while the lock is held; a reader
   // checks the lock first, so a leftover file is harmless, but tidy it.
