@@ -1,12 +1,16 @@
-# Lazy layers end to end, against a real docker-registry (CNCF distribution
-# 2.8) on loopback and the real lazy blob daemon (`dsec lazyfs`, FUSE):
+# Lazy layers and pushes end to end, against a real docker-registry (CNCF
+# distribution 2.8, test/pylib/registry.py) on loopback and the real lazy
+# blob daemon (`dsec lazyfs`, FUSE):
 #   - a sandbox reading one small file of a lazy chunked layer fetches a small
 #     share of its data blob (the daemon's counters and /metrics say how much);
 #   - kill -9 of the node leaves the daemon serving, and the sandbox, after
 #     the node's restart, still reads (chunks it never read before too);
 #   - the registry stopped mid-run: cached chunks still read, an uncached
 #     read fails with EIO within the retry bound, and /metrics counts it;
-#   - after a clean stop no FUSE mount, no daemon and no temp file remain.
+#   - after a clean stop no FUSE mount, no daemon and no temp file remain;
+#   - a dead daemon's stale mount is cleaned by the next node;
+#   - a sandbox's snapshot pushed with `dsec layer push` and pulled back into
+#     an empty store keeps its digest.
 # The lazy layer is a chunked layer whose data blob is pushed to the registry
 # and taken out of the store, its source registered as a lazy fetch does
 # (<store>/lazy/sources, the blobs/ symlink into the daemon's mount, the chunk
@@ -17,8 +21,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -27,37 +29,13 @@ import urllib.request
 import pytest
 
 from dsec_harness import TMP_ROOT, Node, wait_for
+from registry import Registry
 
 BUSYBOX_BIN = "/bin/busybox"
 APPLETS = ["sh", "cat", "sha256sum", "wc", "head", "dd", "true"]
 CHUNK = 128 << 10
 FILES = 48
 FILE_BYTES = 512 << 10
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_registry(work):
-    port = free_port()
-    cfg = os.path.join(work, "registry.yml")
-    with open(cfg, "w") as f:
-        f.write(f"version: 0.1\nlog: {{level: info}}\nstorage: {{filesystem: "
-                f"{{rootdirectory: {work}/registry}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\n")
-    log = open(os.path.join(work, "registry.log"), "ab")
-    proc = subprocess.Popen(["docker-registry", "serve", cfg], stdout=log, stderr=log)
-    log.close()
-
-    def up():
-        try:
-            return urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).status == 200
-        except OSError:
-            return False
-    wait_for(up, 15, what="docker-registry to answer /v2/")
-    return proc, port
 
 
 def push_blob(port, repo, data, digest):
@@ -152,7 +130,8 @@ def lazy(dsec_bin):
     data_name = next(b for b in os.listdir(os.path.join(store, "blobs")) if b.endswith(".blob"))
     with open(os.path.join(store, "blobs", data_name), "rb") as f:
         data = f.read()
-    reg, port = start_registry(work)
+    reg = Registry(os.path.join(work, "registry")).start()
+    port = reg.port
     push_blob(port, "e2e/lazy", data, "sha256:" + data_name[7:-5])
     register_lazy(store, port, data_name, data)
     cache = os.path.join(work, "daemon-cache")
@@ -165,9 +144,7 @@ def lazy(dsec_bin):
     state = {"work": work, "store": store, "cache": cache, "port": port, "reg": reg,
              "daemon": daemon, "blob_bytes": len(data), "files": files}
     yield state
-    if state["reg"].poll() is None:
-        state["reg"].terminate()
-        state["reg"].wait(10)
+    state["reg"].stop()
     subprocess.run([dsec_bin, "lazyfs", "--store", store, "--stop"], timeout=30)
     if daemon.poll() is None:
         daemon.kill()
@@ -211,8 +188,7 @@ def test_lazy_layer_reads_on_demand_survives_kill9_and_registry_loss(dsec_bin, l
         assert daemon_pid(lazy["store"]) == pid
 
         # The registry stops: cached chunks read, an uncached one is EIO, soon.
-        lazy["reg"].terminate()
-        lazy["reg"].wait(10)
+        lazy["reg"].stop()
         r = c.sh(sid, "cat /data/small.txt && sha256sum /data/f1")
         assert r["exit_code"] == 0 and "read on demand" in r["stdout"], r
         t0 = time.monotonic()
@@ -273,4 +249,34 @@ def test_a_dead_daemons_mount_is_cleaned_and_a_new_daemon_serves(dsec_bin):
             subprocess.run(["umount", "-l", line.split()[1]])
         if node:
             node.remove_state()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_a_snapshot_pushed_and_pulled_back_keeps_its_digest(dsec_bin, client, store):
+    work = tempfile.mkdtemp(prefix="dsec-push-", dir=TMP_ROOT)
+    reg = Registry(os.path.join(work, "registry")).start()
+    host = reg.host
+    try:
+        sid = client.create_ok(memory_mb=128)
+        client.sh(sid, "mkdir -p /work && echo pushed-snapshot > /work/state.txt")
+        status, snap = client.call("POST", f"/v1/sandboxes/{sid}/snapshot", None)
+        assert status == 201, snap
+        push = subprocess.run([dsec_bin, "layer", "push", snap["ref"], f"{host}/e2e/snap:1",
+                               "--store", store, "--insecure-registry", host],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert push.returncode == 0, push.stderr.decode()
+        empty = os.path.join(work, "empty-store")
+        pull = subprocess.run([dsec_bin, "layer", "pull", f"{host}/e2e/snap:1", "--store", empty,
+                               "--insecure-registry", host],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        assert pull.returncode == 0, pull.stderr.decode()
+        ls = subprocess.run([dsec_bin, "layer", "ls", "--store", empty, "--json"],
+                            stdout=subprocess.PIPE, timeout=60)
+        layers = {l["ref"]: l for l in json.loads(ls.stdout)["layers"]}
+        assert snap["ref"] in layers, layers
+        assert layers[snap["ref"]]["digest"] == snap["digest"]
+        assert layers[snap["ref"]]["kind"] == "snapshot"
+        assert not os.listdir(os.path.join(empty, "tmp"))
+    finally:
+        reg.stop()
         shutil.rmtree(work, ignore_errors=True)
