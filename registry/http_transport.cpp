@@ -321,6 +321,10 @@ http_response http_transport::perform(const http_request& req) {
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
       resp.transport_code = errc::timeout;
       why = "no progress for " + std::to_string(stall_s) + " s (" + why + ")";
+    } else if (resp.status == 416) {
+      // Distribution announces the whole blob's length with its 416 and then
+      // sends a short error text: the answer is the 416, not a cut transfer.
+      rc = CURLE_OK;
     } else if (rc == CURLE_WRITE_ERROR && req.take != UINT64_MAX) {
       rc = CURLE_OK;  // we stopped a 200 answer to a Range request once we had the range
     } else {

@@ -147,8 +147,17 @@ std::string image_layer_ref(const image_reference& ref, const std::string& manif
       continue;
     reg += ok ? l : '-';
   }
-  return "img/" + reg + "/" + ref.repository + "@sha256-" +
-         layers::digest_hex(manifest_digest).substr(0, 32);
+  // Layer names stop at 128 characters: a long repository keeps its tail
+  // (the version, from the manifest digest, keeps the ref unique).
+  constexpr size_t max_name = 128;
+  std::string name = "img/" + reg + "/" + ref.repository;
+  if (name.size() > max_name) {
+    auto tail = ref.repository.substr(ref.repository.size() - (max_name - 5 - reg.size() - 1));
+    while (!tail.empty() && !((tail[0] >= 'a' && tail[0] <= 'z') || (tail[0] >= '0' && tail[0] <= '9')))
+      tail.erase(0, 1);
+    name = "img/" + reg + "/" + tail;
+  }
+  return name + "@sha256-" + layers::digest_hex(manifest_digest).substr(0, 32);
 }
 
 expected<pull_result> pull_image(layers::store& st, const image_reference& reference,

@@ -409,3 +409,27 @@ def test_layer_artifact_pulls_back_with_the_same_digest(dsec_bin, work, plain_re
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["ref"] == "other/art@1"
     assert json.loads(p.stdout)["digest"] == digest
+
+
+def test_layer_count_past_the_limit_is_refused(dsec_bin, work, plain_reg):
+    """257 layers (one tiny blob named 257 times): refused before any blob
+    is downloaded, nothing in the store."""
+    import gzip as _gzip
+    from registry import sha256
+    layer = _gzip.compress(Layer(BIN, None).tar(), mtime=0)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                         "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": sha256(config), "size": len(config)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": sha256(layer), "size": len(layer)}] * 257}).encode()
+    ref = plain_reg.push_raw("team/many", "1", [config, layer], manifest,
+                             "application/vnd.oci.image.manifest.v1+json")
+    store = new_store(work, "many")
+    p = pull(dsec_bin, store, ref, "--insecure-registry", plain_reg.host)
+    assert p.returncode == 1
+    assert "257 layers" in p.stderr and "[too_large]" in p.stderr, p.stderr
+    assert plain_reg.blob_gets(sha256(layer)) == 0
+    assert_nothing_made(dsec_bin, store)

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "core/image_reference.hpp"
+#include "core/layer_ref.hpp"
 #include "registry/auth.hpp"
+#include "registry/image_pull.hpp"
 #include "registry/manifest.hpp"
 #include "registry/registry_options.hpp"
 
@@ -354,4 +356,22 @@ TEST_CASE("registry options: --registry-mirror and insecure hosts", "[registry]"
   o.insecure_hosts = {"127.0.0.1:5000"};
   CHECK(is_insecure(o, "127.0.0.1:5000"));
   CHECK_FALSE(is_insecure(o, "127.0.0.1:5001"));
+}
+
+TEST_CASE("image pulls: the default layer ref", "[registry]") {
+  auto r = parse_image_reference("127.0.0.1:5000/team/img:1");
+  REQUIRE(r.ok());
+  CHECK(image_layer_ref(*r, e64) == "img/127.0.0.1-5000/team/img@sha256-" + std::string(32, 'e'));
+  auto hub = parse_image_reference("python:3.11");
+  CHECK(image_layer_ref(*hub, d64) == "img/docker.io/library/python@sha256-" + std::string(32, 'a'));
+  auto v6 = parse_image_reference("[::1]:5000/x");
+  CHECK(image_layer_ref(*v6, d64).rfind("img/--1-5000/x@", 0) == 0);
+  // A long repository keeps its tail; the ref stays a valid layer ref.
+  auto longr = parse_image_reference("reg.io/" + std::string(100, 'a') + "/" + std::string(60, 'b'));
+  REQUIRE(longr.ok());
+  auto ref = image_layer_ref(*longr, d64);
+  auto parsed = layers::parse_ref(ref);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->name.size() <= 128);
+  CHECK(parsed->name.find(std::string(60, 'b')) != std::string::npos);
 }
