@@ -36,6 +36,7 @@
 #include "layers/blob_cache.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "lazyfs/daemon.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 
@@ -200,6 +201,32 @@ status setup_trajectory(node_context& ctx) {
   return {};
 }
 
+/// The lazy blob daemon of this node's store (lazyfs/daemon.hpp): found
+/// running (it outlives nodes) or started detached. Returns who serves, or
+/// null when lazy reads are off: no /dev/fuse, or the daemon failed to
+/// start (the cause is logged); layers from registries then come whole.
+std::shared_ptr<lazyfs::daemon_info> start_lazy_reads(const node_config& cfg) {
+  auto who = "dsec node " + cfg.node_id + ": lazy reads";
+  if (!sys::exists("/dev/fuse")) {
+    std::cout << who << " are off: this host has no /dev/fuse (image data is downloaded whole)"
+              << std::endl;
+    return nullptr;
+  }
+  lazyfs::daemon_options o;
+  o.store_root = cfg.store_dir;
+  o.cache_dir = cfg.state_dir + "/lazy-cache";
+  o.chunk_cache_mb = cfg.chunk_cache_mb;
+  o.registry = cfg.registry;
+  auto d = lazyfs::ensure_daemon(o);
+  if (!d) {
+    std::cerr << who << " are off: " << d.err().message << std::endl;
+    return nullptr;
+  }
+  std::cout << who << ": blob daemon pid " << d->pid << (d->reused ? " (running)" : " (started)")
+            << " serves " << d->mount_dir << std::endl;
+  return std::make_shared<lazyfs::daemon_info>(std::move(*d));
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
   if (cfg.store_dir.empty())
@@ -221,9 +248,22 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
+  // Before the image resolver (lazy fetches need the daemon) and the layer
+  // mounts: a recovered sandbox's lazy layer reads through this daemon,
+  // usually the one the previous node started, which outlived it. A start
+  // that fails below gives it back (the last node out stops it).
+  ctx->lazy_daemon = start_lazy_reads(cfg);
+  if (ctx->lazy_daemon)
+    ctx->lazy_stats_path = ctx->lazy_daemon->stats_path;
+  auto give_back_lazy = [&ctx] {
+    if (ctx->lazy_daemon)
+      (void)lazyfs::release_daemon(*ctx->lazy_daemon);
+  };
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
-  if (auto adopted = mounts->adopt_existing(); !adopted)
+  if (auto adopted = mounts->adopt_existing(); !adopted) {
+    give_back_lazy();
     return adopted.err();
+  }
   ctx->mounts = mounts;
   auto layer_store = std::make_shared<layers::store>(std::move(*store));
   // Images fetched from peers count against --layer-cache-mb; one a sandbox
@@ -264,8 +304,10 @@ expected<node_context_ptr> make_context(node_config cfg) {
   // keep a burst of 16 creates in flight without queueing on 2 cores.
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
-  if (auto st = setup_trajectory(*ctx); !st)
+  if (auto st = setup_trajectory(*ctx); !st) {
+    give_back_lazy();
     return st.err();
+  }
   return ctx;
 }
 
@@ -440,6 +482,8 @@ int run_node(node_config cfg) {
       std::cerr << "dsec node " << c.node_id << ": " << made.err().message << "\n";
       (void)zram->detach();
       (void)node.mounts->unmount_all();
+      if (node.lazy_daemon)
+        (void)lazyfs::release_daemon(*node.lazy_daemon);
       if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
         (void)node.quota->unmount();
       // The cgroup parents the backends made (dsec/<node>, also in the v2
@@ -469,6 +513,11 @@ int run_node(node_config cfg) {
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
+  // No layer mount of this node reads lazily any more: the daemon goes too,
+  // unless another node on this host still mounts lazy layers of the store.
+  if (node.lazy_daemon)
+    if (auto st = lazyfs::release_daemon(*node.lazy_daemon); !st)
+      std::cerr << "dsec node " << node.config.node_id << ": " << st.err().message << "\n";
   // Every sandbox is gone (or the stop failed and the next start takes over).
   if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
     if (auto st = node.quota->unmount(); !st)
