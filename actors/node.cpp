@@ -200,6 +200,20 @@ status setup_trajectory(node_context& ctx) {
   return {};
 }
 
+/// The resolver of specs' images (registry/image_resolver.hpp) over this
+/// node's store, with the registry flags.
+std::shared_ptr<registry::image_resolver>
+make_image_resolver(const node_config& cfg, std::shared_ptr<layers::store> st) {
+  registry::resolver_options o;
+  o.registry = cfg.registry;
+  o.publish = cfg.publish_conversions;
+  // A published conversion is read on demand only through the lazy blob
+  // daemon (lazyfs/), which must serve a registered blob before a mount
+  // names it; until the node starts one, conversions are downloaded whole.
+  o.lazy = false;
+  return std::make_shared<registry::image_resolver>(std::move(st), std::move(o));
+}
+
 expected<node_context_ptr> make_context(node_config cfg) {
   auto ctx = std::make_shared<node_context>();
   if (cfg.store_dir.empty())
@@ -235,6 +249,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
     std::cerr << "dsec node: " << st.err().message << std::endl;
   ctx->layers = make_store_layer_source(layer_store, mounts, cache);
   ctx->store = layer_store;
+  ctx->images = make_image_resolver(cfg, layer_store);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.quota = ctx->quota;

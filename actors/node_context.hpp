@@ -17,6 +17,8 @@
 #include "backends/vm/inflight.hpp"
 #include "backends/vm/vm_accel.hpp"
 #include "gossip/udp_transport.hpp"
+#include "registry/image_resolver.hpp"
+#include "registry/registry_options.hpp"
 #include "sys/quota_volume.hpp"
 #include "sys/worker_pool.hpp"
 #include "sys/swap_tier.hpp"
@@ -93,6 +95,19 @@ struct node_config {
   /// Keys every REST and E2B call must carry (--api-key-file); empty = no
   /// check, which a node allows only on a loopback --rest or with --insecure.
   std::vector<std::string> api_keys;
+  // -- images from registries (registry/*.hpp) -------------------------------
+  /// How the node reaches registries: --registry-auth, --registry-ca,
+  /// --insecure-registry, --registry-mirror. Shared by the node's pulls
+  /// (creates that name an image) and the lazy blob daemon's range reads.
+  registry::registry_options registry;
+  /// Budget of the lazy blob daemon's chunk cache, MiB (--chunk-cache-mb):
+  /// chunks of images read on demand, evicted least recently used first.
+  /// 2048: the 4-13% of a few 1-3 GB images that a node's sandboxes read
+  /// stay cached; too small refetches chunks, too large only holds disk.
+  uint64_t chunk_cache_mb = 2048;
+  /// --no-publish: never write conversions to registries (a read-only
+  /// account, a registry other teams own); other nodes then convert too.
+  bool publish_conversions = true;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its
@@ -154,6 +169,9 @@ struct node_context {
   std::atomic<int64_t> execs_total{0};
   /// Where the trajectory logs are (dir empty = no log).
   trajectory::store_options trajectory;
+  /// Resolves a spec's image to a layer, one pull per image however many
+  /// creates wait (registry/image_resolver.hpp); null in tests.
+  std::shared_ptr<registry::image_resolver> images;
   /// Sandboxes recovered at start; the lifecycle actor takes them when it
   /// starts (before it answers anything), so this is empty afterwards.
   std::vector<recovered_sandbox> recovered;
