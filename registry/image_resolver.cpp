@@ -8,25 +8,17 @@
 // variable until the result is in or its own deadline passes. A waiter that
 // gives up leaves the work running: its result is recorded (images.json, the
 // catalog) and the next create finds it there. The entry leaves the map when
-// the work ends, so a failed pull is tried again by the next create.
+// the work ends, so a failed pull is tried again by the next create. The
+// work itself (images.json, the registry, pull and publish) is in
+// image_resolver_work.cpp, so unit tests link this part alone.
 #include "registry/image_resolver.hpp"
 
 #include <condition_variable>
-#include <iostream>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <thread>
 
-#include "core/clock.hpp"
 #include "core/image_reference.hpp"
-#include "layers/store.hpp"
-#include "registry/image_index.hpp"
-#include "registry/image_pull.hpp"
-#include "registry/layer_artifact.hpp"
-#include "registry/manifest.hpp"
-#include "registry/registry_client.hpp"
-#include "sys/fs.hpp"
 
 namespace dsec::registry {
 
@@ -57,100 +49,6 @@ error about(const image_reference& ref, error err) {
   return err;
 }
 
-void log_line(const image_reference& ref, const std::string& what) {
-  std::cerr << "dsec node: image " << ref.str() << ": " << what << std::endl;
-}
-
-/// The digest of the platform manifest (linux/amd64) `ref` names now: the
-/// manifest's own, or for an index the entry it picks. One GET (the body
-/// is small; a HEAD would give an index's digest and cost a second request).
-expected<std::string> platform_digest(registry_client& client, const image_reference& ref) {
-  auto what = ref.str();
-  auto body = client.get_manifest(ref.repository, ref.manifest_ref());
-  if (!body)
-    return body.err();
-  auto kind = classify_manifest(body->media_type, body->body, what);
-  if (!kind)
-    return kind.err();
-  if (*kind != "index")
-    return body->digest;
-  auto index = parse_index(body->body, what);
-  if (!index)
-    return index.err();
-  auto entry = pick_platform(*index, what);
-  if (!entry)
-    return entry.err();
-  return entry->digest;
-}
-
-/// Layer `ref` if the store holds it whole (its catalog entry and its
-/// image file).
-std::optional<layer_info> held_layer(const layers::store& st, const std::string& ref) {
-  auto l = st.resolve(ref);
-  if (!l || !sys::exists(st.blob_path(l->digest)))
-    return std::nullopt;
-  return *l;
-}
-
-layer_info recorded(const layers::store& st, const image_reference& ref,
-                    const layer_info& info, const std::string& manifest) {
-  if (auto st2 = record_image(st, ref.str(), {info.ref, manifest, now_ms()}); !st2)
-    log_line(ref, "resolved to " + info.ref + " but images.json was not written (the next "
-                    "create asks the registry again): " + st2.err().message);
-  return info;
-}
-
-/// The work of one image on this node (see image_resolver.hpp for the order).
-expected<layer_info> resolve_here(layers::store& st, const resolver_options& opts,
-                                  const image_reference& ref) {
-  auto canonical = ref.str();
-  auto known = find_image(st, canonical);
-  if (!known)
-    return known.err();
-  if (*known)
-    if (auto l = held_layer(st, (*known)->layer))
-      return *l; // no registry call at all
-  auto client = registry_client::open(ref.registry, opts.registry);
-  if (!client)
-    return client.err();
-  auto digest = platform_digest(**client, ref);
-  if (!digest)
-    return digest.err();
-  // Pulled before under another tag of the same manifest.
-  if (auto l = held_layer(st, image_layer_ref(ref, *digest)))
-    return recorded(st, ref, *l, *digest);
-  if (opts.lazy) {
-    auto conv = fetch_conversion(st, ref, *digest, opts.registry, true);
-    if (conv) {
-      log_line(ref, "using the conversion published for " + *digest + " (" + conv->ref + ")");
-      return recorded(st, ref, *conv, *digest);
-    }
-    if (conv.err().code != errc::not_found)
-      log_line(ref, "the published conversion could not be used, converting here: "
-                      + conv.err().message);
-  }
-  log_line(ref, "pulling " + *digest);
-  auto started = std::chrono::steady_clock::now();
-  pull_options po;
-  po.registry = opts.registry;
-  auto pulled = pull_image(st, ref, po);
-  if (!pulled)
-    return pulled.err();
-  log_line(ref, "pulled as " + pulled->info.ref + " in "
-                  + seconds_text(std::chrono::steady_clock::now() - started) + " ("
-                  + std::to_string(pulled->bytes_fetched) + " bytes fetched)");
-  if (opts.publish && !pulled->artifact) {
-    if (auto pub = publish_conversion(st, pulled->info, ref, pulled->manifest_digest,
-                                      opts.registry);
-        !pub)
-      log_line(ref, "the conversion was not published (other nodes convert it too): "
-                      + pub.err().message);
-    else
-      log_line(ref, "published its conversion as " + conversion_tag(pulled->manifest_digest));
-  }
-  return recorded(st, ref, pulled->info, pulled->manifest_digest);
-}
-
 } // namespace
 
 struct image_resolver::impl {
@@ -158,11 +56,6 @@ struct image_resolver::impl {
   std::mutex m;
   std::map<std::string, std::shared_ptr<flight>> flights;
 };
-
-image_resolver::image_resolver(std::shared_ptr<layers::store> st, resolver_options opts)
-    : image_resolver([st = std::move(st), opts = std::move(opts)](const image_reference& ref) {
-        return resolve_here(*st, opts, ref);
-      }) {}
 
 image_resolver::image_resolver(work_fn work) : impl_(std::make_shared<impl>()) {
   impl_->work = std::move(work);
