@@ -284,10 +284,13 @@ expected<node_context_ptr> make_context(node_config cfg) {
   return ctx;
 }
 
-/// Kills the QEMUs being booted, restored or probed and refuses new ones.
-void cancel_vm_work(node_context& node) {
+/// Kills the QEMUs being booted, restored or probed and refuses new ones;
+/// ends the creates' waits for images (their pulls go on, detached).
+void cancel_slow_work(node_context& node) {
   if (node.vm_inflight)
     node.vm_inflight->cancel_all();
+  if (node.images)
+    node.images->stop();
 }
 
 void block_signals(sigset_t& set) {
@@ -343,7 +346,7 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
     int sig = 0;
     sigwait(&sigs, &sig);
     (*server)->stop();
-    cancel_vm_work(node);
+    cancel_slow_work(node);
     caf::anon_send(sup, shutdown_atom::value);
   });
   int rc = 0;
@@ -480,7 +483,7 @@ int run_node(node_config cfg) {
     caf::actor_system sys{acfg};
     rc = serve(sys, node, *ctx, *rest, *listen, sigs);
   }
-  cancel_vm_work(node); // a stop from inside: nothing may hold the pool's join
+  cancel_slow_work(node); // a stop from inside: nothing may hold the pool's join
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";

@@ -13,10 +13,12 @@
 // image_resolver_work.cpp, so unit tests link this part alone.
 #include "registry/image_resolver.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "core/image_reference.hpp"
 
@@ -55,6 +57,8 @@ struct image_resolver::impl {
   work_fn work;
   std::mutex m;
   std::map<std::string, std::shared_ptr<flight>> flights;
+  /// Set by stop(); waiters read it under their flight's lock.
+  std::atomic<bool> stopping{false};
 };
 
 image_resolver::image_resolver(work_fn work) : impl_(std::make_shared<impl>()) {
@@ -69,6 +73,8 @@ expected<layer_info> image_resolver::resolve(const std::string& image,
   if (!ref)
     return error{ref.err().code, "image \"" + image.substr(0, 300) + "\": " + ref.err().message};
   auto key = ref->str();
+  if (impl_->stopping)
+    return unavailable("image " + key + ": the node is stopping");
   std::shared_ptr<flight> f;
   {
     std::lock_guard<std::mutex> lock(impl_->m);
@@ -96,15 +102,32 @@ expected<layer_info> image_resolver::resolve(const std::string& image,
     }
   }
   auto asked = std::chrono::steady_clock::now();
+  auto& core = *impl_;
   std::unique_lock<std::mutex> lock(f->m);
-  if (!f->cv.wait_until(lock, deadline, [&] { return f->done; }))
+  if (!f->cv.wait_until(lock, deadline, [&] { return f->done || core.stopping; }))
     return error{errc::timeout, "image " + key + ": not resolved within "
                                   + seconds_text(std::chrono::steady_clock::now() - asked)
                                   + ", the create's timeout (its pull goes on; a later create "
                                     "finds the image once it is in)"};
+  if (!f->done)
+    return unavailable("image " + key + ": the node is stopping");
   if (f->err)
     return f->err;
   return f->info;
+}
+
+void image_resolver::stop() {
+  impl_->stopping = true;
+  std::vector<std::shared_ptr<flight>> all;
+  {
+    std::lock_guard<std::mutex> lock(impl_->m);
+    for (auto& [key, f] : impl_->flights)
+      all.push_back(f);
+  }
+  for (auto& f : all) {
+    std::lock_guard<std::mutex> lock(f->m); // no waiter between its check and its wait
+    f->cv.notify_all();
+  }
 }
 
 } // namespace dsec::registry

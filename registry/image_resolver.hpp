@@ -55,6 +55,11 @@ class image_resolver {
   expected<layer_info> resolve(const std::string& image,
                                std::chrono::steady_clock::time_point deadline);
 
+  /// The node stops: every waiter (and every later resolve) gets
+  /// unavailable at once, so no create holds the worker pool's join until
+  /// its deadline. Work in flight ends on its own thread.
+  void stop();
+
  private:
   struct impl;
   /// Shared with the work's threads, which may outlive the resolver.

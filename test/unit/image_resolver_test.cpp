@@ -184,3 +184,25 @@ TEST_CASE("a reference that does not parse is refused without work", "[resolver]
   CHECK(got.err().message.find("Not A Reference") != std::string::npos);
   CHECK(calls == 0);
 }
+
+TEST_CASE("stop wakes every waiter with unavailable and refuses new resolves", "[resolver]") {
+  auto g = std::make_shared<gate>();
+  image_resolver r([g](const image_reference& ref) -> expected<layer_info> {
+    g->wait();
+    return layer_for(ref);
+  });
+  auto waiter = std::async(std::launch::async,
+                           [&r] { return r.resolve("127.0.0.1:5000/big:1", in(60s)); });
+  std::this_thread::sleep_for(100ms);
+  auto t0 = std::chrono::steady_clock::now();
+  r.stop();
+  auto got = waiter.get();
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.err().code == errc::unavailable);
+  CHECK(got.err().message.find("127.0.0.1:5000/big:1") != std::string::npos);
+  auto later = r.resolve("127.0.0.1:5000/other:1", in(60s));
+  REQUIRE_FALSE(later.ok());
+  CHECK(later.err().code == errc::unavailable);
+  g->release();
+}
