@@ -12,6 +12,7 @@ packages=(
   crun bubblewrap util-linux
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
   e2fsprogs
+  libcurl4-openssl-dev docker-registry skopeo apache2-utils # registry pulls and their e2e tests
   nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
 )
 # npm: Debian's package, unless the installed nodejs brings its own (NodeSource's
