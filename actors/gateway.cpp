@@ -23,6 +23,7 @@
 #include "core/inspect_job.hpp"
 #include "core/job.hpp"
 #include "core/json_codec.hpp"
+#include "lazyfs/stats.hpp"
 
 namespace dsec {
 
@@ -93,6 +94,10 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
     out += g.ctx->zram->metrics_text(s.node_id);
   if (g.ctx && g.ctx->swap_tier)
     out += g.ctx->swap_tier->metrics_text(s.node_id);
+  // The lazy blob daemon's counters (one small file it rewrites each second).
+  if (g.ctx && !g.ctx->lazy_stats_path.empty())
+    if (auto lazy = lazyfs::read_stats(g.ctx->lazy_stats_path); lazy)
+      out += lazyfs::metrics_text(*lazy, s.node_id);
   return out;
 }
 

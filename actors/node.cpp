@@ -36,6 +36,7 @@
 #include "layers/blob_cache.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "lazyfs/daemon.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
 
@@ -201,17 +202,42 @@ status setup_trajectory(node_context& ctx) {
 }
 
 /// The resolver of specs' images (registry/image_resolver.hpp) over this
-/// node's store, with the registry flags.
+/// node's store, with the registry flags. Published conversions are read on
+/// demand when `lazy` (the lazy blob daemon runs: it must serve a registered
+/// blob before a mount names it), else downloaded whole.
 std::shared_ptr<registry::image_resolver>
-make_image_resolver(const node_config& cfg, std::shared_ptr<layers::store> st) {
+make_image_resolver(const node_config& cfg, std::shared_ptr<layers::store> st, bool lazy) {
   registry::resolver_options o;
   o.registry = cfg.registry;
   o.publish = cfg.publish_conversions;
-  // A published conversion is read on demand only through the lazy blob
-  // daemon (lazyfs/), which must serve a registered blob before a mount
-  // names it; until the node starts one, conversions are downloaded whole.
-  o.lazy = false;
+  o.lazy = lazy;
   return std::make_shared<registry::image_resolver>(std::move(st), std::move(o));
+}
+
+/// The lazy blob daemon of this node's store (lazyfs/daemon.hpp): found
+/// running (it outlives nodes) or started detached. Returns who serves, or
+/// null when lazy reads are off: no /dev/fuse, or the daemon failed to
+/// start (the cause is logged); layers from registries then come whole.
+std::shared_ptr<lazyfs::daemon_info> start_lazy_reads(const node_config& cfg) {
+  auto who = "dsec node " + cfg.node_id + ": lazy reads";
+  if (!sys::exists("/dev/fuse")) {
+    std::cout << who << " are off: this host has no /dev/fuse (image data is downloaded whole)"
+              << std::endl;
+    return nullptr;
+  }
+  lazyfs::daemon_options o;
+  o.store_root = cfg.store_dir;
+  o.cache_dir = cfg.state_dir + "/lazy-cache";
+  o.chunk_cache_mb = cfg.chunk_cache_mb;
+  o.registry = cfg.registry;
+  auto d = lazyfs::ensure_daemon(o);
+  if (!d) {
+    std::cerr << who << " are off: " << d.err().message << std::endl;
+    return nullptr;
+  }
+  std::cout << who << ": blob daemon pid " << d->pid << (d->reused ? " (running)" : " (started)")
+            << " serves " << d->mount_dir << std::endl;
+  return std::make_shared<lazyfs::daemon_info>(std::move(*d));
 }
 
 expected<node_context_ptr> make_context(node_config cfg) {
@@ -235,9 +261,22 @@ expected<node_context_ptr> make_context(node_config cfg) {
   auto store = layers::store::open(cfg.store_dir);
   if (!store)
     return store.err();
+  // Before the image resolver (lazy fetches need the daemon) and the layer
+  // mounts: a recovered sandbox's lazy layer reads through this daemon,
+  // usually the one the previous node started, which outlived it. A start
+  // that fails below gives it back (the last node out stops it).
+  ctx->lazy_daemon = start_lazy_reads(cfg);
+  if (ctx->lazy_daemon)
+    ctx->lazy_stats_path = ctx->lazy_daemon->stats_path;
+  auto give_back_lazy = [&ctx] {
+    if (ctx->lazy_daemon)
+      (void)lazyfs::release_daemon(*ctx->lazy_daemon);
+  };
   auto mounts = std::make_shared<layers::mount_cache>(cfg.state_dir + "/mounts");
-  if (auto adopted = mounts->adopt_existing(); !adopted)
+  if (auto adopted = mounts->adopt_existing(); !adopted) {
+    give_back_lazy();
     return adopted.err();
+  }
   ctx->mounts = mounts;
   auto layer_store = std::make_shared<layers::store>(std::move(*store));
   // Images fetched from peers count against --layer-cache-mb; one a sandbox
@@ -249,7 +288,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
     std::cerr << "dsec node: " << st.err().message << std::endl;
   ctx->layers = make_store_layer_source(layer_store, mounts, cache);
   ctx->store = layer_store;
-  ctx->images = make_image_resolver(cfg, layer_store);
+  ctx->images = make_image_resolver(cfg, layer_store, ctx->lazy_daemon != nullptr);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.quota = ctx->quota;
@@ -279,8 +318,10 @@ expected<node_context_ptr> make_context(node_config cfg) {
   // keep a burst of 16 creates in flight without queueing on 2 cores.
   ctx->pool = std::make_shared<sys::worker_pool>(16);
   ctx->started_at_ms = now_ms();
-  if (auto st = setup_trajectory(*ctx); !st)
+  if (auto st = setup_trajectory(*ctx); !st) {
+    give_back_lazy();
     return st.err();
+  }
   return ctx;
 }
 
@@ -458,6 +499,8 @@ int run_node(node_config cfg) {
       std::cerr << "dsec node " << c.node_id << ": " << made.err().message << "\n";
       (void)zram->detach();
       (void)node.mounts->unmount_all();
+      if (node.lazy_daemon)
+        (void)lazyfs::release_daemon(*node.lazy_daemon);
       if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
         (void)node.quota->unmount();
       // The cgroup parents the backends made (dsec/<node>, also in the v2
@@ -487,6 +530,11 @@ int run_node(node_config cfg) {
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";
+  // No layer mount of this node reads lazily any more: the daemon goes too,
+  // unless another node on this host still mounts lazy layers of the store.
+  if (node.lazy_daemon)
+    if (auto st = lazyfs::release_daemon(*node.lazy_daemon); !st)
+      std::cerr << "dsec node " << node.config.node_id << ": " << st.err().message << "\n";
   // Every sandbox is gone (or the stop failed and the next start takes over).
   if (node.quota && sys::dir_is_empty(node.quota->mount_dir()))
     if (auto st = node.quota->unmount(); !st)

@@ -13,6 +13,7 @@
 #include "layers/layer_source.hpp"
 #include "journal/trajectory_store.hpp"
 #include "layers/store.hpp"
+#include "lazyfs/daemon.hpp"
 #include "backends/backend.hpp"
 #include "backends/vm/inflight.hpp"
 #include "backends/vm/vm_accel.hpp"
@@ -165,6 +166,13 @@ struct node_context {
   std::shared_ptr<sys::zram_swap> zram;
   /// The node's use of dsec's swap tier (sys/swap_tier.hpp); null in tests.
   std::shared_ptr<sys::swap_tier> swap_tier;
+  /// The lazy blob daemon's counters file (lazyfs/stats.hpp, for /metrics)
+  /// when lazy reads are on; empty when they are off (no /dev/fuse, or the
+  /// daemon did not start): then images are downloaded whole.
+  std::string lazy_stats_path;
+  /// This node's hold on the lazy blob daemon (lazyfs/daemon.hpp); the
+  /// clean stop releases it (the last node out stops the daemon).
+  std::shared_ptr<lazyfs::daemon_info> lazy_daemon;
   int64_t started_at_ms = 0;
   std::atomic<int64_t> execs_total{0};
   /// Where the trajectory logs are (dir empty = no log).

@@ -7,6 +7,7 @@
 #include "cmd/client_cmd.hpp"
 #include "cmd/trajectory_cmd.hpp"
 #include "cmd/layer_cmd.hpp"
+#include "cmd/lazyfs_cmd.hpp"
 #include "cmd/node_cmd.hpp"
 
 namespace {
@@ -28,6 +29,7 @@ const char* usage_text =
   "  dsec update ID [--cpu-class latency|batch] [--allow HOST:PORT ... | --no-network]\n"
   "  dsec ls [--label K=V]   dsec get ID   dsec rm ID...   dsec cp SRC DST\n"
   "  dsec trajectory ID [--since SEQ] [--json]   dsec replay ID [--upto-seq SEQ]\n"
+  "  dsec lazyfs --store DIR --cache DIR [--chunk-cache-mb N] [registry flags] | --stop | --stats\n"
   "  dsec bench burst [--rest HOST:PORT] [--count N] [--inflight N] [--out FILE]\n"
   "\n"
   "Client commands talk to --rest HOST:PORT (or $DSEC_REST, default 127.0.0.1:7070).\n";
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
     return dsec::cli::run_node_command(rest);
   if (cmd == "layer")
     return dsec::cli::run_layer_command(rest);
+  if (cmd == "lazyfs")
+    return dsec::cli::run_lazyfs_command(rest);
   if (cmd == "bench")
     return dsec::bench::run_bench_command(rest);
   if (dsec::cli::is_client_command(cmd))

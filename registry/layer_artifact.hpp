@@ -53,6 +53,16 @@ status publish_conversion(const layers::store& st, const layer_info& info,
                           const image_reference& source, const std::string& source_digest,
                           const registry_options& opts);
 
+/// Stores the dsec layer artifact whose manifest body `manifest` was read
+/// from `ref` (what `dsec layer pull` of a pushed layer and fetch_conversion
+/// do): its config and metadata image fetched and verified, the data blob
+/// registered for on-demand reads (lazy) or downloaded, then the layer
+/// committed under the name and version it was pushed with (same digest).
+/// invalid_argument if the manifest is not a dsec layer. Blocking.
+expected<layer_info> fetch_layer_artifact(layers::store& st, const image_reference& ref,
+                                          const std::string& manifest,
+                                          const registry_options& opts, bool lazy);
+
 /// Looks for a published conversion of `source_digest`; not_found if none.
 /// On success the layer is in `st`: its metadata image fetched and verified,
 /// its data blob registered for on-demand reads (lazy) or downloaded.

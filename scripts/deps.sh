@@ -10,6 +10,7 @@ packages=(
   erofs-utils busybox-static git debootstrap iproute2 procps curl
   python3 python3-pytest python3-dev pybind11-dev python3-pybind11 btrfs-progs
   crun bubblewrap util-linux
+  libfuse3-dev fuse3 # the lazy blob daemon (lazyfs/)
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
   e2fsprogs
   libcurl4-openssl-dev docker-registry skopeo apache2-utils # registry pulls and their e2e tests

@@ -1,0 +1,88 @@
+// The lazy blob file system: a read-only libfuse3 mount at <store>/lazy/mnt
+// whose root holds one `sha256-<hex>.blob` per registered lazy source
+// (registry/lazy_source.hpp), each of the blob's declared size. A source is
+// looked up when the kernel asks for its name, so registering one needs no
+// message to the daemon. read(offset, len) is served from the chunk cache;
+// a missing chunk is fetched by one range request through a range_fetcher
+// (the registry in the daemon, a file in tests), retried with backoff and
+// bounded in time; a read that still fails answers EIO and is counted.
+//
+// The kernel's EROFS mounts open these files as their data device
+// (`-o device=<store>/blobs/sha256-<hex>.blob`, a symlink here), so the
+// number of open files says whether any layer mount still needs the daemon.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/error.hpp"
+#include "lazyfs/chunk_cache.hpp"
+#include "registry/lazy_source.hpp"
+
+namespace dsec::lazyfs {
+
+/// Where chunk bytes come from: one attempt at a byte range of a blob,
+/// bounded in time by the implementation.
+class range_fetcher {
+ public:
+  virtual ~range_fetcher() = default;
+  /// Bytes [offset, offset+len) of `src`'s blob.
+  virtual expected<std::string> fetch(const registry::blob_source& src, uint64_t offset,
+                                      uint32_t len) = 0;
+};
+
+class blob_fs {
+ public:
+  /// A file system over the sources registered in `store_root`, reading
+  /// through `cache` and `fetcher`.
+  blob_fs(std::string store_root, std::shared_ptr<chunk_cache> cache,
+          std::shared_ptr<range_fetcher> fetcher);
+
+  /// Mounts at `mount_dir` (read-only, allow_other) and serves on several
+  /// threads until the mount is unmounted or the process gets SIGTERM,
+  /// SIGINT or SIGHUP (then it unmounts itself). `on_mounted` runs once the
+  /// mount is live. Blocking.
+  status serve(const std::string& mount_dir, const std::function<void()>& on_mounted = {});
+
+  /// The read path without the kernel: bytes [offset, offset+len) of blob
+  /// `hex`, short at its end. EIO-worthy failures are errors. For tests and
+  /// the FUSE read handler.
+  expected<size_t> read(const std::string& hex, uint64_t offset, size_t len, char* out);
+
+  /// The source named `hex` (cached after the first lookup); not_found.
+  expected<std::shared_ptr<const registry::blob_source>> source(const std::string& hex);
+
+  /// Files open now (EROFS mounts hold theirs until unmounted).
+  [[nodiscard]] int64_t open_files() const { return open_files_.load(); }
+  [[nodiscard]] const std::shared_ptr<chunk_cache>& cache() const { return cache_; }
+  [[nodiscard]] const std::string& store_root() const { return store_root_; }
+
+  // Called by the FUSE handlers (blob_fs.cpp).
+  void note_open() { open_files_.fetch_add(1); }
+  void note_release() { open_files_.fetch_sub(1); }
+
+ private:
+  struct source_state {
+    std::shared_ptr<const registry::blob_source> src;
+    /// Chunk digest list (registry/chunk_list.hpp); empty: length checks only.
+    std::string chunks;
+  };
+
+  expected<std::shared_ptr<const source_state>> lookup(const std::string& hex);
+
+  std::string store_root_;
+  std::shared_ptr<chunk_cache> cache_;
+  std::shared_ptr<range_fetcher> fetcher_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const source_state>> sources_;
+  std::atomic<int64_t> open_files_{0};
+};
+
+/// "sha256-<hex>.blob" -> "<hex>"; empty if the name is not one.
+std::string blob_name_hex(const std::string& name);
+
+} // namespace dsec::lazyfs

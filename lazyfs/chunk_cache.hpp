@@ -1,0 +1,149 @@
+// The lazy blob daemon's chunk cache: a bounded on-disk store of fixed-size
+// chunks of remote data blobs, keyed by (blob digest, chunk index), evicted
+// least recently used first under a byte budget (`--chunk-cache-mb`).
+//
+//   <dir>/chunks/<blob hex>/<index>   one verified chunk, exactly its length
+//   <dir>/tmp/                        chunks being written (emptied at open)
+//
+// A missing chunk is fetched through the caller's function, with bounded
+// retries and backoff, and verified before it is stored: its length must be
+// exactly what the blob's size gives for that index, and, when the source
+// carries a chunk digest list (registry/chunk_list.hpp), its sha256 must
+// match. The whole blob's digest cannot be checked a chunk at a time; the
+// list's own digest is covered by the artifact's manifest. A chunk is written
+// under a temp name and renamed into place, so a crash leaves only temp files
+// (swept at the next open), never a chunk whose content lies.
+//
+// Concurrent reads of the same missing chunk share one fetch: the first
+// reader fetches, the others wait for its result. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace dsec::lazyfs {
+
+/// The cache's counters since it was opened (stats.json, /metrics).
+struct cache_counters {
+  /// Chunk reads served from the cache.
+  uint64_t hits = 0;
+  /// Chunk reads that found no chunk (served by a fetch, theirs or shared).
+  uint64_t misses = 0;
+  /// Chunks fetched, verified and delivered.
+  uint64_t chunks_fetched = 0;
+  /// Body bytes received by fetch attempts (failed ones included).
+  uint64_t bytes_fetched = 0;
+  /// Chunks removed to stay under the budget.
+  uint64_t evictions = 0;
+  /// Chunk reads that failed after every attempt (the reader got EIO).
+  uint64_t read_errors = 0;
+  /// Fetched chunks refused by verification (wrong length or digest).
+  uint64_t verify_failures = 0;
+  /// Bytes and chunks held now.
+  uint64_t cache_bytes = 0;
+  uint64_t cache_chunks = 0;
+};
+
+/// One chunk to read, and how to fetch it when the cache lacks it.
+struct chunk_request {
+  /// Hex digest of the whole blob (the cache key's first half).
+  std::string blob;
+  uint64_t index = 0;
+  /// The chunk's exact length: chunk_size, less for the blob's last chunk.
+  uint32_t length = 0;
+  /// The chunk's sha256 (hex) when the source has a chunk digest list;
+  /// empty: only the length is checked.
+  std::string sha256;
+  /// One attempt at the chunk's bytes (a range request); must itself be
+  /// bounded in time.
+  std::function<expected<std::string>()> fetch;
+};
+
+/// Retry policy of a fetch. Three attempts with 0.25 s and 1 s between
+/// them ride out a registry restart or a dropped connection; with each
+/// attempt bounded (the daemon bounds range requests to 5 s) a reader waits
+/// at most ~17 s, inside `deadline`, before it gets EIO.
+struct retry_policy {
+  int attempts = 3;
+  std::vector<std::chrono::milliseconds> backoff{std::chrono::milliseconds{250},
+                                                 std::chrono::milliseconds{1000}};
+  /// No new attempt starts past this time since the first.
+  std::chrono::milliseconds deadline{20000};
+  /// A chunk whose fetch just failed fails again at once for this long: the
+  /// kernel retries a failed page read (EROFS, then the page cache), and a
+  /// reader must get its EIO within one bound, not three.
+  std::chrono::milliseconds failure_hold{5000};
+};
+
+class chunk_cache {
+ public:
+  // -- constructors -----------------------------------------------------------
+
+  /// Opens (creating) the cache at `dir` with a budget of `budget_bytes`
+  /// (at least one chunk is always kept in memory while it is read). Chunks
+  /// left by an earlier run are taken back, oldest first in LRU order; temp
+  /// files are removed; the cache is trimmed to the budget.
+  static expected<std::unique_ptr<chunk_cache>> open(const std::string& dir,
+                                                     uint64_t budget_bytes,
+                                                     retry_policy retry = {});
+
+  // -- reads ------------------------------------------------------------------
+
+  /// Copies bytes [off, off+len) of chunk `req` into `out` (off+len <=
+  /// req.length), fetching and storing the chunk first if it is missing.
+  /// Returns the bytes copied, or the last fetch's error after every attempt
+  /// (counted in read_errors). Blocking.
+  expected<size_t> read(const chunk_request& req, uint32_t off, uint32_t len, char* out);
+
+  // -- observers --------------------------------------------------------------
+
+  [[nodiscard]] cache_counters counters() const;
+  [[nodiscard]] uint64_t budget_bytes() const { return budget_; }
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+
+ private:
+  struct inflight;
+  using key = std::pair<std::string, uint64_t>;
+  struct entry {
+    uint64_t size = 0;
+    std::list<key>::iterator lru;
+  };
+
+  chunk_cache(std::string dir, uint64_t budget, retry_policy retry);
+
+  std::string chunk_path(const key& k) const;
+  status load_existing();
+  /// Fetches (with retries) and verifies `req`; counts bytes and failures.
+  expected<std::string> fetch_verified(const chunk_request& req);
+  /// Writes a verified chunk under a temp name and renames it into place.
+  status store(const key& k, const std::string& data);
+  /// Adds `k` as most recently used and evicts past the budget. mu_ held.
+  void insert_locked(const key& k, uint64_t size);
+  void evict_locked();
+  /// Copies from the stored chunk file; false if it is gone or short.
+  bool read_stored(const key& k, uint32_t length, uint32_t off, uint32_t len, char* out);
+
+  std::string dir_;
+  uint64_t budget_;
+  retry_policy retry_;
+  mutable std::mutex mu_;
+  std::map<key, entry> entries_;
+  /// Most recently used first.
+  std::list<key> lru_;
+  std::map<key, std::shared_ptr<inflight>> inflight_;
+  /// Chunks whose last fetch failed: when, and why.
+  std::map<key, std::pair<std::chrono::steady_clock::time_point, error>> failed_;
+  cache_counters counters_;
+  uint64_t tmp_seq_ = 0;
+};
+
+} // namespace dsec::lazyfs

@@ -1,0 +1,148 @@
+// The daemon process (`dsec lazyfs`): the store's lock, the chunk cache, the
+// stats writer and the FUSE loop (see daemon.hpp).
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/clock.hpp"
+#include "lazyfs/daemon.hpp"
+#include "lazyfs/stats.hpp"
+#include "sys/fd.hpp"
+#include "sys/fs.hpp"
+
+namespace dsec::lazyfs {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Writes stats.json every second while the counters move, and at once when
+/// the number of open blobs changes (stop_daemon reads it).
+class stats_writer {
+ public:
+  stats_writer(std::string path, const blob_fs& fs) : path_(std::move(path)), fs_(fs) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~stats_writer() {
+    {
+      std::lock_guard<std::mutex> guard{mu_};
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    write();
+  }
+
+ private:
+  void write() {
+    daemon_stats s;
+    s.cache = fs_.cache()->counters();
+    s.budget_bytes = fs_.cache()->budget_bytes();
+    s.open_files = fs_.open_files();
+    s.pid = ::getpid();
+    s.updated_ms = now_ms();
+    if (auto st = write_stats(path_, s); !st)
+      std::cerr << "dsec lazyfs: " << st.err().message << std::endl;
+  }
+
+  void run() {
+    std::string last;
+    int64_t last_open = -1;
+    std::unique_lock<std::mutex> lock{mu_};
+    while (!stop_) {
+      auto c = fs_.cache()->counters();
+      auto open = fs_.open_files();
+      auto now = std::to_string(c.hits) + "/" + std::to_string(c.misses) + "/"
+                 + std::to_string(c.bytes_fetched) + "/" + std::to_string(c.read_errors) + "/"
+                 + std::to_string(c.cache_bytes) + "/" + std::to_string(open);
+      if (now != last) {
+        lock.unlock();
+        write();
+        lock.lock();
+        last = now;
+      }
+      // Short waits while blobs open or close (a mount is being made or
+      // released), else one second.
+      cv_.wait_for(lock, open != last_open ? 50ms : 1000ms);
+      last_open = open;
+    }
+  }
+
+  std::string path_;
+  const blob_fs& fs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+} // namespace
+
+int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetcher) {
+  auto who = "dsec lazyfs (pid " + std::to_string(::getpid()) + ", store " + opts.store_root + ")";
+  auto lazy = opts.store_root + "/lazy";
+  auto mnt = registry::lazy_mount_dir(opts.store_root);
+  for (auto& d : {lazy, mnt, registry::lazy_sources_dir(opts.store_root)})
+    if (auto st = sys::make_dirs(d, 0755); !st) {
+      std::cerr << who << ": " << st.err().message << std::endl;
+      return 1;
+    }
+  sys::unique_fd lock{::open((lazy + "/daemon.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+  if (!lock) {
+    std::cerr << who << ": open " << lazy << "/daemon.lock: " << std::strerror(errno) << std::endl;
+    return 1;
+  }
+  // Others probe the lock for a moment (daemon.cpp): retry briefly.
+  bool locked = false;
+  for (int i = 0; i < 50 && !locked; ++i) {
+    locked = ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0;
+    if (!locked)
+      std::this_thread::sleep_for(10ms);
+  }
+  if (!locked) {
+    std::cerr << who << ": another daemon serves this store already" << std::endl;
+    return 3;
+  }
+  // A mount left by a daemon that died: every access answers ENOTCONN.
+  if (!mount_is_live(mnt))
+    ::umount2(mnt.c_str(), MNT_DETACH);
+  auto cache = chunk_cache::open(opts.cache_dir, opts.chunk_cache_mb << 20);
+  if (!cache) {
+    std::cerr << who << ": " << cache.err().message << std::endl;
+    return 1;
+  }
+  auto fs = std::make_shared<blob_fs>(opts.store_root, std::shared_ptr<chunk_cache>(std::move(*cache)),
+                                      std::move(fetcher));
+  auto stats_path = opts.cache_dir + "/stats.json";
+  nlohmann::json info = {{"pid", ::getpid()}, {"cache", opts.cache_dir}, {"stats", stats_path}};
+  if (auto st = sys::write_file_atomic(lazy + "/daemon.json", info.dump() + "\n"); !st) {
+    std::cerr << who << ": " << st.err().message << std::endl;
+    return 1;
+  }
+  status served;
+  {
+    stats_writer writer{stats_path, *fs};
+    served = fs->serve(mnt, [&] {
+      std::cout << who << ": serving " << mnt << ", chunk cache " << opts.cache_dir << " ("
+                << opts.chunk_cache_mb << " MiB)" << std::endl;
+    });
+  }
+  // daemon.json names a live daemon only while the lock is held; a reader
+  // checks the lock first, so a leftover file is harmless, but tidy it.
+  ::unlink((lazy + "/daemon.json").c_str());
+  if (!served) {
+    std::cerr << who << ": " << served.err().message << std::endl;
+    return 1;
+  }
+  std::cout << who << ": unmounted, exiting" << std::endl;
+  return 0;
+}
+
+} // namespace dsec::lazyfs

@@ -1,0 +1,325 @@
+// The lazy blob daemon's chunk cache (lazyfs/chunk_cache.hpp) and the read
+// path of its file system (lazyfs/blob_fs.hpp) with a fake fetcher: hits and
+// misses, verification by length and chunk digest, bounded retries, LRU
+// eviction under the budget, one fetch for concurrent readers, a reopened
+// cache, and reads that cross chunk boundaries and the blob's end.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "layers/digest.hpp"
+#include "lazyfs/blob_fs.hpp"
+#include "lazyfs/chunk_cache.hpp"
+#include "lazyfs/stats.hpp"
+#include "registry/chunk_list.hpp"
+#include "registry/lazy_source.hpp"
+#include "sys/fs.hpp"
+#include "temp_dir.hpp"
+
+using namespace dsec;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string blob_a(64, 'a');
+
+lazyfs::retry_policy quick_retries() {
+  lazyfs::retry_policy p;
+  p.attempts = 3;
+  p.backoff = {1ms, 2ms};
+  p.deadline = 2000ms;
+  p.failure_hold = 0ms;
+  return p;
+}
+
+/// A chunk request whose fetch answers `data` and counts its calls.
+lazyfs::chunk_request request(const std::string& blob, uint64_t index, const std::string& data,
+                              std::atomic<int>& calls) {
+  lazyfs::chunk_request r;
+  r.blob = blob;
+  r.index = index;
+  r.length = uint32_t(data.size());
+  r.fetch = [&calls, data]() -> expected<std::string> {
+    calls++;
+    return data;
+  };
+  return r;
+}
+
+std::string read_all(lazyfs::chunk_cache& c, const lazyfs::chunk_request& r) {
+  std::string out(r.length, '\0');
+  auto n = c.read(r, 0, r.length, out.data());
+  REQUIRE(n);
+  CHECK(*n == r.length);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a missing chunk is fetched once, then served from disk", "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  auto r = request(blob_a, 3, std::string(4096, 'x') + "tail", calls);
+  CHECK(read_all(**c, r) == std::string(4096, 'x') + "tail");
+  std::string part(4, '\0');
+  REQUIRE((*c)->read(r, 4096, 4, part.data()));
+  CHECK(part == "tail");
+  CHECK(calls == 1);
+  auto k = (*c)->counters();
+  CHECK(k.misses == 1);
+  CHECK(k.hits == 1);
+  CHECK(k.chunks_fetched == 1);
+  CHECK(k.bytes_fetched == 4100);
+  CHECK(k.cache_bytes == 4100);
+  CHECK(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/3"));
+  // A read past the chunk is refused, not served from neighbouring memory.
+  CHECK((*c)->read(r, 4097, 4, part.data()).err().code == errc::invalid_argument);
+}
+
+TEST_CASE("a chunk of the wrong length or digest is refused and never stored",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  auto short_one = request(blob_a, 0, "abc", calls);
+  short_one.length = 8; // the blob says 8 bytes; the range answered 3
+  std::string out(8, '\0');
+  auto n = (*c)->read(short_one, 0, 8, out.data());
+  REQUIRE_FALSE(n);
+  CHECK(n.err().message.find("answered 3 bytes, the chunk has 8") != std::string::npos);
+  CHECK(calls == 3); // every attempt
+  auto bad_digest = request(blob_a, 1, "12345678", calls);
+  bad_digest.sha256 = layers::digest_hex(layers::sha256_string("87654321"));
+  REQUIRE_FALSE((*c)->read(bad_digest, 0, 8, out.data()));
+  auto good_digest = request(blob_a, 2, "12345678", calls);
+  good_digest.sha256 = layers::digest_hex(layers::sha256_string("12345678"));
+  REQUIRE((*c)->read(good_digest, 0, 8, out.data()));
+  auto k = (*c)->counters();
+  CHECK(k.read_errors == 2);
+  CHECK(k.verify_failures == 6);
+  CHECK(k.cache_chunks == 1);
+  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/0"));
+  CHECK(sys::dir_is_empty(dir.path + "/cache/tmp"));
+}
+
+TEST_CASE("a failing fetch is retried with backoff, then the read fails in bounded time",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  lazyfs::chunk_request flaky;
+  flaky.blob = blob_a;
+  flaky.length = 4;
+  flaky.fetch = [&]() -> expected<std::string> {
+    if (++calls < 3)
+      return unavailable("registry 127.0.0.1:1: connection refused");
+    return std::string{"data"};
+  };
+  std::string out(4, '\0');
+  REQUIRE((*c)->read(flaky, 0, 4, out.data()));
+  CHECK(out == "data");
+  CHECK(calls == 3);
+
+  lazyfs::retry_policy slow = quick_retries();
+  slow.backoff = {300ms};
+  slow.deadline = 400ms; // the second backoff would pass it: no third attempt
+  slow.failure_hold = 5000ms;
+  auto d = lazyfs::chunk_cache::open(dir.path + "/cache2", 1 << 20, slow);
+  REQUIRE(d);
+  calls = 0;
+  lazyfs::chunk_request dead = flaky;
+  dead.index = 9;
+  dead.fetch = [&]() -> expected<std::string> {
+    ++calls;
+    return unavailable("registry 127.0.0.1:1: connection refused");
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto n = (*d)->read(dead, 0, 4, out.data());
+  auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(n);
+  CHECK(n.err().code == errc::unavailable);
+  CHECK(n.err().message.find("connection refused") != std::string::npos);
+  CHECK(calls == 2);
+  CHECK(took < 1000ms);
+  CHECK((*d)->counters().read_errors == 1);
+  // The kernel asks again at once: the failure is answered without waiting.
+  t0 = std::chrono::steady_clock::now();
+  REQUIRE_FALSE((*d)->read(dead, 0, 4, out.data()));
+  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  CHECK(calls == 2);
+  CHECK((*d)->counters().read_errors == 2);
+}
+
+TEST_CASE("the cache stays under its budget, evicting the least recently used",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 2 * 1000, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  auto a = request(blob_a, 0, std::string(1000, 'a'), calls);
+  auto b = request(blob_a, 1, std::string(1000, 'b'), calls);
+  auto x = request(blob_a, 2, std::string(1000, 'x'), calls);
+  read_all(**c, a);
+  read_all(**c, b);
+  read_all(**c, a); // a is now the most recently used
+  read_all(**c, x); // b goes
+  auto k = (*c)->counters();
+  CHECK(k.evictions == 1);
+  CHECK(k.cache_bytes == 2000);
+  CHECK(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/0"));
+  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/1"));
+  calls = 0;
+  read_all(**c, a);
+  CHECK(calls == 0);
+  read_all(**c, b);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("concurrent reads of one missing chunk share one fetch", "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  lazyfs::chunk_request r;
+  r.blob = blob_a;
+  r.index = 5;
+  r.length = 65536;
+  r.fetch = [&]() -> expected<std::string> {
+    ++calls;
+    std::this_thread::sleep_for(100ms);
+    return std::string(65536, 'z');
+  };
+  std::vector<std::thread> readers;
+  std::atomic<int> right{0};
+  for (int i = 0; i < 8; ++i)
+    readers.emplace_back([&] {
+      std::string out(16, '\0');
+      if (auto n = (*c)->read(r, 100, 16, out.data()); n && out == std::string(16, 'z'))
+        ++right;
+    });
+  for (auto& t : readers)
+    t.join();
+  CHECK(right == 8);
+  CHECK(calls == 1);
+  CHECK((*c)->counters().chunks_fetched == 1);
+}
+
+TEST_CASE("a reopened cache keeps its chunks and sweeps temp files", "[chunk_cache]") {
+  test::temp_dir dir;
+  std::atomic<int> calls{0};
+  auto r = request(blob_a, 7, "persist!", calls);
+  {
+    auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+    REQUIRE(c);
+    read_all(**c, r);
+  }
+  REQUIRE(sys::write_file_atomic(dir.path + "/cache/tmp/half-written", "xx"));
+  REQUIRE(sys::write_file_atomic(dir.path + "/cache/chunks/not-a-digest", "xx"));
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  CHECK((*c)->counters().cache_bytes == 8);
+  CHECK(read_all(**c, r) == "persist!");
+  CHECK(calls == 1);
+  CHECK(sys::dir_is_empty(dir.path + "/cache/tmp"));
+  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/not-a-digest"));
+  // A damaged chunk file (wrong length) is fetched again.
+  REQUIRE(sys::write_file_atomic(dir.path + "/cache/chunks/" + blob_a + "/7", "torn"));
+  CHECK(read_all(**c, r) == "persist!");
+  CHECK(calls == 2);
+}
+
+namespace {
+
+/// Serves ranges of one in-memory blob; counts requests.
+struct memory_fetcher : lazyfs::range_fetcher {
+  std::string blob;
+  std::atomic<int> requests{0};
+  expected<std::string> fetch(const registry::blob_source&, uint64_t offset,
+                              uint32_t len) override {
+    ++requests;
+    return blob.substr(offset, len);
+  }
+};
+
+} // namespace
+
+TEST_CASE("blob_fs reads across chunks and stops at the blob's end, verifying chunk digests",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto store = dir.path + "/store";
+  auto fetcher = std::make_shared<memory_fetcher>();
+  for (int i = 0; i < 3 * 4096 + 100; ++i)
+    fetcher->blob += char('a' + i % 26);
+  registry::blob_source src;
+  src.registry = "127.0.0.1:5000";
+  src.repository = "t/lazy";
+  src.digest = layers::sha256_string(fetcher->blob);
+  src.size = fetcher->blob.size();
+  src.chunk_size = 4096;
+  REQUIRE(registry::register_blob_source(store, src));
+  auto hex = layers::digest_hex(src.digest);
+  // The symlink the mount cache follows into the daemon's mount.
+  char link[256] = {};
+  REQUIRE(::readlink((store + "/blobs/sha256-" + hex + ".blob").c_str(), link, 255) > 0);
+  CHECK(std::string{link} == "../lazy/mnt/sha256-" + hex + ".blob");
+  REQUIRE(sys::write_file_atomic(dir.path + "/whole", fetcher->blob));
+  auto list = registry::make_chunk_list(dir.path + "/whole", 4096);
+  REQUIRE(list);
+  CHECK(list->size() == 4 * 32);
+  REQUIRE(registry::save_chunk_list(store, src.digest, *list));
+
+  auto cache = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(cache);
+  lazyfs::blob_fs fs{store, std::shared_ptr<lazyfs::chunk_cache>(std::move(*cache)), fetcher};
+  REQUIRE(fs.source(hex));
+  CHECK((*fs.source(hex))->size == src.size);
+  CHECK(fs.source(std::string(64, 'b')).err().code == errc::not_found);
+  std::string out(9000, '\0');
+  auto n = fs.read(hex, 4000, 9000, out.data()); // chunks 0..3, cut at the end
+  REQUIRE(n);
+  CHECK(*n == src.size - 4000);
+  CHECK(out.substr(0, *n) == fetcher->blob.substr(4000));
+  CHECK(fetcher->requests == 4);
+  CHECK(*fs.read(hex, src.size, 10, out.data()) == 0);
+
+  // A registry that answers other bytes: refused by the chunk list, EIO.
+  fetcher->blob[5000] ^= 1;
+  auto cache2 = lazyfs::chunk_cache::open(dir.path + "/cache2", 1 << 20, quick_retries());
+  REQUIRE(cache2);
+  lazyfs::blob_fs fs2{store, std::shared_ptr<lazyfs::chunk_cache>(std::move(*cache2)), fetcher};
+  auto bad = fs2.read(hex, 4096, 10, out.data());
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().message.find("chunk list records") != std::string::npos);
+  CHECK(fs2.cache()->counters().read_errors == 1);
+}
+
+TEST_CASE("the daemon's stats round-trip and render as dsec_lazy_* metrics", "[chunk_cache]") {
+  test::temp_dir dir;
+  lazyfs::daemon_stats s;
+  s.cache.bytes_fetched = 262144;
+  s.cache.chunks_fetched = 1;
+  s.cache.hits = 7;
+  s.cache.read_errors = 2;
+  s.cache.cache_bytes = 262144;
+  s.open_files = 1;
+  REQUIRE(lazyfs::write_stats(dir.path + "/stats.json", s));
+  auto back = lazyfs::read_stats(dir.path + "/stats.json");
+  REQUIRE(back);
+  CHECK(back->cache.bytes_fetched == 262144);
+  CHECK(back->cache.read_errors == 2);
+  CHECK(back->open_files == 1);
+  auto text = lazyfs::metrics_text(*back, "n1");
+  CHECK(text.find("dsec_lazy_bytes_fetched_total{node=\"n1\"} 262144\n") != std::string::npos);
+  CHECK(text.find("dsec_lazy_read_errors_total{node=\"n1\"} 2\n") != std::string::npos);
+  CHECK(text.find("# TYPE dsec_lazy_cache_bytes gauge") != std::string::npos);
+  CHECK(lazyfs::read_stats(dir.path + "/none.json").err().code == errc::not_found);
+}
