@@ -1,4 +1,4 @@
-// `dsec layer` subcommands (build, import, ls, defaults). Flags are parsed by
+// `dsec layer` subcommands (build, import, pull, push, ls, defaults, alias). Flags are parsed by
 // cli/args (`--flag value` and `--flag=value`); each subcommand then checks
 // which ones it accepts, so a typo or a misplaced option is a usage error
 // (exit 2), never ignored.
@@ -18,6 +18,8 @@
 #include "layers/oci_import.hpp"
 #include "layers/prune_git.hpp"
 #include "layers/store.hpp"
+#include "registry/image_pull.hpp"
+#include "registry/layer_artifact.hpp"
 
 namespace dsec::cli {
 
@@ -31,9 +33,20 @@ constexpr const char* usage_text =
   " [--prune-git | --chunked] [--state-dir DIR | --store DIR]\n"
   "       dsec layer import OCI_LAYOUT_DIR|DOCKER_SAVE.tar --name N --version V"
   " [--kind base|workspace|toolkit] [--state-dir DIR | --store DIR]\n"
+  "       dsec layer pull REGISTRY/REPO[:TAG][@sha256:HEX] [--name N --version V]"
+  " [--kind K] [--state-dir DIR | --store DIR] [REGISTRY FLAGS] [--max-concurrent N] [--json]\n"
+  "       dsec layer push LAYER_REF REGISTRY/REPO:TAG [--state-dir DIR | --store DIR]"
+  " [REGISTRY FLAGS]\n"
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
   "       dsec layer defaults [--state-dir DIR | --store DIR]\n"
-  "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n";
+  "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n"
+  "registry flags:\n"
+  "  --registry-auth FILE          docker-style config.json (default: $DOCKER_CONFIG/config.json,\n"
+  "                                else ~/.docker/config.json, else anonymous)\n"
+  "  --registry-ca FILE            PEM CA bundle trusted in addition to the system CAs\n"
+  "  --insecure-registry HOST      speak plain HTTP to HOST[:PORT] (repeatable)\n"
+  "  --registry-mirror REG=MIRROR[,MIRROR...]  mirrors tried first for pulls (repeatable)\n"
+  "  --max-concurrent N            blobs downloaded at once (default 4)\n";
 
 int usage(const std::string& why) {
   std::cerr << "dsec layer: " << why << "\n" << usage_text;
@@ -116,6 +129,81 @@ int cmd_import(const args& p, layers::store& s) {
   return 0;
 }
 
+/// The registry flags of pull and push as registry_options.
+expected<registry::registry_options> registry_flags(const args& p) {
+  registry::registry_options o;
+  o.auth_file = p.get("registry-auth");
+  o.ca_file = p.get("registry-ca");
+  o.insecure_hosts = p.all("insecure-registry");
+  for (auto& m : p.all("registry-mirror"))
+    if (auto st = registry::add_mirror_option(o, m); !st)
+      return st.err();
+  if (p.has("max-concurrent")) {
+    auto n = to_int("--max-concurrent", p.get("max-concurrent"));
+    if (!n)
+      return n.err();
+    if (*n < 1 || *n > 64)
+      return invalid_argument("--max-concurrent must be 1 to 64, not " + p.get("max-concurrent"));
+    o.max_concurrent_blobs = static_cast<int>(*n);
+  }
+  return o;
+}
+
+/// `pull`: one image (or layer artifact) from a registry into one layer.
+int cmd_pull(const args& p, layers::store& s) {
+  auto ref = registry::parse_image_reference(p.positional[1]);
+  if (!ref)
+    return fail(ref.err());
+  registry::pull_options o;
+  auto reg = registry_flags(p);
+  if (!reg)
+    return fail(reg.err());
+  o.registry = std::move(*reg);
+  o.name = p.get("name");
+  o.version = p.get("version");
+  o.kind = p.get("kind");  // empty: "base", or the kind a layer artifact records
+  auto res = registry::pull_image(s, *ref, o);
+  if (!res)
+    return fail(res.err());
+  auto& i = res->info;
+  std::cerr << "pulled " << ref->str() << " (manifest " << res->manifest_digest << ")"
+            << (res->artifact ? " as a dsec layer artifact" : "") << ": "
+            << human_size(static_cast<int64_t>(res->bytes_fetched)) << " fetched, "
+            << human_size(static_cast<int64_t>(res->bytes_written)) << " written\n";
+  if (p.has("json")) {
+    nlohmann::json j = {{"ref", i.ref},
+                        {"digest", i.digest},
+                        {"kind", i.kind},
+                        {"size_bytes", i.size_bytes},
+                        {"manifest_digest", res->manifest_digest},
+                        {"artifact", res->artifact},
+                        {"bytes_fetched", res->bytes_fetched},
+                        {"bytes_written", res->bytes_written}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << i.ref << " " << i.digest << " " << i.size_bytes << " " << res->bytes_fetched
+            << "\n";
+  return 0;
+}
+
+/// `push`: one layer of the store to a registry as a dsec layer artifact.
+int cmd_push(const args& p, layers::store& s) {
+  auto target = registry::parse_image_reference(p.positional[2]);
+  if (!target)
+    return fail(target.err());
+  if (target->tag.empty() || !target->digest.empty())
+    return usage("push needs a REGISTRY/REPO:TAG target (no @digest)");
+  auto reg = registry_flags(p);
+  if (!reg)
+    return fail(reg.err());
+  auto digest = registry::push_layer(s, p.positional[1], *target, *reg);
+  if (!digest)
+    return fail(digest.err());
+  std::cout << target->str() << " " << *digest << "\n";
+  return 0;
+}
+
 /// `alias`: lists the store's aliases, sets NAME -> REF, or removes NAME.
 int cmd_alias(const args& p, layers::store& s) {
   if (p.positional.size() == 3)
@@ -178,14 +266,16 @@ int run_layer_command(const std::vector<std::string>& words) {
       std::cout << usage_text;
       return 0;
     }
-  auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store"},
+  auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store",
+                                   "registry-auth", "registry-ca", "insecure-registry",
+                                   "registry-mirror", "max-concurrent"},
                            {"json", "prune-git", "chunked", "rm"});
   if (!parsed)
     return usage(parsed.err().message);
   auto& p = *parsed;
   std::string why;
   if (p.positional.empty())
-    return usage("missing subcommand (build, import, ls, defaults or alias)");
+    return usage("missing subcommand (build, import, pull, push, ls, defaults or alias)");
   auto& sub = p.positional[0];
   bool ok = true;
   if (sub == "build" || sub == "import") {
@@ -198,6 +288,17 @@ int run_layer_command(const std::vector<std::string>& words) {
       ok = false, why = sub + " needs --name and --version";
     if (ok && p.has("prune-git") && p.has("chunked"))
       ok = false, why = "--prune-git and --chunked cannot be combined";
+  } else if (sub == "pull" || sub == "push") {
+    std::set<std::string> allowed = {"state-dir", "store", "registry-auth", "registry-ca",
+                                     "insecure-registry", "registry-mirror", "max-concurrent"};
+    if (sub == "pull")
+      allowed.insert({"name", "version", "kind", "json"});
+    ok = only(p, allowed, why);
+    if (ok && p.positional.size() != (sub == "pull" ? 2u : 3u))
+      ok = false, why = sub == "pull" ? "pull takes exactly one image reference"
+                                      : "push takes LAYER_REF REGISTRY/REPO:TAG";
+    if (ok && p.has("name") != p.has("version"))
+      ok = false, why = "pull takes --name and --version together, or neither";
   } else if (sub == "ls") {
     ok = only(p, {"state-dir", "store", "json"}, why);
   } else if (sub == "defaults") {
@@ -210,7 +311,8 @@ int run_layer_command(const std::vector<std::string>& words) {
   } else {
     return usage("unknown subcommand \"" + sub + "\"");
   }
-  if (ok && sub != "build" && sub != "import" && sub != "alias" && p.positional.size() != 1)
+  if (ok && sub != "build" && sub != "import" && sub != "alias" && sub != "pull" &&
+      sub != "push" && p.positional.size() != 1)
     ok = false, why = sub + " takes no arguments";
   if (ok && p.has("state-dir") && p.has("store"))
     ok = false, why = "give --state-dir or --store, not both";
@@ -223,6 +325,10 @@ int run_layer_command(const std::vector<std::string>& words) {
     return cmd_build(p, *s);
   if (sub == "import")
     return cmd_import(p, *s);
+  if (sub == "pull")
+    return cmd_pull(p, *s);
+  if (sub == "push")
+    return cmd_push(p, *s);
   if (sub == "ls")
     return cmd_ls(p, *s);
   if (sub == "alias")

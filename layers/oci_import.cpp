@@ -344,6 +344,74 @@ expected<unique_fd> verified_layer(const std::string& dir, const image_layer& l,
 
 expected<import_result> import_image(store& s, const std::string& input, const std::string& name,
                                      const std::string& version, const std::string& kind) {
+  return import_image(s, input, name, version, kind, store::build_options{});
+}
+
+namespace {
+
+/// Verifies and applies `manifest`'s layers (in `dir`) onto `rootfs`, then
+/// builds the layer.
+expected<import_result> apply_and_build(store& s, const std::string& dir,
+                                        const image_manifest& manifest, const std::string& rootfs,
+                                        const std::string& what, const std::string& name,
+                                        const std::string& version, const std::string& kind,
+                                        const store::build_options& opts) {
+  import_result out;
+  if (manifest.layers.empty())
+    return invalid_argument(what + ": the image has no layers");
+  out.manifest = manifest;
+  auto n = out.manifest.layers.size();
+  for (size_t i = 0; i < n; ++i) {
+    auto& l = out.manifest.layers[i];
+    auto which = "layer " + std::to_string(i + 1) + "/" + std::to_string(n);
+    auto lname = which + " (" + l.path + ")";
+    auto fd = verified_layer(dir, l, which);
+    if (!fd)
+      return error{fd.err().code, what + ": " + fd.err().message};
+    auto a = apply_tar("/proc/self/fd/" + std::to_string(fd->get()), rootfs, lname, out.stats);
+    if (!a)
+      return error{a.err().code, what + ": " + a.err().message};
+  }
+  auto info = s.build(rootfs, name, version, kind, opts);
+  if (!info)
+    return info.err();
+  out.info = *info;
+  return out;
+}
+
+/// A staging dir <store>/tmp/<prefix>-XXXXXX with an empty rootfs/ in it.
+status make_staging(store& s, const std::string& prefix, const std::string& what,
+                    sys::scoped_tree& staging) {
+  std::string tmpl = s.root() + "/tmp/" + prefix + "-XXXXXX";
+  if (!::mkdtemp(tmpl.data()))
+    return sys_error(what + ": create staging dir", tmpl, errno);
+  staging.path = tmpl;
+  auto rootfs = staging.path + "/rootfs";
+  if (::mkdir(rootfs.c_str(), 0755) != 0)
+    return sys_error(what + ": mkdir", rootfs, errno);
+  return {};
+}
+
+} // namespace
+
+expected<import_result> import_layers(store& s, const std::string& dir,
+                                      const image_manifest& manifest, const std::string& name,
+                                      const std::string& version, const std::string& kind,
+                                      const store::build_options& opts) {
+  for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
+    if (!st)
+      return st.err();
+  auto what = "import " + manifest.source + " as " + name + "@" + version;
+  sys::scoped_tree staging;
+  if (auto st = make_staging(s, "apply", what, staging); !st)
+    return st.err();
+  return apply_and_build(s, dir, manifest, staging.path + "/rootfs", what, name, version, kind,
+                         opts);
+}
+
+expected<import_result> import_image(store& s, const std::string& input, const std::string& name,
+                                     const std::string& version, const std::string& kind,
+                                     const store::build_options& opts) {
   for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
     if (!st)
       return st.err();
@@ -361,7 +429,6 @@ expected<import_result> import_image(store& s, const std::string& input, const s
   if (::mkdir(rootfs.c_str(), 0755) != 0)
     return sys_error(what + ": mkdir", rootfs, errno);
 
-  import_result out;
   std::string dir = input;
   if (S_ISREG(st.st_mode)) {
     // A docker save (or a tarred OCI layout): unpack it, as plain files,
@@ -387,26 +454,7 @@ expected<import_result> import_image(store& s, const std::string& input, const s
   auto manifest = docker ? read_docker_manifest(dir) : read_oci_layout(dir);
   if (!manifest)
     return error{manifest.err().code, what + ": " + manifest.err().message};
-  if (manifest->layers.empty())
-    return invalid_argument(what + ": the image has no layers");
-  out.manifest = *manifest;
-  auto n = out.manifest.layers.size();
-  for (size_t i = 0; i < n; ++i) {
-    auto& l = out.manifest.layers[i];
-    auto which = "layer " + std::to_string(i + 1) + "/" + std::to_string(n);
-    auto lname = which + " (" + l.path + ")";
-    auto fd = verified_layer(dir, l, which);
-    if (!fd)
-      return error{fd.err().code, what + ": " + fd.err().message};
-    auto a = apply_tar("/proc/self/fd/" + std::to_string(fd->get()), rootfs, lname, out.stats);
-    if (!a)
-      return error{a.err().code, what + ": " + a.err().message};
-  }
-  auto info = s.build(rootfs, name, version, kind);
-  if (!info)
-    return info.err();
-  out.info = *info;
-  return out;
+  return apply_and_build(s, dir, *manifest, rootfs, what, name, version, kind, opts);
 }
 
 } // namespace dsec::layers

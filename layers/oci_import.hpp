@@ -83,4 +83,20 @@ struct import_result {
 expected<import_result> import_image(store& s, const std::string& input, const std::string& name,
                                      const std::string& version, const std::string& kind);
 
+/// import_image with build options: `opts.chunked` for a metadata image plus
+/// data blob, `opts.config` for the image's exec defaults.
+expected<import_result> import_image(store& s, const std::string& input, const std::string& name,
+                                     const std::string& version, const std::string& kind,
+                                     const store::build_options& opts);
+
+/// The apply-and-build half of import_image for layer blobs already on disk
+/// (a registry pull downloads them into `dir`, paths in `manifest` relative
+/// to it): verifies each blob against its digests, applies them in order
+/// into a staging dir under <store>/tmp/ and builds one layer with `opts`.
+/// Nothing of the staging dir remains after return.
+expected<import_result> import_layers(store& s, const std::string& dir,
+                                      const image_manifest& manifest, const std::string& name,
+                                      const std::string& version, const std::string& kind,
+                                      const store::build_options& opts);
+
 } // namespace dsec::layers
