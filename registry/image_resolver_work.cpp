@@ -9,6 +9,7 @@
 #include "registry/image_resolver.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -27,7 +28,9 @@ namespace {
 
 std::string seconds_text(std::chrono::steady_clock::duration d) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-  return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + " s";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(ms) / 1000);
+  return text;
 }
 
 void log_line(const image_reference& ref, const std::string& what) {

@@ -279,6 +279,15 @@ def test_create_through_the_other_peer_pulls_on_the_node_that_creates(dsec_bin, 
         assert pulls(b, ref) == 1 and pulls(a, ref) == 0
         assert os.path.exists(os.path.join(stores[1], "images.json"))
         a.client.delete(info["id"])
+        # b published its conversion: a, with a store of its own, takes it
+        # instead of converting again.
+        status, info = create_image(a.client, ref, node=a.node_id)
+        assert status == 201, info
+        assert a.client.sh(info["id"], "cat /image-only.txt")["stdout"] == IMAGE_TEXT
+        assert pulls(a, ref) == 0, a.log_tail(40)
+        with open(a.log_path, errors="replace") as f:
+            assert f"image {ref}: using the conversion published" in f.read()
+        a.client.delete(info["id"])
     finally:
         _finish_node(b)
         _finish_node(a)
