@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from dsec_harness import TMP_ROOT, Node, _finish_node, import_sdk, wait_for
+from dsec_harness import TMP_ROOT, Node, _finish_node, assert_clean, import_sdk, wait_for
 from registry_fixture import Registry, make_image_layout
 
 IMAGE_TEXT = "only in the image\n"
@@ -293,3 +293,30 @@ def test_create_through_the_other_peer_pulls_on_the_node_that_creates(dsec_bin, 
         _finish_node(a)
         for s in stores:
             shutil.rmtree(s, ignore_errors=True)
+
+
+def test_a_sandbox_from_an_image_survives_a_node_restart(dsec_bin, layout, reg):
+    """Its record holds the image's layer first: the restarted node adopts it
+    with the same mounts, and no second pull."""
+    store = tempfile.mkdtemp(prefix="dsec-image-store-", dir=TMP_ROOT)
+    n = image_node(dsec_bin, store, reg).start()
+    try:
+        ref = reg.push(layout, "team/restart", "1")
+        status, info = create_image(n.client, ref)
+        assert status == 201, info
+        n.proc.kill()  # this test's own node process
+        n.proc.wait()
+        n.start()  # same state dir, ports and node id
+        status, got = n.client.get(info["id"])
+        assert status == 200 and got["state"] == "running", got
+        assert got["image"] == ref and got["layers"] == info["layers"]
+        assert n.client.sh(info["id"], "cat /image-only.txt")["stdout"] == IMAGE_TEXT
+        assert pulls(n, ref) == 1
+        # Destroy releases the adopted sandbox's mounts like any other.
+        status, out = n.client.delete(info["id"])
+        assert status == 200 and out["deleted"] is True, out
+        n.client.created.remove(info["id"])
+        assert_clean(n, allow_layer_mounts=True)
+    finally:
+        _finish_node(n)
+        shutil.rmtree(store, ignore_errors=True)
