@@ -320,3 +320,46 @@ def test_a_sandbox_from_an_image_survives_a_node_restart(dsec_bin, layout, reg):
     finally:
         _finish_node(n)
         shutil.rmtree(store, ignore_errors=True)
+
+
+def test_credentials_come_from_registry_auth_and_wrong_ones_name_the_401(dsec_bin, layout,
+                                                                         tmp_path):
+    from registry import Registry as AuthRegistry  # test/pylib: htpasswd Basic auth
+    with AuthRegistry(tmp_path / "reg", auth=("agent", "s3cret")) as r:
+        ref = r.seed(layout, "src", "team/private", dest_tag="1")
+        good = r.write_auth_config(tmp_path / "good.json")
+        bad = r.write_auth_config(tmp_path / "bad.json", password="wrong")
+        stores = [tempfile.mkdtemp(prefix="dsec-image-store-", dir=TMP_ROOT) for _ in range(2)]
+        nodes = []
+        try:
+            ok = image_node(dsec_bin, stores[0], r, "--registry-auth", str(good)).start()
+            nodes.append(ok)
+            status, info = create_image(ok.client, ref)
+            assert status == 201, info
+            assert ok.client.sh(info["id"], "cat /image-only.txt")["stdout"] == IMAGE_TEXT
+            denied = image_node(dsec_bin, stores[1], r, "--registry-auth", str(bad)).start()
+            nodes.append(denied)
+            status, body = create_image(denied.client, ref)
+            assert 400 <= status < 500, body
+            msg = body["error"]["message"]
+            assert r.host in msg and "401" in msg, msg
+            wait_for(lambda: not denied.check_clean(allow_layer_mounts=True), 15,
+                     what="nothing left by the refused create")
+        finally:
+            for n in nodes:
+                _finish_node(n)
+            for s in stores:
+                shutil.rmtree(s, ignore_errors=True)
+
+
+def test_node_flags_are_checked_at_start(dsec_bin, tmp_path):
+    for flags, want in [(["--registry-auth", str(tmp_path / "nope.json")], "--registry-auth"),
+                        (["--registry-ca", str(tmp_path / "nope.pem")], "--registry-ca"),
+                        (["--registry-mirror", "no-equals-sign"], "--registry-mirror"),
+                        (["--insecure-registry", "a/b"], "--insecure-registry"),
+                        (["--chunk-cache-mb", "0"], "--chunk-cache-mb")]:
+        p = subprocess.run([dsec_bin, "node", "--state-dir", str(tmp_path / "state"), *flags],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and want in p.stderr, (flags, p.stderr)
+    p = subprocess.run([dsec_bin, "node", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "--insecure-registry" in p.stdout and "--no-publish" in p.stdout
