@@ -18,6 +18,7 @@
 #include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_metrics.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_image.hpp"
 #include "actors/sandbox_record.hpp"
 #include "actors/sandbox_watch.hpp" // push streams (issue 24 part 2)
 #include "actors/sandbox_ttl.hpp"
@@ -43,28 +44,6 @@ struct provisioned {
   int64_t created_at_ms = 0;
   error err;
 };
-
-/// How long a create waits for its image (its own pull or another create's):
-/// less than placement waits for the create (call_wait_peer), so the caller
-/// hears "image X: not resolved within ..." (a timeout naming the image), not
-/// a bare "node did not answer". The pull goes on; a later create finds it.
-constexpr auto image_wait = call_wait_peer - std::chrono::seconds(15);
-static_assert(image_wait > std::chrono::seconds(60) && image_wait < call_wait_peer);
-
-/// Blocking: the spec's image as a layer at the bottom of `spec.layers`
-/// (no registry call when this node has it), waiting until `deadline`.
-status resolve_image(const node_context& ctx, sandbox_spec& spec,
-                     std::chrono::steady_clock::time_point deadline) {
-  if (spec.image.empty())
-    return {};
-  if (!ctx.images)
-    return unavailable("create: image " + spec.image + ": this node resolves no images");
-  auto layer = ctx.images->resolve(spec.image, deadline);
-  if (!layer)
-    return error{layer.err().code, "create: " + layer.err().message};
-  spec.layers.insert(spec.layers.begin(), layer->ref);
-  return {};
-}
 
 int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
   return ttl_s > 0 ? created_at_ms + ttl_s * 1000 : 0;
