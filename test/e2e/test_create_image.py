@@ -252,9 +252,11 @@ def test_a_node_that_has_the_image_does_not_touch_the_registry(dsec_bin, layout,
         assert status == 503, body
         assert never in body["error"]["message"], body
     finally:
-        _finish_node(n)
-        r.remove()
-        shutil.rmtree(store, ignore_errors=True)
+        try:
+            _finish_node(n)
+        finally:
+            r.remove()
+            shutil.rmtree(store, ignore_errors=True)
 
 
 # -- a cluster ---------------------------------------------------------------------------
@@ -289,10 +291,14 @@ def test_create_through_the_other_peer_pulls_on_the_node_that_creates(dsec_bin, 
             assert f"image {ref}: using the conversion published" in f.read()
         a.client.delete(info["id"])
     finally:
-        _finish_node(b)
-        _finish_node(a)
-        for s in stores:
-            shutil.rmtree(s, ignore_errors=True)
+        try:
+            _finish_node(b)
+        finally:
+            try:
+                _finish_node(a)
+            finally:
+                for s in stores:
+                    shutil.rmtree(s, ignore_errors=True)
 
 
 def test_a_sandbox_from_an_image_survives_a_node_restart(dsec_bin, layout, reg):
@@ -318,8 +324,10 @@ def test_a_sandbox_from_an_image_survives_a_node_restart(dsec_bin, layout, reg):
         n.client.created.remove(info["id"])
         assert_clean(n, allow_layer_mounts=True)
     finally:
-        _finish_node(n)
-        shutil.rmtree(store, ignore_errors=True)
+        try:
+            _finish_node(n)
+        finally:
+            shutil.rmtree(store, ignore_errors=True)
 
 
 def test_credentials_come_from_registry_auth_and_wrong_ones_name_the_401(dsec_bin, layout,
@@ -346,10 +354,12 @@ def test_credentials_come_from_registry_auth_and_wrong_ones_name_the_401(dsec_bi
             wait_for(lambda: not denied.check_clean(allow_layer_mounts=True), 15,
                      what="nothing left by the refused create")
         finally:
-            for n in nodes:
-                _finish_node(n)
-            for s in stores:
-                shutil.rmtree(s, ignore_errors=True)
+            try:
+                for n in nodes:
+                    _finish_node(n)
+            finally:
+                for s in stores:
+                    shutil.rmtree(s, ignore_errors=True)
 
 
 def test_node_flags_are_checked_at_start(dsec_bin, tmp_path):
