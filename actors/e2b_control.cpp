@@ -15,6 +15,7 @@
 #include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
 #include "core/clock.hpp"
+#include "core/image_reference.hpp"
 #include "core/inspect.hpp"
 #include "layers/aliases.hpp"
 
@@ -59,9 +60,10 @@ bool api_key_ok(const node_config& cfg, const http_call& c) {
 }
 
 void create_from(const gateway_ref& g, const http_call& c, create_request req,
-                 std::vector<std::string> layers) {
+                 std::vector<std::string> layers, std::string image = {}) {
   sandbox_spec spec;
   spec.layers = std::move(layers);
+  spec.image = std::move(image);
   spec.ttl_s = req.timeout_s;
   spec.labels = std::move(req.metadata);
   spec.labels[template_label] = req.template_id;
@@ -75,12 +77,18 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
       on_error(c));
 }
 
-/// templateID: an alias of the node's store (`dsec layer alias`, read on the
-/// worker pool; it wins over the built-in names), else template_layers.
+/// templateID: an image reference (`127.0.0.1:5000/team/py:3.11`, it has a
+/// registry, a tag or a digest: never an alias name nor a layer ref), else an
+/// alias of the node's store (`dsec layer alias`, read on the worker pool; it
+/// wins over the built-in names), else template_layers.
 void create(const gateway_ref& g, const http_call& c) {
   auto req = parse_create(c->body);
   if (!req)
     return reply_error(c, req.err());
+  if (registry::looks_like_image_reference(req->template_id)) {
+    auto image = req->template_id; // the spec's validation checks it
+    return create_from(g, c, std::move(*req), {}, std::move(image));
+  }
   if (!g.ctx->store || !g.ctx->pool || !layers::check_alias_name(req->template_id)) {
     auto l = template_layers(req->template_id);
     if (!l)

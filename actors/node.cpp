@@ -201,6 +201,19 @@ status setup_trajectory(node_context& ctx) {
   return {};
 }
 
+/// The resolver of specs' images (registry/image_resolver.hpp) over this
+/// node's store, with the registry flags. Published conversions are read on
+/// demand when `lazy` (the lazy blob daemon runs: it must serve a registered
+/// blob before a mount names it), else downloaded whole.
+std::shared_ptr<registry::image_resolver>
+make_image_resolver(const node_config& cfg, std::shared_ptr<layers::store> st, bool lazy) {
+  registry::resolver_options o;
+  o.registry = cfg.registry;
+  o.publish = cfg.publish_conversions;
+  o.lazy = lazy;
+  return std::make_shared<registry::image_resolver>(std::move(st), std::move(o));
+}
+
 /// The lazy blob daemon of this node's store (lazyfs/daemon.hpp): found
 /// running (it outlives nodes) or started detached. Returns who serves, or
 /// null when lazy reads are off: no /dev/fuse, or the daemon failed to
@@ -275,6 +288,7 @@ expected<node_context_ptr> make_context(node_config cfg) {
     std::cerr << "dsec node: " << st.err().message << std::endl;
   ctx->layers = make_store_layer_source(layer_store, mounts, cache);
   ctx->store = layer_store;
+  ctx->images = make_image_resolver(cfg, layer_store, ctx->lazy_daemon != nullptr);
   backends::container_config cc;
   cc.node_id = cfg.node_id;
   cc.quota = ctx->quota;
@@ -311,10 +325,13 @@ expected<node_context_ptr> make_context(node_config cfg) {
   return ctx;
 }
 
-/// Kills the QEMUs being booted, restored or probed and refuses new ones.
-void cancel_vm_work(node_context& node) {
+/// Kills the QEMUs being booted, restored or probed and refuses new ones;
+/// ends the creates' waits for images (their pulls go on, detached).
+void cancel_slow_work(node_context& node) {
   if (node.vm_inflight)
     node.vm_inflight->cancel_all();
+  if (node.images)
+    node.images->stop();
 }
 
 void block_signals(sigset_t& set) {
@@ -370,7 +387,7 @@ int serve(caf::actor_system& sys, node_context& node, const node_context_ptr& ct
     int sig = 0;
     sigwait(&sigs, &sig);
     (*server)->stop();
-    cancel_vm_work(node);
+    cancel_slow_work(node);
     caf::anon_send(sup, shutdown_atom::value);
   });
   int rc = 0;
@@ -509,7 +526,7 @@ int run_node(node_config cfg) {
     caf::actor_system sys{acfg};
     rc = serve(sys, node, *ctx, *rest, *listen, sigs);
   }
-  cancel_vm_work(node); // a stop from inside: nothing may hold the pool's join
+  cancel_slow_work(node); // a stop from inside: nothing may hold the pool's join
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)
     std::cerr << "dsec node: " << st.err().message << "\n";

@@ -18,6 +18,7 @@
 #include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_metrics.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_image.hpp"
 #include "actors/sandbox_record.hpp"
 #include "actors/sandbox_watch.hpp" // push streams (issue 24 part 2)
 #include "actors/sandbox_ttl.hpp"
@@ -37,6 +38,9 @@ namespace {
 struct provisioned {
   std::shared_ptr<backends::sandbox> sb;
   std::vector<std::string> digests;
+  /// The layers mounted, bottom first: the image's layer (if the spec names
+  /// an image), then the spec's.
+  std::vector<std::string> layers;
   int64_t created_at_ms = 0;
   error err;
 };
@@ -45,9 +49,17 @@ int64_t expiry(int64_t created_at_ms, int64_t ttl_s) {
   return ttl_s > 0 ? created_at_ms + ttl_s * 1000 : 0;
 }
 
-/// Blocking: resolve layers, mount them, let the backend build the sandbox.
-provisioned provision(const node_context& ctx, const std::string& id, const sandbox_spec& spec) {
+/// Blocking: resolve the image and the layers, mount them, let the backend
+/// build the sandbox. The record keeps the spec with the image's layer first,
+/// so a restarted node re-takes exactly the mounts it has.
+provisioned provision(const node_context& ctx, const std::string& id, sandbox_spec spec,
+                      std::chrono::steady_clock::time_point image_deadline) {
   provisioned out;
+  if (auto st = resolve_image(ctx, spec, image_deadline); !st) {
+    out.err = st.err();
+    return out;
+  }
+  out.layers = spec.layers;
   auto held = ctx.layers->acquire(spec.layers);
   if (!held) {
     out.err = held.err();
@@ -362,6 +374,7 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   info.cpu_class = spec.cpu_class;
   info.ttl_s = spec.ttl_s;
   info.paused_ttl_s = spec.paused_ttl_s;
+  info.image = spec.image;
   info.created_at_ms = now_ms();
   return info;
 }
@@ -418,7 +431,11 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       auto ctx = self->state.ctx;
       auto id = self->state.info.id;
       auto spec = self->state.spec;
-      run_blocking(self, *ctx->pool, [ctx, id, spec] { return provision(*ctx, id, spec); },
+      auto image_deadline = std::chrono::steady_clock::now() + image_wait;
+      run_blocking(self, *ctx->pool,
+                   [ctx, id, spec, image_deadline] {
+                     return provision(*ctx, id, spec, image_deadline);
+                   },
                    [self, rp](provisioned& res) mutable {
                      auto& st = self->state;
                      if (res.err) {
@@ -431,6 +448,8 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
                      }
                      st.sb = std::move(res.sb);
                      st.digests = std::move(res.digests);
+                     st.spec.layers = res.layers; // the image's layer first
+                     st.info.layers = std::move(res.layers);
                      st.info.state = sandbox_state::running;
                      st.info.created_at_ms = res.created_at_ms;
                      st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);

@@ -110,7 +110,8 @@ expected<create_request> parse_create(std::string_view body) {
   create_request r;
   auto tpl = j->find("templateID");
   if (tpl == j->end() || !tpl->is_string() || tpl->get<std::string>().empty())
-    return invalid_argument("create sandbox: templateID (a layer ref or an alias) is required");
+    return invalid_argument("create sandbox: templateID (a layer ref, an alias or an "
+                            "image reference) is required");
   r.template_id = tpl->get<std::string>();
   if (auto t = j->find("timeout"); t != j->end() && !t->is_null()) {
     if (!t->is_number_integer() || t->get<int64_t>() < 0
@@ -140,8 +141,9 @@ expected<std::vector<std::string>> template_layers(const std::string& id) {
   if (id.find('@') != std::string::npos)
     return std::vector<std::string>{id};
   return not_found("template " + id.substr(0, 200)
-                   + ": not a layer ref (name@version), an alias of the node's store (dsec "
-                     "layer alias NAME REF) nor a built-in alias (base, python, busybox)");
+                   + ": not a layer ref (name@version), an image reference "
+                     "(registry/repo:tag), an alias of the node's store (dsec layer alias NAME "
+                     "REF) nor a built-in alias (base, python, busybox)");
 }
 
 expected<int64_t> parse_timeout(std::string_view body) {

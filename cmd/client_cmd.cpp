@@ -69,22 +69,37 @@ expected<std::map<std::string, std::string>> kv_list(const std::string& flag,
 }
 
 const char* create_usage =
-  "dsec create --layer REF [--layer REF ...] [--cpu N] [--memory-mb N] [--disk-mb N] "
-  "[--ttl-s N] [--paused-ttl-s N] [--label K=V ...] [--env K=V ...] [--request-id ID] "
-  "[--cpu-class latency|batch] [--json] [--rest HOST:PORT]";
+  "dsec create [--image REGISTRY/REPO:TAG|REPO@sha256:HEX] [--layer REF ...] [--cpu N] "
+  "[--memory-mb N] [--disk-mb N] [--ttl-s N] [--paused-ttl-s N] [--label K=V ...] "
+  "[--env K=V ...] [--request-id ID] [--cpu-class latency|batch] [--backend NAME] "
+  "[--node ID] [--json] [--rest HOST:PORT]";
+
+const char* create_help =
+  "Creates a sandbox and prints its id (--json: the whole sandbox).\n"
+  "  --image REF   start from an image of an OCI registry (127.0.0.1:5000/team/py:3.11,\n"
+  "                repo@sha256:...); the node pulls it the first time, later creates\n"
+  "                reuse it; --layer refs stack on top of it\n"
+  "  --layer REF   a layer ref name@version, first = bottom (repeatable); without\n"
+  "                --image and --layer: base/busybox@1\n";
 
 int cmd_create(const std::vector<std::string>& words) {
   auto a = parse_args(words,
-                      {"layer", "cpu", "memory-mb", "disk-mb", "ttl-s", "label", "env",
+                      {"layer", "image", "cpu", "memory-mb", "disk-mb", "ttl-s", "label", "env",
                        "request-id", "rest", "backend", "node", "cpu-class", "paused-ttl-s"},
-                      {"json"});
+                      {"json", "help"});
   if (!a)
     return usage("create", a.err().message, create_usage);
+  if (a->has("help")) {
+    std::cout << "usage: " << create_usage << "\n" << create_help;
+    return 0;
+  }
   if (!a->positional.empty())
     return usage("create", "unexpected argument \"" + a->positional[0] + "\"", create_usage);
   json spec;
   spec["layers"] = a->all("layer");
-  if (spec["layers"].empty())
+  if (a->has("image"))
+    spec["image"] = a->get("image"); // the node checks the reference
+  else if (spec["layers"].empty())
     spec["layers"] = {"base/busybox@1"};
   for (auto [flag, key] : {std::pair{"memory-mb", "memory_mb"}, {"disk-mb", "disk_mb"},
                            {"ttl-s", "ttl_s"}, {"paused-ttl-s", "paused_ttl_s"}}) {

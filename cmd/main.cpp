@@ -21,7 +21,7 @@ const char* usage_text =
   "  dsec layer build DIR --name N --version V [--kind base|workspace|toolkit] "
   "[--state-dir DIR | --store DIR]\n"
   "  dsec layer ls|defaults [--state-dir DIR | --store DIR]\n"
-  "  dsec create [--layer REF ...] [--cpu N] [--memory-mb N] [--ttl-s N] [--label K=V ...] "
+  "  dsec create [--image REGISTRY/REPO:TAG] [--layer REF ...] [--cpu N] [--memory-mb N] [--ttl-s N] [--label K=V ...] "
   "[--cpu-class latency|batch]\n"
   "  dsec exec ID [--cwd DIR] [--env K=V] [--timeout-s N] [--stdin FILE|-] [--background] "
   "[--] CMD [ARGS...]\n"

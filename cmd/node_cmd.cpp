@@ -7,6 +7,8 @@
 #include "actors/node.hpp"
 #include "cmd/args.hpp"
 #include "core/host_port.hpp"
+#include "registry/registry_options.hpp"
+#include "sys/fs.hpp"
 #include "sys/swap_tier.hpp"
 
 namespace dsec::cli {
@@ -153,6 +155,58 @@ int parse_swap_flags(const args& a, node_config& cfg) {
   return 0;
 }
 
+/// Registry flags (registry/registry_options.hpp) and the lazy blob
+/// daemon's cache budget; 0 or 2 (usage). Files are checked here, so a typo
+/// fails the start rather than the first create that names an image.
+int parse_registry_flags(const args& a, node_config& cfg) {
+  auto& r = cfg.registry;
+  for (auto [flag, path] : {std::pair{"registry-auth", &r.auth_file}, {"registry-ca", &r.ca_file}})
+    if (a.has(flag)) {
+      *path = a.get(flag);
+      if (path->empty() || !sys::exists(*path)) {
+        std::cerr << "dsec node: --" << flag << " " << *path << ": no such file\n";
+        return 2;
+      }
+    }
+  for (auto& host : a.all("insecure-registry")) {
+    if (host.empty() || host.find_first_of("/ @") != std::string::npos) {
+      std::cerr << "dsec node: --insecure-registry \"" << host
+                << "\": give a registry host as references write it (host or host:port)\n";
+      return 2;
+    }
+    r.insecure_hosts.push_back(host);
+  }
+  for (auto& m : a.all("registry-mirror"))
+    if (auto st = registry::add_mirror_option(r, m); !st) {
+      std::cerr << "dsec node: --registry-mirror: " << st.err().message << "\n";
+      return 2;
+    }
+  if (a.has("chunk-cache-mb")) {
+    auto n = to_int("chunk-cache-mb", a.get("chunk-cache-mb"));
+    if (!n || *n < 1) {
+      std::cerr << "dsec node: --chunk-cache-mb must be a whole number of MiB, at least 1 "
+                   "(default 2048)\n";
+      return 2;
+    }
+    cfg.chunk_cache_mb = static_cast<uint64_t>(*n);
+  }
+  cfg.publish_conversions = !a.has("no-publish");
+  return 0;
+}
+
+const char* node_help =
+  "Runs a node: the REST and E2B gateway, the native port and the sandboxes.\n"
+  "Images from registries (specs with \"image\", dsec create --image):\n"
+  "  --registry-auth FILE       docker-style config.json with credentials (default\n"
+  "                             $DOCKER_CONFIG/config.json, else ~/.docker/config.json)\n"
+  "  --registry-ca FILE         PEM bundle trusted besides the system CAs\n"
+  "  --insecure-registry HOST   speak plain HTTP to HOST[:PORT] (repeatable)\n"
+  "  --registry-mirror REG=MIRROR[,MIRROR...]\n"
+  "                             mirrors tried before REG for reads (repeatable)\n"
+  "  --chunk-cache-mb N         budget of the cache of image chunks read on demand\n"
+  "                             (default 2048)\n"
+  "  --no-publish               never publish this node's conversions to registries\n";
+
 } // namespace
 
 int run_node_command(const std::vector<std::string>& words) {
@@ -164,19 +218,30 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--reclaim-interval-ms MS] [--no-reclaim] [--memory-headroom-mb N] "
                      "[--overcommit X] [--trajectory-dir DIR] [--no-trajectory] "
                      "[--trajectory-fsync] [--trajectory-keep-days N] "
-                     "[--api-key-file FILE] [--insecure]";
+                     "[--api-key-file FILE] [--insecure] [--registry-auth FILE] "
+                     "[--registry-ca FILE] [--insecure-registry HOST ...] "
+                     "[--registry-mirror REG=MIRROR[,MIRROR...] ...] [--chunk-cache-mb N] "
+                     "[--no-publish]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
                        "zswap-compressor", "zswap-pool-percent", "swap-order",
                        // reclaim and memory admission
                        "reclaim-idle-s", "reclaim-interval-ms", "memory-headroom-mb", "overcommit",
-                       "trajectory-dir", "trajectory-keep-days", "api-key-file"},
-                      {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure"});
+                       "trajectory-dir", "trajectory-keep-days", "api-key-file",
+                       // registries (images)
+                       "registry-auth", "registry-ca", "insecure-registry", "registry-mirror",
+                       "chunk-cache-mb"},
+                      {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure", "no-publish",
+                       "help"});
   if (!a || !a->positional.empty()) {
     std::cerr << "dsec node: " << (a ? "unexpected argument " + a->positional[0] : a.err().message)
               << "\nusage: " << text << "\n";
     return 2;
+  }
+  if (a->has("help")) {
+    std::cout << "usage: " << text << "\n" << node_help;
+    return 0;
   }
   node_config cfg;
   cfg.state_dir = a->get("state-dir", cfg.state_dir);
@@ -205,6 +270,8 @@ int run_node_command(const std::vector<std::string>& words) {
   if (auto rc = parse_reclaim_flags(*a, cfg); rc != 0)
     return rc;
   if (auto rc = parse_trajectory_flags(*a, cfg); rc != 0)
+    return rc;
+  if (auto rc = parse_registry_flags(*a, cfg); rc != 0)
     return rc;
   // API keys: required for a REST address other hosts can reach, because
   // whoever reaches it can create sandboxes and run code in them.

@@ -9,10 +9,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/image_reference.hpp"
 #include "core/types.hpp"
 #include "registry/registry_options.hpp"
 
@@ -35,6 +37,16 @@ struct resolver_options {
 class image_resolver {
  public:
   image_resolver(std::shared_ptr<layers::store> st, resolver_options opts);
+
+  /// The work of one image: its layer in the store, however it got there.
+  /// Blocking; runs on a thread of its own, once per canonical reference
+  /// at a time.
+  using work_fn = std::function<expected<layer_info>(const image_reference&)>;
+
+  /// A resolver that runs `work` instead of the registry path above, with
+  /// the same single flight and deadlines (unit tests).
+  explicit image_resolver(work_fn work);
+
   ~image_resolver();
 
   /// The layer `image` (a reference string) resolves to, waiting at most
@@ -43,9 +55,15 @@ class image_resolver {
   expected<layer_info> resolve(const std::string& image,
                                std::chrono::steady_clock::time_point deadline);
 
+  /// The node stops: every waiter (and every later resolve) gets
+  /// unavailable at once, so no create holds the worker pool's join until
+  /// its deadline. Work in flight ends on its own thread.
+  void stop();
+
  private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  /// Shared with the work's threads, which may outlive the resolver.
+  std::shared_ptr<impl> impl_;
 };
 
 } // namespace dsec::registry

@@ -184,7 +184,7 @@ template <>
 struct field_list<sandbox_spec> {
   static constexpr auto fields = std::make_tuple(
     fld("backend", &sandbox_spec::backend),
-    // At least one layer is a rule of its own (validate()).
+    // At least one layer (or an image) is a rule of its own (validate()).
     fld("layers", &sandbox_spec::layers, {0, spec_limits::max_layers, "more than 128 layers"}),
     fld("cpu", &sandbox_spec::cpu, {0, spec_limits::max_cpu, "must be between 0 and 256"}),
     fld("memory_mb", &sandbox_spec::memory_mb,
@@ -206,7 +206,9 @@ struct field_list<sandbox_spec> {
     fld("node", &sandbox_spec::node),
     fld("request_id", &sandbox_spec::request_id),
     fld("paused_ttl_s", &sandbox_spec::paused_ttl_s,
-        {1, spec_limits::max_paused_ttl_s, "must be between 1 and 2592000"}));
+        {1, spec_limits::max_paused_ttl_s, "must be between 1 and 2592000"}),
+    // A reference validate() parses (core/image_reference.hpp).
+    fld("image", &sandbox_spec::image));
 };
 
 /// True if every bounded field of T (nested lists too) has a message that
@@ -274,7 +276,8 @@ struct field_list<sandbox_info> {
     fld<shown::internal>("ttl_s", &sandbox_info::ttl_s),
     fld("paused_ttl_s", &sandbox_info::paused_ttl_s),
     fld<shown::internal>("ttl_left_ms", &sandbox_info::ttl_left_ms),
-    fld<shown::unix_s_or_null>("paused_expires_at", &sandbox_info::paused_expires_at_ms));
+    fld<shown::unix_s_or_null>("paused_expires_at", &sandbox_info::paused_expires_at_ms),
+    fld("image", &sandbox_info::image));
 };
 
 // -- answers ------------------------------------------------------------------------

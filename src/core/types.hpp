@@ -45,7 +45,8 @@ struct protect_policy {
 struct sandbox_spec {
   /// "container" | "microvm" | "vm" | "fncall".
   std::string backend = "container";
-  /// Layer refs, `name@version`, first = bottom. At least one.
+  /// Layer refs, `name@version`, first = bottom. At least one, unless
+  /// `image` names the bottom.
   std::vector<std::string> layers;
   /// CPU cores, may be fractional; 0 means no quota (shares only).
   double cpu = 1.0;
@@ -74,6 +75,12 @@ struct sandbox_spec {
   /// enough for a preempted job to wait out a night's queue; it fails toward
   /// destroying (a job paused longer has to rebuild its sandboxes).
   int64_t paused_ttl_s = 86400;
+  /// An image reference (`host:port/repo:tag`, `repo@sha256:..`,
+  /// core/image_reference.hpp) the sandbox starts from, below `layers`;
+  /// empty = none. The node that creates the sandbox resolves it to a layer
+  /// (pulling it the first time, registry/image_resolver.hpp); once it runs,
+  /// that layer ref is the first of its `layers`.
+  std::string image;
 };
 
 /// Hard limits on a spec, checked by validate().
@@ -278,6 +285,9 @@ struct sandbox_info {
   /// While paused: when the node destroys it unless resumed (pause time +
   /// paused_ttl_s), Unix ms; 0 otherwise.
   int64_t paused_expires_at_ms = 0;
+  /// The spec's image reference (empty = none). Once created, `layers`
+  /// begins with the layer ref it resolved to.
+  std::string image;
 };
 
 /// A layer in the store catalog.

@@ -2,6 +2,7 @@
 #include "core/validate.hpp"
 
 #include "core/allow_list.hpp"
+#include "core/image_reference.hpp"
 #include "core/layer_ref.hpp"
 #include "core/sandbox_path.hpp"
 #include "core/trajectory.hpp"
@@ -85,6 +86,28 @@ status check_bounds(const T& x, const std::string& prefix) {
   return st;
 }
 
+/// The image parses, and the backend can start from one: an image becomes
+/// a chunked EROFS layer (a metadata image whose data lives in a separate
+/// blob), which the container backend mounts with `device=`. The VM
+/// backends hand each layer to the guest as one disk, so they would see
+/// the metadata only; fncall makes no sandboxes at all.
+status validate_image(const sandbox_spec& s) {
+  if (s.image.empty())
+    return {};
+  if (s.image.size() > spec_limits::max_string)
+    return too_large("image: longer than 4096 bytes");
+  if (auto ref = registry::parse_image_reference(s.image); !ref)
+    return bad("image", ref.err().message);
+  if (s.backend == "fncall")
+    return bad("image", "the fncall backend runs calls from the node's warm pool, not "
+                        "sandboxes from images; use backend \"container\"");
+  if (s.backend != "container")
+    return bad("image", "the " + s.backend + " backend cannot start from an image yet (its "
+                        "guest takes each layer as one EROFS disk, and an image is a chunked "
+                        "layer whose data is a separate blob); use backend \"container\"");
+  return {};
+}
+
 } // namespace
 
 error bound_error(const std::string& field, const range& r, bool count, const std::string& got) {
@@ -109,13 +132,15 @@ status validate(const sandbox_spec& s) {
   if (s.backend != "container" && s.backend != "microvm" && s.backend != "vm"
       && s.backend != "fncall")
     return bad("backend", "must be one of container, microvm, vm, fncall; got \"" + s.backend + "\"");
-  if (s.layers.empty())
-    return bad("layers", "at least one layer ref (name@version) is required");
+  if (s.layers.empty() && s.image.empty())
+    return bad("layers", "at least one layer ref (name@version) is required, or an image");
   if (auto st = check_bounds(s, ""); !st)
     return st;
   for (auto& l : s.layers)
     if (!valid_layer_ref(l))
       return bad("layers", "\"" + l + "\" is not a name@version ref");
+  if (auto st = validate_image(s); !st)
+    return st;
   if (auto st = validate_cpu_class(s.cpu_class); !st)
     return st;
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})

@@ -84,4 +84,23 @@ TEST_CASE_METHOD(job_wire_fixture, "the TTL fields survive a message round trip"
   CHECK(b.paused_expires_at_ms == info.paused_expires_at_ms);
 }
 
+TEST_CASE_METHOD(job_wire_fixture, "a spec's image and an info's image cross to peers",
+                 "[actor][wire]") {
+  // Placement forwards the spec to the node that creates (and pulls).
+  sandbox_spec spec;
+  spec.image = "127.0.0.1:5000/team/py:3.11";
+  spec.layers = {"ws/task@3"};
+  auto ms = through_wire(caf::make_message(create_atom::value, spec));
+  REQUIRE((ms.match_elements<create_atom, sandbox_spec>()));
+  CHECK(ms.get_as<sandbox_spec>(1).image == spec.image);
+  CHECK(ms.get_as<sandbox_spec>(1).layers == spec.layers);
+  sandbox_info info;
+  info.image = spec.image;
+  info.layers = {"img/127.0.0.1-5000/team/py@sha256-0123", "ws/task@3"};
+  auto mi = through_wire(caf::make_message(info));
+  REQUIRE(mi.match_elements<sandbox_info>());
+  CHECK(mi.get_as<sandbox_info>(0).image == info.image);
+  CHECK(mi.get_as<sandbox_info>(0).layers == info.layers);
+}
+
 } // namespace dsec

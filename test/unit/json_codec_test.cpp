@@ -167,6 +167,7 @@ void check_same_spec(const sandbox_spec& a, const sandbox_spec& b) {
   CHECK(a.cpu_class == b.cpu_class);
   CHECK(a.node == b.node);
   CHECK(a.request_id == b.request_id);
+  CHECK(a.image == b.image);
 }
 
 } // namespace
@@ -337,4 +338,86 @@ TEST_CASE("one record holds the TTL state; a version 1 pair still reads", "[code
   CHECK_FALSE(why.empty());
   CHECK(rec.expires_at_ms == 1700000060000);
   CHECK(rec.paused_at_ms == 0);
+}
+
+TEST_CASE("a spec may start from an image, with layers stacked on it or none", "[codec][image]") {
+  auto s = codec::parse_spec(R"({"image":"127.0.0.1:5000/team/py:3.11"})");
+  REQUIRE(s.ok());
+  CHECK(s->image == "127.0.0.1:5000/team/py:3.11");
+  CHECK(s->layers.empty());
+  auto stacked = codec::parse_spec(
+    R"({"image":"127.0.0.1:5000/team/py@sha256:)" + std::string(64, 'a')
+    + R"(","layers":["ws/django@1"]})");
+  REQUIRE(stacked.ok());
+  CHECK(stacked->layers == std::vector<std::string>{"ws/django@1"});
+  // Written and read back (the record holds it, with the resolved layer).
+  sandbox_spec rec = *s;
+  rec.layers = {"img/127.0.0.1-5000/team/py@sha256-" + std::string(32, 'b')};
+  auto back = codec::parse_spec(codec::encode(rec));
+  REQUIRE(back.ok());
+  CHECK(back->image == rec.image);
+  CHECK(back->layers == rec.layers);
+
+  struct row {
+    const char* body;
+    errc code;
+    const char* mentions;
+  };
+  row rows[] = {
+    {R"({"image":""})", errc::invalid_argument, "layers"},
+    {R"({"image":5,"layers":["a@1"]})", errc::invalid_argument, "image"},
+    {R"({"image":"Not A Ref!"})", errc::invalid_argument, "image: "},
+    {R"({"image":"localhost:5000/py:3.11","backend":"fncall"})", errc::invalid_argument,
+     "fncall backend"},
+    {R"({"image":"localhost:5000/py:3.11","backend":"microvm"})", errc::invalid_argument,
+     "microvm backend cannot start from an image"},
+    {R"({"image":"localhost:5000/py:3.11","backend":"vm"})", errc::invalid_argument,
+     "vm backend"},
+  };
+  for (auto& r : rows) {
+    INFO(r.body);
+    auto bad = codec::parse_spec(r.body);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.err().code == r.code);
+    CHECK(bad.err().message.find(r.mentions) != std::string::npos);
+  }
+  auto big = codec::parse_spec(R"({"image":"localhost:5000/)" + std::string(5000, 'a') + "\"}");
+  REQUIRE_FALSE(big.ok());
+  CHECK(big.err().code == errc::too_large);
+}
+
+TEST_CASE("a sandbox info shows its image; lists decode it too", "[codec][image]") {
+  sandbox_info s;
+  s.id = "n-1.img";
+  s.state = sandbox_state::running;
+  s.image = "127.0.0.1:5000/team/py:3.11";
+  s.layers = {"img/127.0.0.1-5000/team/py@sha256-" + std::string(32, 'c'), "ws@1"};
+  auto j = nlohmann::json::parse(codec::encode(s));
+  CHECK(j["image"] == s.image);
+  CHECK(j["layers"][0] == s.layers[0]);
+  auto back = codec::decode_sandbox(codec::encode(s));
+  REQUIRE(back.ok());
+  CHECK(back->image == s.image);
+  CHECK(back->layers == s.layers);
+  auto list = codec::decode_sandboxes(codec::encode(std::vector<sandbox_info>{s}));
+  REQUIRE(list.ok());
+  REQUIRE(list->size() == 1);
+  CHECK(list->front().image == s.image);
+  // A sandbox without one shows "".
+  sandbox_info plain;
+  CHECK(nlohmann::json::parse(codec::encode(plain))["image"] == "");
+}
+
+TEST_CASE("a record of a sandbox made from an image round-trips", "[codec][record][image]") {
+  codec::sandbox_record r;
+  r.id = "n-1.img";
+  r.spec.image = "127.0.0.1:5000/team/py:3.11";
+  r.spec.layers = {"img/127.0.0.1-5000/team/py@sha256-" + std::string(32, 'd'), "ws@1"};
+  r.created_at_ms = 1700000000000;
+  r.digests = {"sha256:" + std::string(64, 'a'), "sha256:" + std::string(64, 'b')};
+  auto back = codec::decode_record(codec::encode(r));
+  REQUIRE(back.ok());
+  CHECK(back->spec.image == r.spec.image);
+  CHECK(back->spec.layers == r.spec.layers);
+  CHECK(back->digests == r.digests);
 }

@@ -73,6 +73,12 @@ TEST_CASE("a spec with no default field survives encode and parse", "[fields]") 
   auto r = codec::decode_record(codec::encode(rec));
   REQUIRE(r.ok());
   CHECK(same_request(s, r->spec));
+  // The image, which only the container backend takes.
+  auto img = test::full_spec();
+  img.image = "127.0.0.1:5000/team/py:3.11";
+  back = codec::parse_spec(codec::encode(img));
+  REQUIRE(back.ok());
+  CHECK(same_request(img, *back));
 }
 
 TEST_CASE("a sandbox info's shown fields survive encode and decode", "[fields]") {

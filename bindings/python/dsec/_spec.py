@@ -70,8 +70,9 @@ def make_spec(kwargs):
         if v is None:
             continue
         spec[key] = _CHECKS[_SPEC_FIELDS[key]](key, v)
-    if "layers" not in spec:
-        raise InvalidArgument("layers: at least one layer ref (name@version) is required")
+    if not spec.get("layers") and not spec.get("image"):
+        raise InvalidArgument("layers: at least one layer ref (name@version) is required, "
+                              "or an image")
     return spec
 
 

@@ -329,12 +329,13 @@ class AsyncClient:
                 self._conn.cancel(args[0], token)
             raise
 
-    async def create(self, layers: Sequence[str], **spec) -> AsyncSandbox:
+    async def create(self, layers: Optional[Sequence[str]] = None, **spec) -> AsyncSandbox:
         """Creates a sandbox (same keywords as Client.create) and waits until it runs."""
         native_spec = _spec.make_spec(dict(spec, layers=layers))
         return AsyncSandbox(self, _info(await self._call("create", (native_spec,))))
 
-    async def create_many(self, n: int, layers: Sequence[str], **spec) -> List[AsyncSandbox]:
+    async def create_many(self, n: int, layers: Optional[Sequence[str]] = None,
+                          **spec) -> List[AsyncSandbox]:
         """Creates ``n`` sandboxes concurrently; on any failure destroys the
         ones made and raises the first error, saying how many failed."""
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:

@@ -260,7 +260,7 @@ class Client:
     def _call(self, op, args=()):
         return self._conn.call(op, args)
 
-    def create(self, layers: Sequence[str], *, backend: str = "container",
+    def create(self, layers: Optional[Sequence[str]] = None, *, backend: str = "container",
                cpu: Optional[float] = None, memory_mb: Optional[int] = None,
                disk_mb: Optional[int] = None, pids: Optional[int] = None,
                ttl_s: Optional[int] = None, network_allow: Optional[Sequence[str]] = None,
@@ -269,10 +269,14 @@ class Client:
                node: Optional[str] = None, request_id: Optional[str] = None,
                protect_readonly: Optional[Sequence[str]] = None,
                protect_hidden: Optional[Sequence[str]] = None,
-               paused_ttl_s: Optional[int] = None) -> Sandbox:
+               paused_ttl_s: Optional[int] = None, image: Optional[str] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
-        ``layers`` are ``name@version`` refs, first = bottom. Omitted limits
+        ``layers`` are ``name@version`` refs, first = bottom. ``image`` (an
+        image reference, ``"127.0.0.1:5000/team/py:3.11"``) starts it from an
+        image of an OCI registry, with ``layers`` (may be omitted) stacked on
+        top: the node pulls the image the first time, concurrent creates
+        share that pull, later ones reuse it. Omitted limits
         take the node's defaults (1 cpu, 512 MiB, 3600 s ttl). ``ttl_s``
         counts running time (it stands still while paused); a paused sandbox
         is kept at most ``paused_ttl_s`` (default 86400). The same
@@ -284,10 +288,11 @@ class Client:
             pids=pids, ttl_s=ttl_s, network_allow=network_allow, env=env, labels=labels,
             cpu_class=cpu_class, node=node, request_id=request_id,
             protect_readonly=protect_readonly, protect_hidden=protect_hidden,
-            paused_ttl_s=paused_ttl_s))
+            paused_ttl_s=paused_ttl_s, image=image))
         return Sandbox(self, _info(self._call("create", (spec,))))
 
-    def create_many(self, n: int, layers: Sequence[str], **spec) -> List[Sandbox]:
+    def create_many(self, n: int, layers: Optional[Sequence[str]] = None,
+                    **spec) -> List[Sandbox]:
         """Creates ``n`` sandboxes concurrently (same spec, no request_id).
 
         If any create fails, the ones made are destroyed and the first error is

@@ -97,6 +97,9 @@ class SandboxInfo:
     paused_ttl_s: int = 0
     #: While paused: when the node destroys it unless resumed (Unix s).
     paused_expires_at: Optional[float] = None
+    #: The image reference it was created from ("" = none); ``layers`` then
+    #: begins with the layer that image resolved to on its node.
+    image: str = ""
 
 
 @dataclass(frozen=True)
