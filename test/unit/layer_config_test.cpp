@@ -1,0 +1,81 @@
+// Layer exec defaults: the merge of a stack's configs and the user grammar.
+#include <catch2/catch.hpp>
+
+#include "core/layer_config.hpp"
+
+using namespace dsec;
+
+TEST_CASE("layer configs merge bottom to top, the topmost setting wins") {
+  layer_config base{{{"PATH", "/bin"}, {"LANG", "C"}}, "/", "nobody"};
+  layer_config mid{{{"LANG", "C.UTF-8"}, {"APP", "1"}}, "", ""};
+  layer_config top{{}, "/work", ""};
+  auto m = merge_layer_configs({base, mid, top});
+  CHECK(m.env == std::map<std::string, std::string>{{"PATH", "/bin"}, {"LANG", "C.UTF-8"},
+                                                    {"APP", "1"}});
+  CHECK(m.workdir == "/work");  // top sets it
+  CHECK(m.user == "nobody");    // only the base sets it
+  auto none = merge_layer_configs({});
+  CHECK(none.env.empty());
+  CHECK(none.workdir.empty());
+  CHECK(none.user.empty());
+  // A spec's env wins over the layers' env, key by key.
+  auto env = overlay_env(m.env, {{"LANG", "fr_FR"}});
+  CHECK(env.at("LANG") == "fr_FR");
+  CHECK(env.at("PATH") == "/bin");
+}
+
+TEST_CASE("users are names or numbers, optionally with a group") {
+  for (auto* ok : {"root", "nobody", "app-user", "a.b_c", "1000", "0", "1000:1000", "app:staff",
+                   "app:100", "1000:staff"})
+    CHECK(validate_user(ok, "USER"));
+  for (auto* bad : {"", ":", "app:", ":100", "-x", "a b", "a/b", "4294967295", "99999999999",
+                    "1a", "app:grp:x", "ä"})
+    CHECK_FALSE(validate_user(bad, "USER"));
+  auto err = validate_user("a b", "exec user");
+  CHECK(err.err().code == errc::invalid_argument);
+  CHECK(err.err().message.find("exec user \"a b\"") != std::string::npos);
+}
+
+TEST_CASE("layer configs are checked before they are recorded") {
+  CHECK(validate_layer_config({{{"A", "1"}}, "/w", "1000"}));
+  CHECK_FALSE(validate_layer_config({{{"A=B", "1"}}, "", ""}));
+  CHECK_FALSE(validate_layer_config({{{"", "1"}}, "", ""}));
+  CHECK_FALSE(validate_layer_config({{}, "relative", ""}));
+  CHECK_FALSE(validate_layer_config({{}, "", "bad user"}));
+}
+
+// -- the sandbox init's user lookup (backends/init/exec_user.hpp) -------------
+
+#include "backends/init/exec_user.hpp"
+
+TEST_CASE("exec users resolve through the sandbox's passwd and group files") {
+  const char* passwd = "root:x:0:0:root:/root:/bin/sh\n"
+                       "# comment\n"
+                       "app:x:1000:1001:App:/home/app:/bin/sh\n"
+                       "broken line\n"
+                       "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n";
+  const char* group = "root:x:0:\nstaff:x:50:app,other\napp:x:1001:\nwheel:x:10:other,app\n";
+  init::exec_identity id;
+  REQUIRE(init::resolve_exec_user("app", passwd, group, id).empty());
+  CHECK(id.uid == 1000);
+  CHECK(id.gid == 1001);
+  CHECK(id.home == "/home/app");
+  CHECK(id.groups == std::vector<gid_t>{1001, 50, 10});
+  REQUIRE(init::resolve_exec_user("1000", passwd, group, id).empty());
+  CHECK(id.uid == 1000);
+  CHECK(id.gid == 1001); // the passwd entry's
+  REQUIRE(init::resolve_exec_user("4242", passwd, group, id).empty());
+  CHECK(id.uid == 4242);
+  CHECK(id.gid == 0);
+  CHECK(id.groups == std::vector<gid_t>{0});
+  REQUIRE(init::resolve_exec_user("app:staff", passwd, group, id).empty());
+  CHECK(id.gid == 50);
+  REQUIRE(init::resolve_exec_user("4242:77", passwd, group, id).empty());
+  CHECK(id.uid == 4242);
+  CHECK(id.gid == 77);
+  CHECK(init::resolve_exec_user("bob", passwd, group, id)
+        == "no user \"bob\" in the sandbox's /etc/passwd");
+  CHECK(init::resolve_exec_user("app:nogroup", passwd, group, id)
+        == "no group \"nogroup\" in the sandbox's /etc/group");
+  CHECK_FALSE(init::resolve_exec_user("app:", passwd, group, id).empty());
+}
