@@ -468,6 +468,7 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     },
     [self](exec_atom, exec_request& req, uint64_t token) -> caf::result<exec_result> {
       auto rp = self->make_response_promise();
+      apply_exec_defaults(self->state, req); // before the log compares steps
       trajectory_exec(self, rp, std::move(req), nullptr, token);
       return rp;
     },
@@ -475,6 +476,7 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     [self](stream_atom, exec_request& req, caf::actor& sink,
            uint64_t token) -> caf::result<exec_result> {
       auto rp = self->make_response_promise();
+      apply_exec_defaults(self->state, req);
       trajectory_exec(self, rp, std::move(req), chunk_sender(std::move(sink), token), token);
       return rp;
     },
