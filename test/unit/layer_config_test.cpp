@@ -79,3 +79,38 @@ TEST_CASE("exec users resolve through the sandbox's passwd and group files") {
         == "no group \"nogroup\" in the sandbox's /etc/group");
   CHECK_FALSE(init::resolve_exec_user("app:", passwd, group, id).empty());
 }
+
+// -- the catalog keeps exec defaults (layers/catalog.hpp) ----------------------
+
+#include "layers/catalog.hpp"
+
+TEST_CASE("the catalog keeps a layer's exec defaults; old entries without them load") {
+  const std::string digest = "sha256:" + std::string(64, 'a');
+  auto old = layers::catalog::parse(
+    R"({"version":1,"layers":{"base/x@1":{"kind":"base","digest":")" + digest
+      + R"(","size_bytes":1,"created_at_ms":2}}})",
+    "catalog.json");
+  REQUIRE(old);
+  CHECK(old->at("base/x@1").config.env.empty());
+  CHECK(old->at("base/x@1").config.user.empty());
+
+  layers::catalog::entries e = *old;
+  e["base/x@1"].config = layer_config{{{"PATH", "/opt/bin:/bin"}, {"A", "x y"}}, "/work", "app"};
+  auto text = layers::catalog::serialize(e);
+  CHECK(text.find("\"config\"") != std::string::npos);
+  auto back = layers::catalog::parse(text, "catalog.json");
+  REQUIRE(back);
+  auto& c = back->at("base/x@1").config;
+  CHECK(c.env == e["base/x@1"].config.env);
+  CHECK(c.workdir == "/work");
+  CHECK(c.user == "app");
+  // A layer without defaults is written as before (no "config" key).
+  CHECK(layers::catalog::serialize(*old).find("config") == std::string::npos);
+
+  auto bad = layers::catalog::parse(
+    R"({"version":1,"layers":{"base/x@1":{"kind":"base","digest":")" + digest
+      + R"(","size_bytes":1,"created_at_ms":2,"config":{"workdir":"relative"}}}})",
+    "catalog.json");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().message.find("base/x@1") != std::string::npos);
+}
