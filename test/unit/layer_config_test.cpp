@@ -114,3 +114,25 @@ TEST_CASE("the catalog keeps a layer's exec defaults; old entries without them l
   REQUIRE_FALSE(bad);
   CHECK(bad.err().message.find("base/x@1") != std::string::npos);
 }
+
+// -- the exec frame carries the user only when set (backends/channel/protocol.hpp)
+
+#include "backends/channel/protocol.hpp"
+
+TEST_CASE("exec frames carry a user when one is set, and are unchanged otherwise") {
+  init_proto::exec_msg m;
+  m.argv = {"id", "-u"};
+  m.env = {"A=1"};
+  m.cwd = "/w";
+  auto plain = init_proto::encode(7, m);
+  m.user = "app:staff";
+  auto with_user = init_proto::encode(7, m);
+  CHECK(with_user.size() == plain.size() + 4 + m.user.size());
+  for (auto* frame : {&plain, &with_user}) {
+    init_proto::exec_msg back;
+    REQUIRE(init_proto::decode(std::string_view(*frame).substr(init_proto::header_size), back));
+    CHECK(back.argv == m.argv);
+    CHECK(back.cwd == "/w");
+    CHECK(back.user == (frame == &plain ? "" : "app:staff"));
+  }
+}
