@@ -29,7 +29,8 @@ ENV APP_HOME=/srv/app MSG="$GREETING there"
 RUN echo base > /base.txt
 WORKDIR $APP_HOME
 COPY hello.txt tools/ ./
-RUN adduser -D -u 1234 app \\
+RUN echo "app:x:1234:1234::/home/app:/bin/sh" >> /etc/passwd \\
+    && echo "app:x:1234:" >> /etc/group \\
     && echo "$MSG from $(pwd) as $(id -u)" > built.txt
 USER app
 RUN id -u > /tmp/uid.txt && echo "$GREETING" > /tmp/arg.txt
@@ -77,7 +78,7 @@ def ctx():
     d = tempfile.mkdtemp(prefix="dsec-build-ctx-", dir=TMP_ROOT)
     with open(os.path.join(d, "hello.txt"), "w") as f:
         f.write("hello from the context\n")
-    os.chmod(os.path.join(d, "hello.txt"), 0o640)
+    os.chmod(os.path.join(d, "hello.txt"), 0o604)
     os.makedirs(os.path.join(d, "tools"))
     with open(os.path.join(d, "tools", "run.sh"), "w") as f:
         f.write("#!/bin/sh\necho tool ran\n")
@@ -121,8 +122,8 @@ def test_build_then_exec_defaults(dsec_bin, bnode, ctx):
     assert rc == 0, err
     ref, digest = out.split()
     assert ref == "app/built@1" and digest.startswith("sha256:")
-    assert "warning: Dockerfile line 12: EXPOSE is not kept" in err
-    assert step_lines(err) == {5: "ran", 7: "ran", 8: "ran", 11: "ran"}, err
+    assert "warning: Dockerfile line 13: EXPOSE is not kept" in err
+    assert step_lines(err) == {5: "ran", 7: "ran", 8: "ran", 12: "ran"}, err
 
     # The catalog (GET /v1/layers) shows the exec defaults.
     c = bnode.client
@@ -141,7 +142,7 @@ def test_build_then_exec_defaults(dsec_bin, bnode, ctx):
     assert r["exit_code"] == 0, r
     assert r["stdout"].splitlines() == [
         "/srv/app", "1234", "app", "hello there", "/srv/app", "hello from the context",
-        "hello there from /srv/app as 0", "1234", "hello", "base", "640", "755", "tool ran"], r
+        "hello there from /srv/app as 0", "1234", "hello", "base", "604", "755", "tool ran"], (r["stdout"], r["stderr"])
 
     # An exec's own cwd and user win; the spec's env wins over the layer's.
     r = c.sh(sid, ["sh", "-c", "pwd; id -u"], cwd="/", user="0")
@@ -159,10 +160,10 @@ def test_build_then_exec_defaults(dsec_bin, bnode, ctx):
 
 
 def test_rebuild_is_cached_and_a_changed_copy_reruns(dsec_bin, bnode, ctx):
-    rc, out, err, _ = build(dsec_bin, bnode, ctx, "1")
+    rc, out, err, _ = build(dsec_bin, bnode, ctx, "1", name="app/rebuilt")
     assert rc == 0, err
     first = out.split()[1]
-    rc, out, err, took = build(dsec_bin, bnode, ctx, "1")
+    rc, out, err, took = build(dsec_bin, bnode, ctx, "1", name="app/rebuilt")
     assert rc == 0, err
     assert out.split()[1] == first
     assert set(step_lines(err).values()) == {"CACHED"}, err
@@ -171,15 +172,15 @@ def test_rebuild_is_cached_and_a_changed_copy_reruns(dsec_bin, bnode, ctx):
 
     with open(os.path.join(ctx, "hello.txt"), "w") as f:
         f.write("changed\n")
-    rc, out, err, _ = build(dsec_bin, bnode, ctx, "2")
+    rc, out, err, _ = build(dsec_bin, bnode, ctx, "2", name="app/rebuilt")
     assert rc == 0, err
     # The RUN before the COPY is reused; the COPY and everything after run again.
-    assert step_lines(err) == {5: "CACHED", 7: "ran", 8: "ran", 11: "ran"}, err
-    sid = bnode.client.create_ok(layers=["app/built@2"])
+    assert step_lines(err) == {5: "CACHED", 7: "ran", 8: "ran", 12: "ran"}, err
+    sid = bnode.client.create_ok(layers=["app/rebuilt@2"])
     assert bnode.client.sh(sid, "cat hello.txt")["stdout"] == "changed\n"
 
     # Layers are immutable: the same N@V with other content is a conflict.
-    rc, out, err, _ = build(dsec_bin, bnode, ctx, "1")
+    rc, out, err, _ = build(dsec_bin, bnode, ctx, "1", name="app/rebuilt")
     assert rc == 1 and "conflict" in err, err
 
 
