@@ -183,6 +183,11 @@ def test_rebuild_is_cached_and_a_changed_copy_reruns(dsec_bin, bnode, ctx):
     rc, out, err, _ = build(dsec_bin, bnode, ctx, "1", name="app/rebuilt")
     assert rc == 1 and "conflict" in err, err
 
+    # Nothing is left behind: no staging, no flatten trees, no mounts.
+    assert os.listdir(os.path.join(bnode.store, "tmp")) == []
+    with open("/proc/self/mountinfo") as f:
+        assert bnode.store not in f.read()
+
 
 def test_failing_run_fails_the_build_and_leaves_no_sandbox(dsec_bin, bnode, ctx):
     with open(os.path.join(ctx, "Failing"), "w") as f:

@@ -136,3 +136,63 @@ TEST_CASE("exec frames carry a user when one is set, and are unchanged otherwise
     CHECK(back.user == (frame == &plain ? "" : "app:staff"));
   }
 }
+
+// -- the store records an image's config (layers/store.hpp build_options) ------
+
+#include <unistd.h>
+
+#include "layers/digest.hpp"
+#include "layers/store.hpp"
+#include "temp_dir.hpp"
+
+TEST_CASE("a layer built with an image's config keeps it: resolve, list, a peer's add_blob") {
+  test::temp_dir t;
+  REQUIRE(sys::make_dirs(t.path + "/src/bin"));
+  REQUIRE(sys::write_text(t.path + "/src/bin/tool", "x\n"));
+  auto s = layers::store::open(t.path + "/store");
+  REQUIRE(s);
+  layers::store::build_options opts;
+  opts.config = layer_config{{{"PATH", "/opt/py/bin:/usr/bin:/bin"}, {"LANG", "C.UTF-8"}},
+                             "/workspace", "1000:1000"};
+  for (bool chunked : {false, true}) {
+    opts.chunked = chunked;
+    auto version = chunked ? "chunked" : "plain";
+    auto built = s->build(t.path + "/src", "img/py", version, "base", opts);
+    REQUIRE(built);
+    auto back = s->resolve(std::string{"img/py@"} + version);
+    REQUIRE(back);
+    CHECK(back->config.env == opts.config.env);
+    CHECK(back->config.workdir == "/workspace");
+    CHECK(back->config.user == "1000:1000");
+  }
+  // Not part of the digest: the same tree without a config has the same
+  // image, but the ref cannot change its defaults (immutable).
+  auto plain = s->resolve("img/py@plain");
+  auto bare = s->build(t.path + "/src", "img/bare", "1", "base");
+  REQUIRE(bare);
+  CHECK(bare->digest == plain->digest);
+  CHECK(bare->config.env.empty());
+  auto changed = opts;
+  changed.chunked = false;
+  changed.config.user = "0";
+  auto again = s->build(t.path + "/src", "img/py", "plain", "base", changed);
+  REQUIRE_FALSE(again);
+  CHECK(again.err().code == errc::conflict);
+  // A bad config is refused before anything is built.
+  changed.config.workdir = "relative";
+  auto bad = s->build(t.path + "/src", "img/bad", "1", "base", changed);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.err().code == errc::invalid_argument);
+
+  // A peer's copy (store::add_blob with the entry the peer sent) keeps it.
+  auto peer = layers::store::open(t.path + "/peer");
+  REQUIRE(peer);
+  auto tmp = t.path + "/peer/tmp/fetch.erofs";
+  REQUIRE(::link(s->blob_path(plain->digest).c_str(), tmp.c_str()) == 0);
+  auto fetched = peer->add_blob(tmp, *plain);
+  REQUIRE(fetched);
+  auto there = peer->resolve("img/py@plain");
+  REQUIRE(there);
+  CHECK(there->config.workdir == "/workspace");
+  CHECK(there->config.env == opts.config.env);
+}
