@@ -148,7 +148,7 @@ TEST_CASE("exec frames carry a user when one is set, and are unchanged otherwise
 TEST_CASE("a layer built with an image's config keeps it: resolve, list, a peer's add_blob") {
   test::temp_dir t;
   REQUIRE(sys::make_dirs(t.path + "/src/bin"));
-  REQUIRE(sys::write_text(t.path + "/src/bin/tool", "x\n"));
+  REQUIRE(sys::write_file_atomic(t.path + "/src/bin/tool", "x\n"));
   auto s = layers::store::open(t.path + "/store");
   REQUIRE(s);
   layers::store::build_options opts;
