@@ -404,6 +404,11 @@ expected<plan> make_plan(const std::vector<instruction>& ins,
         return at(in.line, kw, "with several sources the destination must end with /");
       bool dir = st.dest.back() == '/' || st.dest == "." || st.dest == "..";
       st.dest = join_path(cfg.workdir, st.dest);
+      // "/w/./" and "/w/." name /w/ (lexically, as Docker does).
+      for (size_t at; (at = st.dest.find("/./")) != std::string::npos;)
+        st.dest.erase(at, 2);
+      if (st.dest.size() >= 2 && st.dest.compare(st.dest.size() - 2, 2, "/.") == 0)
+        st.dest.pop_back();
       if (dir && st.dest.back() != '/')
         st.dest += '/';
       st.sources = words;

@@ -88,7 +88,7 @@ TEST_CASE("a plan: ARG, ENV both forms, WORKDIR, USER, COPY, RUN with their stat
   auto& copy = p.steps[4];
   CHECK(copy.what == df::step::kind::copy);
   CHECK(copy.sources == std::vector<std::string>{"a.txt", "dir/"});
-  CHECK(copy.dest == "/srv/app/sub/./");
+  CHECK(copy.dest == "/srv/app/sub/");
   CHECK(p.steps[5].dest == "/etc/b.txt");
   CHECK(p.steps[5].sources == std::vector<std::string>{"b c.txt"});
   auto& run = p.steps[7];
