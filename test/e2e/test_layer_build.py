@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from dsec_harness import BUSYBOX, STORE, TMP_ROOT, Node, _finish_node, wait_for
+from dsec_harness import BUSYBOX, STORE, TMP_ROOT, Node, _finish_node, assert_clean, wait_for
 
 DOCKERFILE = """\
 # a comment
@@ -255,3 +255,23 @@ def test_layer_config_survives_a_peer_fetch(dsec_bin, bnode, ctx, tmp_path):
         assert entry["config"]["user"] == "app" and entry["config"]["workdir"] == "/srv/app"
     finally:
         _finish_node(other)
+
+
+def test_exec_defaults_survive_a_node_restart(dsec_bin, bnode, ctx, tmp_path):
+    """A sandbox adopted by a restarted node keeps its layers' env, cwd and user."""
+    rc, _, err, _ = build(dsec_bin, bnode, ctx, "7", name="app/restarted")
+    assert rc == 0, err
+    n = Node(dsec_bin, bnode.store).start()  # a node of its own: this one is killed
+    try:
+        sid = n.client.create_ok(layers=["app/restarted@7"])
+        n.proc.kill()  # its own Popen pid only
+        n.proc.wait(30)
+        n.start()  # same state dir, ports and node id
+        r = n.client.sh(sid, "pwd; whoami; echo $MSG")
+        assert r["stdout"] == "/srv/app\napp\nhi there\n", r
+        n.client.delete(sid)
+        # The adopted init was reparented when the node died: wait for its
+        # reaping as test_restart does.
+        assert_clean(n, allow_layer_mounts=True)
+    finally:
+        _finish_node(n)
