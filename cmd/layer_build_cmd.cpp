@@ -382,6 +382,53 @@ expected<layer_info> tag(const build& b, const layer_info& flat, const std::stri
   return st.add_blob(tmp, info); // verifies, keeps the blob, records the ref
 }
 
+/// Runs (or finds cached) every RUN and COPY step of `plan` over `stack`,
+/// pushing each step's layer; `key` goes from the base's digest to the top
+/// step's cache key.
+status run_steps(const build& b, const df::plan& plan, std::vector<std::string>& stack,
+                 std::string& key) {
+  size_t n = plan.steps.size(), i = 0;
+  for (auto& s : plan.steps) {
+    ++i;
+    std::cerr << "Step " << i << "/" << n << " (line " << s.line << "): " << s.text;
+    if (s.what == df::step::kind::config) {
+      std::cerr << "\n";
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    staged_copy staged;
+    auto work = b.st.root() + "/tmp/dfcopy-" + random_suffix();
+    struct rm_work {
+      std::string dir;
+      ~rm_work() { (void)sys::remove_tree(dir); }
+    } rm{work};
+    if (s.what == df::step::kind::copy) {
+      auto got = stage_copy(b, s, work);
+      if (!got) {
+        std::cerr << "\n";
+        return got.err();
+      }
+      staged = std::move(*got);
+    }
+    key = layers::sha256_string(key + "\n" + s.text + "\n" + state_json(s) + "\n" + staged.digest);
+    auto ref = cache_ref(key);
+    if (!b.no_cache && have_layer(b, ref)) {
+      std::cerr << "\n  CACHED " << ref << "\n";
+      stack.push_back(ref);
+      continue;
+    }
+    std::cerr << "\n";
+    if (b.no_cache && have_layer(b, ref)) // the cached ref stays; the fresh run gets its own
+      ref = "build/" + layers::digest_hex(key).substr(0, 32) + "@" + random_suffix();
+    auto st = run_step(b, s, stack, ref, s.what == df::step::kind::copy ? &staged : nullptr);
+    if (!st)
+      return st;
+    std::cerr << "  -> " << ref << " (" << elapsed(t0) << ")\n";
+    stack.push_back(ref);
+  }
+  return {};
+}
+
 int fail_build(const error& e) {
   std::cerr << "dsec layer build: " << e.message << " [" << to_string(e.code) << "]\n";
   return 1;
@@ -449,7 +496,8 @@ int run_dockerfile_build(const std::vector<std::string>& words) {
     return fail_build(from.err());
   if (!layers::parse_ref(*from))
     return fail_build(invalid_argument(
-      "FROM " + *from + ": only layer refs (name@version) are supported by this build so far"));
+      "FROM " + *from + ": only layer refs (name@version) are supported: pull the image as a"
+                        " layer first and name that layer in FROM"));
   auto base = b.st.resolve(*from);
   if (!base)
     return fail_build({base.err().code, "FROM " + *from + ": " + base.err().message
@@ -464,46 +512,8 @@ int run_dockerfile_build(const std::vector<std::string>& words) {
   auto began = std::chrono::steady_clock::now();
   std::vector<std::string> stack{*from};
   std::string key = base->digest;
-  size_t n = plan->steps.size(), i = 0;
-  for (auto& s : plan->steps) {
-    ++i;
-    std::cerr << "Step " << i << "/" << n << " (line " << s.line << "): " << s.text;
-    if (s.what == df::step::kind::config) {
-      std::cerr << "\n";
-      continue;
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    staged_copy staged;
-    auto work = b.st.root() + "/tmp/dfcopy-" + random_suffix();
-    struct rm_work {
-      std::string dir;
-      ~rm_work() { (void)sys::remove_tree(dir); }
-    } rm{work};
-    if (s.what == df::step::kind::copy) {
-      auto got = stage_copy(b, s, work);
-      if (!got) {
-        std::cerr << "\n";
-        return fail_build(got.err());
-      }
-      staged = std::move(*got);
-    }
-    key = layers::sha256_string(key + "\n" + s.text + "\n" + state_json(s) + "\n" + staged.digest);
-    auto ref = cache_ref(key);
-    if (!b.no_cache && have_layer(b, ref)) {
-      std::cerr << "\n  CACHED " << ref << "\n";
-      stack.push_back(ref);
-      continue;
-    }
-    std::cerr << "\n";
-    if (b.no_cache && have_layer(b, ref)) // same key, same content: reuse the ref
-      ref = "build/" + layers::digest_hex(key).substr(0, 32) + "@" + random_suffix();
-    auto st = run_step(b, s, stack, ref, s.what == df::step::kind::copy ? &staged : nullptr);
-    if (!st)
-      return fail_build(st.err());
-    std::cerr << "  -> " << ref << " (" << elapsed(t0) << ")\n";
-    stack.push_back(ref);
-  }
-
+  if (auto st = run_steps(b, *plan, stack, key); !st)
+    return fail_build(st.err());
   // One layer: the stack flattened, the exec defaults recorded.
   auto t0 = std::chrono::steady_clock::now();
   auto flat_key = layers::sha256_string(key + "\nflatten " + b.kind + "\n"

@@ -169,6 +169,11 @@ def test_rebuild_is_cached_and_a_changed_copy_reruns(dsec_bin, bnode, ctx):
     assert set(step_lines(err).values()) == {"CACHED"}, err
     assert "Flatten" in err and "CACHED" in err.split("Flatten")[1], err
     assert took < 10, f"a cached rebuild took {took:.1f}s"
+    # --no-cache runs every step again, to the same image.
+    rc, out, err, _ = build(dsec_bin, bnode, ctx, "1", "--no-cache", name="app/rebuilt")
+    assert rc == 0, err
+    assert set(step_lines(err).values()) == {"ran"}, err
+    assert out.split()[1] == first
 
     with open(os.path.join(ctx, "hello.txt"), "w") as f:
         f.write("changed\n")
