@@ -28,6 +28,7 @@
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
+#include "core/layer_config.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec {
@@ -42,6 +43,8 @@ struct provisioned {
   /// an image), then the spec's.
   std::vector<std::string> layers;
   int64_t created_at_ms = 0;
+  /// The layers' exec defaults (their env is already in the backend's).
+  layer_config defaults;
   error err;
 };
 
@@ -68,6 +71,9 @@ provisioned provision(const node_context& ctx, const std::string& id, sandbox_sp
   backends::create_params p;
   p.id = id;
   p.spec = spec;
+  // The layers' env under the spec's (core/layer_config.hpp): the backend
+  // keeps it as the sandbox's environment, across node restarts too.
+  p.spec.env = overlay_env(held->config.env, spec.env);
   p.dir = ctx.sandbox_dir(id);
   p.lower_dirs = held->dirs;
   auto* backend = ctx.backend_for(spec.backend);
@@ -85,7 +91,8 @@ provisioned provision(const node_context& ctx, const std::string& id, sandbox_sp
   // Without its record the sandbox would not survive a node restart (the
   // next node reaps it): a create that cannot keep one fails.
   out.created_at_ms = now_ms();
-  if (auto st = keep_new_record(ctx, id, spec, out.created_at_ms, held->digests); !st) {
+  if (auto st = keep_new_record(ctx, id, spec, out.created_at_ms, held->digests,
+                                held->config.workdir, held->config.user); !st) {
     (void)(*sb)->destroy();
     ctx.layers->release(held->digests);
     out.err = st.err();
@@ -93,6 +100,7 @@ provisioned provision(const node_context& ctx, const std::string& id, sandbox_sp
   }
   out.sb = std::move(*sb);
   out.digests = std::move(held->digests);
+  out.defaults = std::move(held->config);
   return out;
 }
 
@@ -282,6 +290,7 @@ void start_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request r
   auto started = req.received_ns > 0
                    ? std::chrono::steady_clock::time_point{std::chrono::nanoseconds{req.received_ns}}
                    : std::chrono::steady_clock::now();
+  apply_exec_defaults(st, req);
   auto logged = trajectory_begin(self, req);
   cb.on_done = [hdl, rp, self, token, started, logged](expected<exec_result> res) mutable {
     run_in(hdl, [self, rp, token, started, logged, res = std::move(res)]() mutable {
@@ -354,6 +363,13 @@ void run_exec(sandbox_actor_ptr self, caf::response_promise rp, exec_request req
 
 void report_state(sandbox_actor_ptr self) { notify_lifecycle(self); }
 
+void apply_exec_defaults(const sandbox_actor_state& st, exec_request& req) {
+  if (req.cwd.empty())
+    req.cwd = st.exec_workdir;
+  if (req.user.empty())
+    req.user = st.exec_user;
+}
+
 void end_op(sandbox_actor_ptr self) {
   --self->state.inflight;
   maybe_quit(self);
@@ -414,6 +430,8 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
   st.spec = std::move(rec.spec);
   st.sb = std::move(rec.sb);
   st.digests = std::move(rec.digests);
+  st.exec_workdir = std::move(rec.exec_workdir);
+  st.exec_user = std::move(rec.exec_user);
   ttl_adopt(self, rec); // paused again if it was
   watch_exit(self);
   return sandbox_handlers(self);
@@ -450,6 +468,8 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
                      st.digests = std::move(res.digests);
                      st.spec.layers = res.layers; // the image's layer first
                      st.info.layers = std::move(res.layers);
+                     st.exec_workdir = std::move(res.defaults.workdir);
+                     st.exec_user = std::move(res.defaults.user);
                      st.info.state = sandbox_state::running;
                      st.info.created_at_ms = res.created_at_ms;
                      st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);
@@ -467,6 +487,7 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     },
     [self](exec_atom, exec_request& req, uint64_t token) -> caf::result<exec_result> {
       auto rp = self->make_response_promise();
+      apply_exec_defaults(self->state, req); // before the log compares steps
       trajectory_exec(self, rp, std::move(req), nullptr, token);
       return rp;
     },
@@ -474,6 +495,7 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     [self](stream_atom, exec_request& req, caf::actor& sink,
            uint64_t token) -> caf::result<exec_result> {
       auto rp = self->make_response_promise();
+      apply_exec_defaults(self->state, req);
       trajectory_exec(self, rp, std::move(req), chunk_sender(std::move(sink), token), token);
       return rp;
     },

@@ -91,6 +91,10 @@ struct sandbox_actor_state {
   std::shared_ptr<backends::sandbox> sb;
   /// Layer digests whose mounts this sandbox holds.
   std::vector<std::string> digests;
+  /// Its layers' exec defaults (layer_config): the working directory and
+  /// user of an exec that names none; empty = "/" and root.
+  std::string exec_workdir;
+  std::string exec_user;
   /// Execs started and not yet reported back.
   int inflight = 0;
   /// Caller tokens of running execs -> backend exec ids (for cancel).

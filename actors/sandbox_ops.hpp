@@ -32,6 +32,10 @@ error not_running(const sandbox_actor_state& st);
 /// Tells the lifecycle actor the sandbox's info changed.
 void report_state(sandbox_actor_ptr self);
 
+/// Fills an exec's empty cwd and user from the sandbox's layers' exec
+/// defaults (an exec's own values win).
+void apply_exec_defaults(const sandbox_actor_state& st, exec_request& req);
+
 /// Ends an operation started with ++inflight (the actor may quit now).
 void end_op(sandbox_actor_ptr self);
 

@@ -181,6 +181,7 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   l->rp = rp;
   l->argv = req.argv;
   l->started_at_ms = unix_ms();
+  apply_exec_defaults(st, req);
   l->rec = trajectory_begin(self, req);
   auto hdl = caf::actor_cast<caf::actor>(self);
   backends::exec_callbacks cb;

@@ -44,13 +44,16 @@ expected<json_codec::sandbox_record> read_locked(const node_context& ctx, const 
 } // namespace
 
 status keep_new_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                       int64_t created_at_ms, const std::vector<std::string>& digests) {
+                       int64_t created_at_ms, const std::vector<std::string>& digests,
+                       const std::string& exec_workdir, const std::string& exec_user) {
   json_codec::sandbox_record rec;
   rec.id = id;
   rec.spec = spec;
   rec.created_at_ms = created_at_ms;
   rec.expires_at_ms = spec.ttl_s > 0 ? created_at_ms + spec.ttl_s * 1000 : 0;
   rec.digests = digests;
+  rec.exec_workdir = exec_workdir;
+  rec.exec_user = exec_user;
   return write_sandbox_record(ctx, rec);
 }
 

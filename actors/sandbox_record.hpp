@@ -25,8 +25,10 @@ struct node_context;
 
 /// Blocking: the record of a sandbox just created (running, its TTL from
 /// `created_at_ms`); a create that cannot keep one fails.
+/// `exec_workdir` and `exec_user` are its layers' exec defaults.
 status keep_new_record(const node_context& ctx, const std::string& id, const sandbox_spec& spec,
-                       int64_t created_at_ms, const std::vector<std::string>& digests);
+                       int64_t created_at_ms, const std::vector<std::string>& digests,
+                       const std::string& exec_workdir = {}, const std::string& exec_user = {});
 
 /// Blocking: writes `rec` whole as its sandbox's record.
 status write_sandbox_record(const node_context& ctx, const json_codec::sandbox_record& rec);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cmd/args.hpp"
+#include "cmd/layer_build_cmd.hpp"
 #include "core/json_codec.hpp"
 #include "layers/aliases.hpp"
 #include "layers/defaults.hpp"
@@ -261,6 +262,8 @@ int cmd_defaults(layers::store& s) {
 } // namespace
 
 int run_layer_command(const std::vector<std::string>& words) {
+  if (is_dockerfile_build(words)) // cmd/layer_build_cmd.hpp
+    return run_dockerfile_build(words);
   for (auto& w : words)
     if (w == "--help" || w == "-h") {
       std::cout << usage_text;

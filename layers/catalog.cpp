@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
+#include "core/layer_config.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
 #include "sys/fs.hpp"
@@ -55,7 +56,45 @@ expected<layer_info> parse_entry(const std::string& ref, const json& j, const st
   info.digest = digest->get<std::string>();
   info.size_bytes = size->get<int64_t>();
   info.created_at_ms = created->get<int64_t>();
+  // Exec defaults: optional (catalogs written before they existed lack them).
+  if (auto cfg = j.find("config"); cfg != j.end()) {
+    auto bad = [&](const std::string& what) { return corrupt(path, where + ": \"config\" " + what); };
+    if (!cfg->is_object())
+      return bad("is not an object");
+    if (auto env = cfg->find("env"); env != cfg->end()) {
+      if (!env->is_object())
+        return bad("env is not an object");
+      for (auto e = env->begin(); e != env->end(); ++e) {
+        if (!e.value().is_string())
+          return bad("env value of " + e.key() + " is not a string");
+        info.config.env[e.key()] = e.value().get<std::string>();
+      }
+    }
+    for (auto [key, field] : {std::pair{"workdir", &info.config.workdir},
+                              std::pair{"user", &info.config.user}}) {
+      auto f = cfg->find(key);
+      if (f == cfg->end())
+        continue;
+      if (!f->is_string())
+        return bad(std::string{key} + " is not a string");
+      *field = f->get<std::string>();
+    }
+    if (auto st = validate_layer_config(info.config); !st)
+      return corrupt(path, where + ": " + st.err().message);
+  }
   return info;
+}
+
+// Only the fields set: a layer without exec defaults is written as before.
+json config_json(const layer_config& c) {
+  json out = json::object();
+  if (!c.env.empty())
+    out["env"] = c.env;
+  if (!c.workdir.empty())
+    out["workdir"] = c.workdir;
+  if (!c.user.empty())
+    out["user"] = c.user;
+  return out;
 }
 
 } // namespace
@@ -84,11 +123,15 @@ expected<entries> parse(std::string_view text, const std::string& path) {
 
 std::string serialize(const entries& e) {
   json layers = json::object();
-  for (auto& [ref, info] : e)
-    layers[ref] = {{"kind", info.kind},
-                   {"digest", info.digest},
-                   {"size_bytes", info.size_bytes},
-                   {"created_at_ms", info.created_at_ms}};
+  for (auto& [ref, info] : e) {
+    json entry = {{"kind", info.kind},
+                  {"digest", info.digest},
+                  {"size_bytes", info.size_bytes},
+                  {"created_at_ms", info.created_at_ms}};
+    if (auto cfg = config_json(info.config); !cfg.empty())
+      entry["config"] = std::move(cfg);
+    layers[ref] = std::move(entry);
+  }
   json doc = {{"version", format_version}, {"layers", std::move(layers)}};
   return doc.dump(1) + "\n";
 }

@@ -2,7 +2,9 @@
 // names, plus the flock that serialises writers across threads and processes.
 // Internal to the store; the on-disk form is
 //   {"version":1,"layers":{"base/busybox@1":{"kind":"base","digest":"sha256:..",
-//    "size_bytes":123,"created_at_ms":1700000000000}}}
+//    "size_bytes":123,"created_at_ms":1700000000000,
+//    "config":{"env":{"K":"V"},"workdir":"/w","user":"app"}}}}
+// where "config" (exec defaults) and each of its fields appear only when set.
 // A missing file is an empty catalog. A file that does not parse, or an entry
 // with a missing or mistyped field, is an error naming the file and the entry:
 // the store refuses to guess rather than overwrite layers it cannot read.

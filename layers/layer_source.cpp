@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/layer_config.hpp"
 #include "layers/blob_cache.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
@@ -61,6 +62,7 @@ class store_source final : public layer_source {
   expected<held_layers> acquire(const std::vector<std::string>& refs) override {
     held_layers out;
     sys::cleanup_stack undo;
+    std::vector<layer_config> configs; // bottom first, as the refs
     for (auto& ref : refs) {
       auto layer = locate(ref); // pinned in the cache, image present
       if (!layer)
@@ -75,7 +77,9 @@ class store_source final : public layer_source {
       undo.push([this, d = layer->digest] { mounts_->release(d); });
       out.dirs.push_back(*dir);
       out.digests.push_back(layer->digest);
+      configs.push_back(layer->config);
     }
+    out.config = merge_layer_configs(configs);
     undo.commit();
     return out;
   }

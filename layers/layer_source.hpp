@@ -33,6 +33,8 @@ struct held_layers {
   std::vector<std::string> dirs;
   /// Digests to release, one per layer.
   std::vector<std::string> digests;
+  /// The layers' exec defaults merged bottom to top (merge_layer_configs).
+  layer_config config;
 };
 
 /// Puts `ref` into the local store (from a peer) and returns its entry.

@@ -19,6 +19,7 @@
 #include <random>
 
 #include "core/clock.hpp"
+#include "core/layer_config.hpp"
 #include "layers/blob_device.hpp"
 #include "layers/catalog.hpp"
 #include "layers/digest.hpp"
@@ -111,6 +112,10 @@ status check_source(const std::string& src_dir, const std::string& kind, const s
                             + " does not look like a root file system (a base layer needs"
                               " bin/ or usr/bin/ at its top; did you pass its parent, or mean --kind workspace?)");
   return {};
+}
+
+bool same_config(const layer_config& a, const layer_config& b) {
+  return a.env == b.env && a.workdir == b.workdir && a.user == b.user;
 }
 
 } // namespace
@@ -231,12 +236,11 @@ expected<std::string> store::make_image(const std::string& src_dir, const std::s
 
 expected<layer_info> store::build(const std::string& src_dir, const std::string& name,
                                   const std::string& version, const std::string& kind) {
-  for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
-    if (!st)
-      return st.err();
-  auto what = name + "@" + version;
-  if (auto st = check_source(src_dir, kind, what, root_); !st)
-    return st.err();
+  return build(src_dir, name, version, kind, build_options{});
+}
+
+expected<layer_info> store::build_plain(const std::string& src_dir, layer_info info) {
+  auto what = info.ref;
   auto tmp = make_image(src_dir, what);
   if (!tmp)
     return tmp.err();
@@ -247,11 +251,6 @@ expected<layer_info> store::build(const std::string& src_dir, const std::string&
     return internal_error("build layer " + what + ": digest image " + *tmp + ": "
                           + (digest ? "stat failed" : digest.err().message));
   }
-  layer_info info;
-  info.ref = what;
-  info.name = name;
-  info.version = version;
-  info.kind = kind;
   info.digest = *digest;
   info.size_bytes = st.st_size;
   auto out = commit(*tmp, std::move(info));
@@ -303,6 +302,9 @@ expected<layer_info> store::commit(const std::string& tmp_image, layer_info info
   if (it != cat->end() && it->second.digest != info.digest)
     return conflict(what + ": the ref already names " + it->second.digest + ", the new image is "
                     + info.digest + " (layers are immutable: use a new version)");
+  if (it != cat->end() && !same_config(it->second.config, info.config))
+    return conflict(what + ": the ref already names this image with other exec defaults"
+                           " (env, workdir or user; layers are immutable: use a new version)");
   auto blob = blob_path(info.digest);
   // Same digest = same bytes: an existing blob is kept (it may be mounted),
   // a missing one (lost, or never committed) is put in place.
@@ -326,12 +328,23 @@ expected<layer_info> store::commit(const std::string& tmp_image, layer_info info
 expected<layer_info> store::build(const std::string& src_dir, const std::string& name,
                                   const std::string& version, const std::string& kind,
                                   const build_options& opts) {
-  if (!opts.chunked)
-    return build(src_dir, name, version, kind);
   for (auto st : {validate_name(name), validate_version(version), validate_kind(kind)})
     if (!st)
       return st.err();
   auto what = name + "@" + version;
+  if (auto st = validate_layer_config(opts.config); !st)
+    return error{st.err().code, "build layer " + what + ": " + st.err().message};
+  if (!opts.chunked) {
+    if (auto st = check_source(src_dir, kind, what, root_); !st)
+      return st.err();
+    layer_info info;
+    info.ref = what;
+    info.name = name;
+    info.version = version;
+    info.kind = kind;
+    info.config = opts.config;
+    return build_plain(src_dir, std::move(info));
+  }
   if (opts.chunk_size < 4096 || (opts.chunk_size & (opts.chunk_size - 1)) != 0)
     return invalid_argument("build layer " + what + ": chunk size "
                             + std::to_string(opts.chunk_size)
@@ -348,6 +361,7 @@ expected<layer_info> store::build(const std::string& src_dir, const std::string&
   info.name = name;
   info.version = version;
   info.kind = kind;
+  info.config = opts.config;
   return build_chunked(src_dir, std::move(info), opts.chunk_size);
 }
 

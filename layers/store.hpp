@@ -76,7 +76,8 @@ class store {
     layer_config config;
   };
 
-  /// build() with options; `opts.chunked = false` is exactly build().
+  /// build() with options; default options are exactly build(). A ref that
+  /// exists with the same image but other exec defaults is errc::conflict.
   expected<layer_info> build(const std::string& src_dir, const std::string& name,
                              const std::string& version, const std::string& kind,
                              const build_options& opts);
@@ -115,6 +116,7 @@ class store {
 
   expected<std::string> make_image(const std::string& src_dir, const std::string& what) const;
   expected<layer_info> commit(const std::string& tmp_image, layer_info info);
+  expected<layer_info> build_plain(const std::string& src_dir, layer_info info);
   expected<layer_info> build_chunked(const std::string& src_dir, layer_info info,
                                      uint32_t chunk_size);
 

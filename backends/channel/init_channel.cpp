@@ -58,6 +58,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   for (auto& [k, v] : env)
     m.env.push_back(k + "=" + v);
   m.cwd = std::move(req.cwd);
+  m.user = std::move(req.user);
   m.stdin_data = std::move(req.stdin_data);
   m.timeout_ms = static_cast<uint64_t>(exec_limit_ms(req.timeout_s));
   m.keep_stdin = keep_stdin ? 1 : 0;
@@ -474,7 +475,8 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
       return fn(&h, body, nullptr);
     }
     p = it->second;
-    if (h.type == proto::msg::done || h.type == proto::msg::exec_failed)
+    if (h.type == proto::msg::done || h.type == proto::msg::exec_failed
+        || h.type == proto::msg::exec_refused)
       pending_.erase(it);
   }
   proto::reader r(body);
@@ -520,6 +522,12 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
     auto msg = r.str();
     if (p->cb.on_done)
       p->cb.on_done(internal_error("exec in " + parts_.id + ": " + msg));
+    return r.done();
+  }
+  case proto::msg::exec_refused: {
+    auto msg = r.str();
+    if (p->cb.on_done)
+      p->cb.on_done(invalid_argument("exec in " + parts_.id + ": " + msg));
     return r.done();
   }
   default:

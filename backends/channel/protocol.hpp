@@ -85,6 +85,8 @@ enum class msg : uint8_t {
   ps_list = 15,     ///< u32 count, then per process: see proc_entry
   signal_done = 16, ///< i32 errno of kill(2), 0 = delivered
   started = 17,     ///< i32 pid of the exec's command, as the sandbox sees it
+  exec_refused = 18, ///< message: the request cannot run in this sandbox as
+                     ///< asked (its user is unknown there); nothing started
 };
 
 /// Header size on the wire.
@@ -251,6 +253,10 @@ struct exec_msg {
   uint64_t timeout_ms = 0; ///< 0 = none
   /// Keep stdin open after stdin_data for `stdin_data` frames.
   uint8_t keep_stdin = 0;
+  /// Run as this user (backends/init/exec_user.hpp); empty = root. Sent
+  /// only when set, so a frame without it is what a version 2 init reads;
+  /// an older init drops a frame that carries it (it cannot honour it).
+  std::string user;
 };
 
 inline std::string encode(const config_msg& m) {
@@ -292,9 +298,11 @@ inline const char* filter_shape_error(std::string_view prog) {
 }
 
 inline std::string encode(uint32_t id, const exec_msg& m) {
-  return writer(msg::exec, id)
-    .strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms).u8(m.keep_stdin)
-    .finish();
+  writer w(msg::exec, id);
+  w.strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms).u8(m.keep_stdin);
+  if (!m.user.empty())
+    w.str(m.user);
+  return w.finish();
 }
 
 inline bool decode(std::string_view body, exec_msg& m) {
@@ -305,6 +313,8 @@ inline bool decode(std::string_view body, exec_msg& m) {
   m.stdin_data = r.str();
   m.timeout_ms = r.u64();
   m.keep_stdin = r.u8();
+  if (r.ok() && !r.done())
+    m.user = r.str();
   return r.done() && !m.argv.empty();
 }
 

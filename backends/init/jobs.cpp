@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "backends/init/exec_user.hpp"
 #include "backends/init/loop_state.hpp"
 #include "backends/init/setup.hpp"
 #include "backends/init/spawn.hpp"
@@ -26,6 +27,27 @@ namespace proto = init_proto;
 using proto::msg;
 
 namespace {
+
+/// A small file's text ("" if it cannot be read): /etc/passwd and /etc/group
+/// of the sandbox. Bounded, so a huge file cannot bloat init.
+std::string read_small_file(const char* path) {
+  constexpr size_t max_bytes = 4u << 20;
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return out;
+  char buf[8192];
+  for (;;) {
+    auto n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0 || out.size() + size_t(n) > max_bytes)
+      break;
+    out.append(buf, size_t(n));
+  }
+  ::close(fd);
+  return out;
+}
 
 // After the command exits, how long init waits for its pipes to reach EOF
 // (a background grandchild may keep them open). Too short loses late output;
@@ -139,6 +161,24 @@ void start_exec(uint32_t req, proto::exec_msg m) {
     send_frame(proto::writer(msg::exec_failed, req).str("duplicate request id").finish());
     return;
   }
+  // The user, looked up in this sandbox's own files (init's root is the
+  // sandbox's), before any pipe exists: a refusal leaves nothing to undo.
+  exec_identity who;
+  if (!m.user.empty()) {
+    auto why = resolve_exec_user(m.user, read_small_file("/etc/passwd"),
+                                 read_small_file("/etc/group"), who);
+    if (!why.empty()) {
+      send_frame(proto::writer(msg::exec_refused, req).str("user \"" + m.user + "\": " + why)
+                   .finish());
+      return;
+    }
+    // HOME follows the user unless the request set another (the node's
+    // default is root's).
+    if (who.uid != 0 && !who.home.empty())
+      for (auto& e : m.env)
+        if (e == "HOME=/root")
+          e = "HOME=" + who.home;
+  }
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (!make_pipe(in, false) || !make_pipe(out, true) || !make_pipe(err, true)) {
     int e = errno;
@@ -154,6 +194,13 @@ void start_exec(uint32_t req, proto::exec_msg m) {
   double start = now_ms_f();
   const char* cwd = m.cwd.empty() ? "/" : m.cwd.c_str();
   spawn_args args{in[0], out[1], err[1], cwd, argv.data(), envp.data()};
+  if (!m.user.empty()) {
+    args.set_ids = true;
+    args.uid = who.uid;
+    args.gid = who.gid;
+    args.groups = who.groups.data();
+    args.ngroups = who.groups.size();
+  }
   pid_t pid = spawn(args);
   ::close(in[0]);
   ::close(out[1]);

@@ -496,10 +496,17 @@ std::string drop_capabilities() {
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
     return errno_message("prctl", "PR_CAP_AMBIENT_CLEAR_ALL", errno);
+  // Init keeps CAP_SETUID and CAP_SETGID permitted, not effective nor
+  // inheritable: an exec may ask to run as another user, and only the child
+  // raises them (spawn.cpp) to set its ids just before exec. Nothing exec'd
+  // gets them back: the bounding set is empty and SECBIT_NOROOT is locked,
+  // so execve computes no capabilities for root or anyone else. A root
+  // agent (no capabilities) cannot ptrace init while init holds them.
   __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
+  data[0].permitted = (1u << CAP_SETUID) | (1u << CAP_SETGID);
   if (::syscall(SYS_capset, &hdr, data) != 0)
-    return errno_message("capset", "all sets", errno);
+    return errno_message("capset", "all but setuid/setgid", errno);
   return {};
 }
 

@@ -7,6 +7,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -75,6 +77,20 @@ int spawn_child(void* p) {
   ::dup2(a->in, 0);
   ::dup2(a->out, 1);
   ::dup2(a->err, 2);
+  // Raw system calls: glibc's set*id wrappers may signal other threads to
+  // follow, which a CLONE_VM child must not do. Groups first, uid last (it
+  // gives up the right to change the others).
+  if (a->set_ids) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    caps[0].permitted = caps[0].effective = (1u << CAP_SETUID) | (1u << CAP_SETGID);
+    if (::syscall(SYS_capset, &hdr, caps) != 0 || ::syscall(SYS_setgroups, a->ngroups, a->groups) != 0
+        || ::syscall(SYS_setgid, a->gid) != 0 || ::syscall(SYS_setuid, a->uid) != 0) {
+      dprintf(2, "dsec-init: become uid %u gid %u: %s\n", unsigned(a->uid), unsigned(a->gid),
+              strerror(errno));
+      ::_exit(126);
+    }
+  }
   if (::chdir(a->cwd) != 0) {
     dprintf(2, "dsec-init: chdir %s: %s\n", a->cwd, strerror(errno));
     ::_exit(127);

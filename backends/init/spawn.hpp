@@ -1,7 +1,7 @@
 // The process of one exec request, started by dsec-init (see spawn.cpp).
 // Failures inside the child follow the shell convention: a message on the
 // command's stderr and exit code 127 (cwd or command missing) or 126 (not
-// executable).
+// executable, or its user could not be taken on).
 #pragma once
 
 #include <sys/types.h>
@@ -15,6 +15,13 @@ struct spawn_args {
   const char* cwd;
   char** argv;
   char** envp;
+  /// Run as uid/gid with these supplementary groups (set before chdir and
+  /// exec; init keeps CAP_SETUID/CAP_SETGID for this, see setup.cpp).
+  bool set_ids = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const gid_t* groups = nullptr;
+  size_t ngroups = 0;
 };
 
 /// True once init lowered its own oom_score_adj; children then reset theirs

@@ -40,7 +40,7 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_spec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
   return f(caf::meta::type_name("dsec::exec_request"), x.argv, x.cwd, x.env, x.stdin_data,
-           x.timeout_s, x.received_ns, x.step);
+           x.timeout_s, x.received_ns, x.step, x.user);
 }
 
 template <class Inspector>

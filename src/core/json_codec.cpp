@@ -179,7 +179,7 @@ expected<exec_request> parse_exec(std::string_view body) {
   auto j = parse_object(body, "exec");
   if (!j)
     return j.err();
-  if (auto st = reject_unknown(*j, {"cmd", "cwd", "env", "stdin", "timeout_s", "step"}, "exec"); !st)
+  if (auto st = reject_unknown(*j, {"cmd", "cwd", "env", "stdin", "timeout_s", "step", "user"}, "exec"); !st)
     return st.err();
   exec_request r;
   auto it = j->find("cmd");
@@ -213,7 +213,7 @@ expected<exec_request> parse_exec(std::string_view body) {
   status st;
   if (!(st = get_string(*j, "cwd", r.cwd)) || !(st = get_string_map(*j, "env", r.env, spec_limits::max_env))
       || !(st = get_double(*j, "timeout_s", r.timeout_s, 0, 7 * 24 * 3600.0))
-      || !(st = get_string(*j, "step", r.step)))
+      || !(st = get_string(*j, "step", r.step)) || !(st = get_string(*j, "user", r.user)))
     return st.err();
   if (auto s = j->find("step"); s != j->end() && !s->is_null() && r.step.empty())
     return bad("step", "must not be empty (leave it out for an exec without one)");

@@ -145,6 +145,10 @@ struct sandbox_record {
   int64_t paused_at_ms = 0;
   /// Paused: the running time its TTL had left, ms.
   int64_t ttl_left_ms = 0;
+  /// The exec defaults its layers gave (workdir and user; their env went
+  /// into the backend's environment at create). Empty fields: none.
+  std::string exec_workdir;
+  std::string exec_user;
 };
 
 /// The record format's version: 2 holds the TTL state (1 kept it in ttl.json).

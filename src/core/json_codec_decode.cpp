@@ -111,6 +111,14 @@ expected<std::vector<layer_info>> decode_layers(std::string_view body) {
       l.digest = value_or<std::string>(e, "digest", "");
       l.size_bytes = value_or<int64_t>(e, "size_bytes", 0);
       l.created_at_ms = static_cast<int64_t>(value_or<double>(e, "created_at", 0) * 1000);
+      if (auto c = e.find("config"); c != e.end() && c->is_object()) {
+        if (auto env = c->find("env"); env != c->end() && env->is_object())
+          for (auto kv = env->begin(); kv != env->end(); ++kv)
+            if (kv.value().is_string())
+              l.config.env[kv.key()] = kv.value().get<std::string>();
+        l.config.workdir = value_or<std::string>(*c, "workdir", "");
+        l.config.user = value_or<std::string>(*c, "user", "");
+      }
       out.push_back(std::move(l));
     }
   return out;

@@ -35,10 +35,14 @@ json to_json(const exec_result& r) {
 }
 
 json to_json(const layer_info& l) {
+  // "config": the exec defaults (env, workdir, user), each null/empty when unset.
+  json config = {{"env", l.config.env},
+                 {"workdir", l.config.workdir.empty() ? json(nullptr) : json(l.config.workdir)},
+                 {"user", l.config.user.empty() ? json(nullptr) : json(l.config.user)}};
   return {{"ref", l.ref},       {"name", l.name},
           {"version", l.version}, {"kind", l.kind},
           {"digest", l.digest},   {"size_bytes", l.size_bytes},
-          {"created_at", l.created_at_ms / 1000.0}};
+          {"created_at", l.created_at_ms / 1000.0}, {"config", std::move(config)}};
 }
 
 json to_json(const error& e) {

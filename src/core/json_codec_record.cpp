@@ -43,6 +43,10 @@ std::string encode(const sandbox_record& rec) {
          {"ttl_left_ms", rec.ttl_left_ms}};
   if (!rec.cpu_class.empty())
     j["cpu_class"] = rec.cpu_class;
+  if (!rec.exec_workdir.empty())
+    j["exec_workdir"] = rec.exec_workdir;
+  if (!rec.exec_user.empty())
+    j["exec_user"] = rec.exec_user;
   return dump(j);
 }
 
@@ -70,6 +74,8 @@ expected<sandbox_record> decode_record(std::string_view body) {
       || !(st = get_int(j, "expires_at_ms", r.expires_at_ms, 0, max_record_ms))
       || !(st = get_string_list(j, "digests", r.digests, spec_limits::max_layers))
       || !(st = get_string(j, "cpu_class", r.cpu_class))
+      || !(st = get_string(j, "exec_workdir", r.exec_workdir))
+      || !(st = get_string(j, "exec_user", r.exec_user))
       || !(st = get_int(j, "paused_at_ms", r.paused_at_ms, 0, max_record_ms))
       || !(st = get_int(j, "ttl_left_ms", r.ttl_left_ms, 0, max_record_ms))
       || (!r.cpu_class.empty() && !(st = validate_cpu_class(r.cpu_class))))

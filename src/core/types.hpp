@@ -116,6 +116,10 @@ struct exec_request {
   /// Step key for fast-forward (core/trajectory.hpp): unique within the
   /// sandbox; a step the log holds is answered from it. Empty = none.
   std::string step;
+  /// Who runs it: a user name (looked up in the sandbox's own /etc/passwd),
+  /// "uid" or "uid:gid"; empty = the sandbox's default (its layers' USER),
+  /// else root.
+  std::string user;
 };
 
 /// The outcome of an exec.

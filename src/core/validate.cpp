@@ -1,5 +1,6 @@
 // Validation of specs and exec requests (see validate.hpp).
 #include "core/validate.hpp"
+#include "core/layer_config.hpp"
 
 #include "core/allow_list.hpp"
 #include "core/image_reference.hpp"
@@ -179,6 +180,9 @@ status validate(const exec_request& r) {
     return bad("timeout_s", "must be between 0 and 604800");
   if (!r.step.empty())
     if (auto st = trajectory::validate_step(r.step); !st)
+      return st;
+  if (!r.user.empty())
+    if (auto st = validate_user(r.user, "user"); !st)
       return st;
   // An exec's env is held to the spec's env bound.
   if (auto st = check_bound("env", r.env, bound_of<sandbox_spec>("env")); !st)
