@@ -84,9 +84,18 @@ class RemoteRegistry:
         run(ns + ["ip", "addr", "add", f"{REG_IP}/30", "dev", VETH_NS])
         run(ns + ["ip", "link", "set", VETH_NS, "up"])
         run(ns + ["ip", "link", "set", "lo", "up"])
+        # netem gives rate and delay; a kernel without sch_netem (this
+        # machine's) gets the rate from tbf and no added delay (shaping notes it).
+        self.shaping = f"netem rate {rate} delay {delay} each way"
         for pre, dev in (([], VETH_HOST), (ns, VETH_NS)):
-            run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", delay,
-                       "rate", rate, "limit", "100000"])
+            r = subprocess.run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay",
+                                      delay, "rate", rate, "limit", "100000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if r.returncode != 0:
+                run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
+                           "burst", "256kb", "latency", "20ms"])
+                self.shaping = (f"tbf rate {rate} each way; no added delay: the kernel lacks "
+                                f"sch_netem ({r.stdout.decode(errors='replace').strip()})")
         storage = os.path.join(work, "registry-data")
         os.makedirs(storage)
         cfg = os.path.join(work, "registry.yml")
@@ -287,8 +296,10 @@ class Bench:
                 refs = []
                 for img in self.images:
                     conv = img["manifest"].replace("sha256:", "sha256-") + ".dsec"
-                    out = run([a.dsec_bin, "layer", "pull", f"{REG}/{img['repo']}:{conv}",
-                               "--store", store, "--insecure-registry", REG, "--json"])
+                    out = subprocess.run([a.dsec_bin, "layer", "pull",
+                                          f"{REG}/{img['repo']}:{conv}", "--store", store,
+                                          "--insecure-registry", REG, "--json"],
+                                         stdout=subprocess.PIPE, check=True).stdout
                     refs.append(json.loads(out)["ref"])
                 prep_s = time.monotonic() - t0
                 spec = lambda k: {"layers": [refs[k]]}  # noqa: E731
@@ -477,6 +488,7 @@ def main():
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
+        "shaping": b.reg.shaping if b.reg else None,
         "cold_node": cold, "total_s": round(time.monotonic() - t_all, 1),
         "results": results, "summary": summarize(results), "notes": NOTES,
     }
