@@ -14,6 +14,7 @@ packages=(
   libbpf-dev bpftool clang llvm liburing-dev libarchive-dev qemu-system-x86 nftables zstd
   e2fsprogs
   libcurl4-openssl-dev docker-registry skopeo apache2-utils # registry pulls and their e2e tests
+  openssl python3-jwt python3-cryptography # the e2e registry helper: TLS certs, a Bearer token server
   nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
 )
 # npm: Debian's package, unless the installed nodejs brings its own (NodeSource's
