@@ -457,4 +457,8 @@ expected<import_result> import_image(store& s, const std::string& input, const s
   return apply_and_build(s, dir, *manifest, rootfs, what, name, version, kind, opts);
 }
 
+bool is_layer_tar_media_type(std::string_view media_type) {
+  return one_of(std::string(media_type), layer_types);
+}
+
 } // namespace dsec::layers

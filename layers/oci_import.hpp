@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -54,6 +55,10 @@ struct image_manifest {
   std::string source;
   std::vector<image_layer> layers;
 };
+
+/// True for the layer media types an import applies: OCI and Docker tars,
+/// plain, gzip or zstd (the one list; registry pulls check against it too).
+bool is_layer_tar_media_type(std::string_view media_type);
 
 /// Reads index.json of the OCI layout at `dir`, follows nested indexes
 /// (picking linux/amd64 when there are several manifests), verifies and

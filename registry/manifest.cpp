@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layers/digest.hpp"
+#include "layers/oci_import.hpp"
 
 namespace dsec::registry {
 
@@ -19,18 +20,6 @@ using json = nlohmann::json;
 constexpr const char* schema1_types[] = {
   "application/vnd.docker.distribution.manifest.v1+json",
   "application/vnd.docker.distribution.manifest.v1+prettyjws",
-};
-
-constexpr const char* layer_types[] = {
-  "application/vnd.oci.image.layer.v1.tar",
-  "application/vnd.oci.image.layer.v1.tar+gzip",
-  "application/vnd.oci.image.layer.v1.tar+zstd",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
-  "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
-  "application/vnd.docker.image.rootfs.diff.tar",
-  "application/vnd.docker.image.rootfs.diff.tar.gzip",
-  "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
 };
 
 /// The media type without parameters ("a/b; charset=utf-8" -> "a/b").
@@ -99,7 +88,7 @@ bool is_index_type(std::string_view media_type) {
 }
 
 bool is_layer_tar_type(std::string_view media_type) {
-  return one_of(media_type, std::begin(layer_types), std::end(layer_types));
+  return layers::is_layer_tar_media_type(bare_type(media_type));
 }
 
 expected<std::string> classify_manifest(std::string_view content_type, std::string_view body,
