@@ -18,7 +18,7 @@ constexpr const char* chunk_list_media_type = "application/vnd.dsec.erofs.chunks
 /// The manifest annotation on the chunk list naming its chunk size in bytes.
 constexpr const char* chunk_size_annotation = "dev.dsec.chunk-size";
 
-/// The range-read unit of lazy blobs, measured by lazyfs/measure_chunk_size.py
+/// The range-read unit of lazy blobs, measured by bench/chunk_size_bench.py
 /// (a 117 MB python tree as a chunked layer in a local docker-registry, a
 /// reader reading 5% of its 5,218 files, 3.3 MB, at random):
 ///

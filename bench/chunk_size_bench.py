@@ -10,7 +10,7 @@ that holds only the metadata image and a lazy source for the blob, a
 mount>. Prints JSON. Loopback has no latency: the JSON also gives a modelled
 time for a 1 Gbit/s, 1 ms link (requests x RTT + bytes / bandwidth).
 
-  sudo python3 lazyfs/measure_chunk_size.py --dsec build/cmd/dsec [--tree DIR ...]
+  sudo python3 bench/chunk_size_bench.py --dsec build/cmd/dsec [--tree DIR ...]
 """
 import argparse
 import ctypes
