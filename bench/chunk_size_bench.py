@@ -76,10 +76,10 @@ def push_blob(port, repo, path, digest):
     assert urllib.request.urlopen(req).status == 201
 
 
-def mount_erofs(image, target, device):
+def mount_erofs(image, target, device, extra):
     os.makedirs(target, exist_ok=True)
-    if libc.mount(image.encode(), target.encode(), b"erofs", MS_RDONLY,
-                  f"device={device}".encode()) != 0:
+    opts = f"device={device}" + (f",{extra}" if extra else "")
+    if libc.mount(image.encode(), target.encode(), b"erofs", MS_RDONLY, opts.encode()) != 0:
         raise OSError(ctypes.get_errno(), f"mount {image} on {target}")
 
 
@@ -103,7 +103,7 @@ def measure(args, work, store0, image_name, data_name, port, chunk, files):
         wait_for(lambda: os.path.exists(os.path.join(store, "lazy", "mnt", data_name)), 10,
                  "the daemon")
         mount_erofs(os.path.join(store, "blobs", image_name), mnt,
-                    os.path.join(store, "blobs", data_name))
+                    os.path.join(store, "blobs", data_name), args.erofs_opts)
         t0 = time.monotonic()
         first = None
         read = 0
@@ -121,7 +121,7 @@ def measure(args, work, store0, image_name, data_name, port, chunk, files):
         libc.umount2(os.path.join(store, "lazy", "mnt").encode(), 2)
         daemon.wait(timeout=10)
     fetched = stats["bytes_fetched"]
-    requests = stats["chunks_fetched"]
+    requests = stats.get("range_requests", stats["chunks_fetched"])
     return {"chunk_size": chunk, "blob_bytes": size, "files_read": len(files),
             "bytes_read": read, "first_read_ms": round(first * 1000, 2),
             "all_reads_ms": round(total * 1000, 1), "bytes_fetched": fetched,
@@ -137,6 +137,9 @@ def main():
                     default=None, help="directories copied into the layer (default python's)")
     ap.add_argument("--share", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--chunk-kb", default=",".join(str(c >> 10) for c in CHUNK_SIZES),
+                    help="candidate chunk sizes in KiB, comma-separated")
+    ap.add_argument("--erofs-opts", default="", help="extra EROFS mount options")
     args = ap.parse_args()
     args.dsec = os.path.abspath(args.dsec)
     trees = args.tree or ["/usr/lib/python3.11", "/usr/lib/python3"]
@@ -163,7 +166,7 @@ def main():
                        and not os.path.islink(os.path.join(d, f)))
         pick = random.Random(args.seed).sample(files, max(1, int(len(files) * args.share)))
         results = [measure(args, work, store0, image_name, data_name, port, c, pick)
-                   for c in CHUNK_SIZES]
+                   for c in (int(k) << 10 for k in args.chunk_kb.split(","))]
         print(json.dumps({"files": len(files), "share": args.share, "results": results},
                          indent=1))
     finally:

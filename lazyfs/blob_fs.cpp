@@ -191,20 +191,30 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     return size_t{0};
   len = size_t(std::min<uint64_t>(len, src.size - offset));
   const uint64_t chunk = src.chunk_size;
-  size_t done = 0;
-  while (done < len) {
-    uint64_t pos = offset + done;
+  auto fetcher = fetcher_;
+  std::vector<chunk_request> run;
+  for (uint64_t index = offset / chunk; index * chunk < offset + len; ++index) {
     chunk_request req;
     req.blob = hex;
-    req.index = pos / chunk;
-    uint64_t start = req.index * chunk;
+    req.index = index;
+    uint64_t start = index * chunk;
     req.length = uint32_t(std::min<uint64_t>(chunk, src.size - start));
-    req.sha256 = registry::chunk_digest_hex(state->chunks, req.index);
-    auto fetcher = fetcher_;
+    req.sha256 = registry::chunk_digest_hex(state->chunks, index);
     req.fetch = [fetcher, state, start, length = req.length]() {
       return fetcher->fetch(*state->src, start, length);
     };
-    auto in_chunk = uint32_t(pos - start);
+    run.push_back(std::move(req));
+  }
+  // A read that spans chunks (a file's extent, the kernel's readahead)
+  // fetches its missing ones in one request per stretch, not one per chunk.
+  if (run.size() > 1)
+    cache_->fetch_missing(run, [&](const chunk_request& first, uint64_t length) {
+      return fetcher->fetch(*state->src, first.index * chunk, uint32_t(length));
+    });
+  size_t done = 0;
+  for (const auto& req : run) {
+    uint64_t pos = offset + done;
+    auto in_chunk = uint32_t(pos - req.index * chunk);
     auto take = uint32_t(std::min<uint64_t>(len - done, req.length - in_chunk));
     auto got = cache_->read(req, in_chunk, take, out + done);
     if (!got)

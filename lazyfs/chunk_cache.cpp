@@ -157,46 +157,64 @@ bool chunk_cache::read_stored(const key& k, uint32_t length, uint32_t off, uint3
   return true;
 }
 
-expected<std::string> chunk_cache::fetch_verified(const chunk_request& req) {
+std::string chunk_cache::verify(const chunk_request& req, const std::string& got) {
+  std::string why;
+  if (got.size() != req.length)
+    why = "answered " + std::to_string(got.size()) + " bytes, the chunk has "
+          + std::to_string(req.length);
+  else if (!req.sha256.empty() && layers::digest_hex(layers::sha256_string(got)) != req.sha256)
+    why = "has sha256 " + layers::digest_hex(layers::sha256_string(got))
+          + ", the chunk list records " + req.sha256;
+  if (!why.empty()) {
+    std::lock_guard<std::mutex> guard{mu_};
+    counters_.verify_failures += 1;
+  }
+  return why;
+}
+
+expected<std::string> chunk_cache::fetch_attempts(
+    const std::string& what, const std::function<expected<std::string>()>& attempt,
+    const std::function<std::string(const std::string&)>& check) {
   auto start = std::chrono::steady_clock::now();
-  error last = unavailable("fetch chunk " + std::to_string(req.index) + " of blob sha256:"
-                           + req.blob + ": no attempt made");
-  for (int attempt = 0; attempt < retry_.attempts; ++attempt) {
-    if (attempt > 0) {
+  error last = unavailable("fetch " + what + ": no attempt made");
+  for (int n = 0; n < retry_.attempts; ++n) {
+    if (n > 0) {
       auto pause = retry_.backoff.empty()
                      ? std::chrono::milliseconds{0}
-                     : retry_.backoff[std::min<size_t>(attempt - 1, retry_.backoff.size() - 1)];
+                     : retry_.backoff[std::min<size_t>(n - 1, retry_.backoff.size() - 1)];
       if (std::chrono::steady_clock::now() - start + pause > retry_.deadline)
         break;
       std::this_thread::sleep_for(pause);
     }
-    auto got = req.fetch ? req.fetch() : expected<std::string>{last};
+    auto got = attempt();
+    {
+      std::lock_guard<std::mutex> guard{mu_};
+      counters_.range_requests += 1;
+      if (got)
+        counters_.bytes_fetched += got->size();
+    }
     if (!got) {
-      last = got.err();
+      last = error{got.err().code, "fetch " + what + ": " + got.err().message};
       continue;
     }
-    {
-      std::lock_guard<std::mutex> guard{mu_};
-      counters_.bytes_fetched += got->size();
-    }
-    std::string why;
-    if (got->size() != req.length)
-      why = "answered " + std::to_string(got->size()) + " bytes, the chunk has "
-            + std::to_string(req.length);
-    else if (!req.sha256.empty() && layers::digest_hex(layers::sha256_string(*got)) != req.sha256)
-      why = "has sha256 " + layers::digest_hex(layers::sha256_string(*got))
-            + ", the chunk list records " + req.sha256;
+    auto why = check(*got);
     if (why.empty())
       return got;
-    {
-      std::lock_guard<std::mutex> guard{mu_};
-      counters_.verify_failures += 1;
-    }
-    last = unavailable("fetch chunk " + std::to_string(req.index) + " of blob sha256:" + req.blob
-                       + ": the range " + why);
+    last = unavailable("fetch " + what + ": the range " + why);
   }
   return error{last.code, last.message + " (after " + std::to_string(retry_.attempts)
                             + " attempts)"};
+}
+
+expected<std::string> chunk_cache::fetch_verified(const chunk_request& req) {
+  return fetch_attempts(
+      "chunk " + std::to_string(req.index) + " of blob sha256:" + req.blob,
+      [&]() -> expected<std::string> {
+        if (!req.fetch)
+          return internal_error("the request has no fetch");
+        return req.fetch();
+      },
+      [&](const std::string& got) { return verify(req, got); });
 }
 
 status chunk_cache::store(const key& k, const std::string& data) {
@@ -286,39 +304,10 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
     return internal_error("chunk cache: chunk " + std::to_string(req.index) + " of sha256:"
                           + req.blob + " vanished twice while being read");
   if (fetcher) {
-    auto got = fetch_verified(req);
-    std::shared_ptr<const std::string> data;
-    error err;
-    if (got) {
-      data = std::make_shared<const std::string>(std::move(*got));
-      if (auto st = store(k, *data); !st)
-        err = st.err();
-    } else {
-      err = got.err();
-    }
-    {
-      std::lock_guard<std::mutex> guard{mu_};
-      inflight_.erase(k);
-      if (data && !err)
-        insert_locked(k, data->size());
-      if (data) {
-        counters_.chunks_fetched += 1;
-      } else {
-        counters_.read_errors += 1;
-        failed_[k] = {std::chrono::steady_clock::now(), err};
-      }
-    }
-    {
-      std::lock_guard<std::mutex> guard{wait_for->mu};
-      wait_for->done = true;
-      wait_for->data = data;
-      wait_for->err = data ? error{} : err;
-      wait_for->cv.notify_all();
-    }
-    // A chunk that could not be stored (disk full) still serves this read.
+    auto data = complete(req, wait_for, fetch_verified(req));
     if (!data)
-      return err;
-    std::memcpy(out, data->data() + off, len);
+      return data.err();
+    std::memcpy(out, (*data)->data() + off, len);
     return size_t{len};
   }
   std::unique_lock<std::mutex> lock{wait_for->mu};
@@ -330,6 +319,105 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
   }
   std::memcpy(out, wait_for->data->data() + off, len);
   return size_t{len};
+}
+
+expected<std::shared_ptr<const std::string>>
+chunk_cache::complete(const chunk_request& req, const std::shared_ptr<inflight>& flight,
+                      expected<std::string> got) {
+  key k{req.blob, req.index};
+  std::shared_ptr<const std::string> data;
+  error err;
+  if (got) {
+    data = std::make_shared<const std::string>(std::move(*got));
+    if (auto st = store(k, *data); !st)
+      err = st.err();
+  } else {
+    err = got.err();
+  }
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    inflight_.erase(k);
+    if (data && !err)
+      insert_locked(k, data->size());
+    if (data) {
+      counters_.chunks_fetched += 1;
+    } else {
+      counters_.read_errors += 1;
+      failed_[k] = {std::chrono::steady_clock::now(), err};
+    }
+  }
+  {
+    std::lock_guard<std::mutex> guard{flight->mu};
+    flight->done = true;
+    flight->data = data;
+    flight->err = data ? error{} : err;
+    flight->cv.notify_all();
+  }
+  // A chunk that could not be stored (disk full) still serves this read.
+  if (!data)
+    return err;
+  return data;
+}
+
+void chunk_cache::fetch_missing(const std::vector<chunk_request>& run,
+                                const range_fetch& fetch_range) {
+  // Claim every chunk nobody holds, fetches or recently failed.
+  std::vector<std::pair<const chunk_request*, std::shared_ptr<inflight>>> claimed;
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    auto now = std::chrono::steady_clock::now();
+    for (const auto& req : run) {
+      key k{req.blob, req.index};
+      if (entries_.count(k) || inflight_.count(k))
+        continue;
+      if (auto f = failed_.find(k);
+          f != failed_.end() && now - f->second.first < retry_.failure_hold)
+        continue;
+      auto flight = std::make_shared<inflight>();
+      inflight_[k] = flight;
+      claimed.emplace_back(&req, std::move(flight));
+    }
+  }
+  // Each stretch of consecutive claimed chunks is one range request.
+  for (size_t a = 0; a < claimed.size();) {
+    size_t b = a + 1;
+    uint64_t length = claimed[a].first->length;
+    while (b < claimed.size() && claimed[b].first->index == claimed[b - 1].first->index + 1) {
+      length += claimed[b].first->length;
+      ++b;
+    }
+    if (b - a == 1) {
+      (void)complete(*claimed[a].first, claimed[a].second, fetch_verified(*claimed[a].first));
+      a = b;
+      continue;
+    }
+    auto got = fetch_attempts(
+        "chunks " + std::to_string(claimed[a].first->index) + ".."
+          + std::to_string(claimed[b - 1].first->index) + " of blob sha256:"
+          + claimed[a].first->blob,
+        [&] { return fetch_range(*claimed[a].first, length); },
+        [&](const std::string& got) {
+          return got.size() == length ? std::string{}
+                                      : "answered " + std::to_string(got.size())
+                                          + " bytes, the chunks have " + std::to_string(length);
+        });
+    uint64_t pos = 0;
+    for (size_t i = a; i < b; ++i) {
+      const auto& req = *claimed[i].first;
+      if (!got) {
+        (void)complete(req, claimed[i].second, got.err());
+        continue;
+      }
+      auto piece = got->substr(pos, req.length);
+      pos += req.length;
+      // A chunk the stretch got wrong is fetched again on its own.
+      if (auto why = verify(req, piece); !why.empty())
+        (void)complete(req, claimed[i].second, fetch_verified(req));
+      else
+        (void)complete(req, claimed[i].second, std::move(piece));
+    }
+    a = b;
+  }
 }
 
 cache_counters chunk_cache::counters() const {

@@ -40,6 +40,8 @@ struct cache_counters {
   uint64_t misses = 0;
   /// Chunks fetched, verified and delivered.
   uint64_t chunks_fetched = 0;
+  /// Range requests made (each attempt; a stretch of chunks is one).
+  uint64_t range_requests = 0;
   /// Body bytes received by fetch attempts (failed ones included).
   uint64_t bytes_fetched = 0;
   /// Chunks removed to stay under the budget.
@@ -104,6 +106,19 @@ class chunk_cache {
   /// (counted in read_errors). Blocking.
   expected<size_t> read(const chunk_request& req, uint32_t off, uint32_t len, char* out);
 
+  /// The bytes of `length` bytes of consecutive chunks starting at `first`'s
+  /// (one range request, bounded in time).
+  using range_fetch =
+      std::function<expected<std::string>(const chunk_request& first, uint64_t length)>;
+
+  /// Fetches the chunks of `run` (consecutive chunks of one blob, in order)
+  /// that are neither cached, being fetched nor recently failed, with one
+  /// range request per stretch of such chunks instead of one per chunk, and
+  /// the retries of read(). Each chunk is verified and stored as read() would
+  /// (one that the stretch got wrong is fetched again on its own); readers of
+  /// those chunks wait for it meanwhile. read() then serves them. Blocking.
+  void fetch_missing(const std::vector<chunk_request>& run, const range_fetch& fetch_range);
+
   // -- observers --------------------------------------------------------------
 
   [[nodiscard]] cache_counters counters() const;
@@ -124,6 +139,18 @@ class chunk_cache {
   status load_existing();
   /// Fetches (with retries) and verifies `req`; counts bytes and failures.
   expected<std::string> fetch_verified(const chunk_request& req);
+  /// Up to retry_.attempts calls of `attempt` until one answers bytes that
+  /// `check` finds no fault with (it says why, else empty); errors name `what`.
+  expected<std::string> fetch_attempts(const std::string& what,
+                                       const std::function<expected<std::string>()>& attempt,
+                                       const std::function<std::string(const std::string&)>& check);
+  /// Why `got` is not chunk `req` (length, digest); empty if it is.
+  std::string verify(const chunk_request& req, const std::string& got);
+  /// Stores a fetched chunk (or records its failure), wakes the readers
+  /// waiting on `flight`, and hands the bytes to the fetching reader.
+  expected<std::shared_ptr<const std::string>> complete(const chunk_request& req,
+                                                        const std::shared_ptr<inflight>& flight,
+                                                        expected<std::string> got);
   /// Writes a verified chunk under a temp name and renames it into place.
   status store(const key& k, const std::string& data);
   /// Adds `k` as most recently used and evicts past the budget. mu_ held.

@@ -23,6 +23,7 @@ status write_stats(const std::string& path, const daemon_stats& s) {
   json j = {{"hits", s.cache.hits},
             {"misses", s.cache.misses},
             {"chunks_fetched", s.cache.chunks_fetched},
+            {"range_requests", s.cache.range_requests},
             {"bytes_fetched", s.cache.bytes_fetched},
             {"evictions", s.cache.evictions},
             {"read_errors", s.cache.read_errors},
@@ -51,6 +52,7 @@ expected<daemon_stats> read_stats(const std::string& path) {
   s.cache.hits = field<uint64_t>(j, "hits");
   s.cache.misses = field<uint64_t>(j, "misses");
   s.cache.chunks_fetched = field<uint64_t>(j, "chunks_fetched");
+  s.cache.range_requests = field<uint64_t>(j, "range_requests");
   s.cache.bytes_fetched = field<uint64_t>(j, "bytes_fetched");
   s.cache.evictions = field<uint64_t>(j, "evictions");
   s.cache.read_errors = field<uint64_t>(j, "read_errors");
@@ -75,6 +77,9 @@ std::string metrics_text(const daemon_stats& s, const std::string& node) {
       s.cache.bytes_fetched);
   add("dsec_lazy_chunks_fetched_total", "counter",
       "Chunks of lazy layer data fetched and verified.", s.cache.chunks_fetched);
+  add("dsec_lazy_range_requests_total", "counter",
+      "Range requests made for lazy layer data (a stretch of chunks is one).",
+      s.cache.range_requests);
   add("dsec_lazy_cache_hits_total", "counter", "Chunk reads served from the local chunk cache.",
       s.cache.hits);
   add("dsec_lazy_cache_misses_total", "counter", "Chunk reads the chunk cache did not hold.",

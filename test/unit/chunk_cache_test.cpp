@@ -213,6 +213,41 @@ TEST_CASE("concurrent reads of one missing chunk share one fetch", "[chunk_cache
   CHECK((*c)->counters().chunks_fetched == 1);
 }
 
+TEST_CASE("a stretch of missing chunks is one range request; a bad chunk is fetched alone",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(c);
+  std::vector<std::string> data;
+  for (char ch : std::string("pqrstu"))
+    data.push_back(std::string(4096, ch));
+  std::atomic<int> single{0};
+  std::vector<lazyfs::chunk_request> run;
+  for (uint64_t i = 0; i < data.size(); ++i) {
+    run.push_back(request(blob_a, i, data[i], single));
+    run.back().sha256 = layers::digest_hex(layers::sha256_string(data[i]));
+  }
+  read_all(**c, run[2]); // cached already: splits the run in two stretches
+  REQUIRE(single == 1);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  (*c)->fetch_missing(run, [&](const lazyfs::chunk_request& first, uint64_t length) {
+    ranges.emplace_back(first.index, length);
+    std::string out;
+    for (uint64_t i = first.index; out.size() < length; ++i)
+      out += i == 4 ? std::string(4096, 'X') : data[i]; // chunk 4 arrives damaged
+    return expected<std::string>{out};
+  });
+  CHECK(ranges == std::vector<std::pair<uint64_t, uint64_t>>{{0, 8192}, {3, 12288}});
+  CHECK(single == 2); // chunk 4 again, on its own
+  auto n = (*c)->counters();
+  CHECK(n.chunks_fetched == 6);
+  CHECK(n.verify_failures == 1);
+  CHECK(n.range_requests == 4);
+  for (uint64_t i = 0; i < data.size(); ++i)
+    CHECK(read_all(**c, run[i]) == data[i]);
+  CHECK(single == 2); // all served from the cache
+}
+
 TEST_CASE("a reopened cache keeps its chunks and sweeps temp files", "[chunk_cache]") {
   test::temp_dir dir;
   std::atomic<int> calls{0};
@@ -288,7 +323,8 @@ TEST_CASE("blob_fs reads across chunks and stops at the blob's end, verifying ch
   REQUIRE(n);
   CHECK(*n == src.size - 4000);
   CHECK(out.substr(0, *n) == fetcher->blob.substr(4000));
-  CHECK(fetcher->requests == 4);
+  CHECK(fetcher->requests == 1); // the four missing chunks in one range request
+  CHECK(fs.cache()->counters().chunks_fetched == 4);
   CHECK(*fs.read(hex, src.size, 10, out.data()) == 0);
 
   // A registry that answers other bytes: refused by the chunk list, EIO.
@@ -309,6 +345,7 @@ TEST_CASE("the daemon's stats round-trip and render as dsec_lazy_* metrics", "[c
   s.cache.chunks_fetched = 1;
   s.cache.hits = 7;
   s.cache.read_errors = 2;
+  s.cache.range_requests = 3;
   s.cache.cache_bytes = 262144;
   s.open_files = 1;
   REQUIRE(lazyfs::write_stats(dir.path + "/stats.json", s));
@@ -316,10 +353,12 @@ TEST_CASE("the daemon's stats round-trip and render as dsec_lazy_* metrics", "[c
   REQUIRE(back);
   CHECK(back->cache.bytes_fetched == 262144);
   CHECK(back->cache.read_errors == 2);
+  CHECK(back->cache.range_requests == 3);
   CHECK(back->open_files == 1);
   auto text = lazyfs::metrics_text(*back, "n1");
   CHECK(text.find("dsec_lazy_bytes_fetched_total{node=\"n1\"} 262144\n") != std::string::npos);
   CHECK(text.find("dsec_lazy_read_errors_total{node=\"n1\"} 2\n") != std::string::npos);
+  CHECK(text.find("dsec_lazy_range_requests_total{node=\"n1\"} 3\n") != std::string::npos);
   CHECK(text.find("# TYPE dsec_lazy_cache_bytes gauge") != std::string::npos);
   CHECK(lazyfs::read_stats(dir.path + "/none.json").err().code == errc::not_found);
 }
