@@ -216,6 +216,17 @@ def burst(rest, specs_and_reads, workers, t0):
     return ids, done, fails
 
 
+def lazy_metrics(rest):
+    """The node's dsec_lazy_* counters (range requests, chunks, fetch time)."""
+    text = urllib.request.urlopen(f"http://{rest}/metrics", timeout=30).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("dsec_lazy_") and "_total" in line:
+            name, value = line.split("{", 1)[0], line.rsplit(" ", 1)[1]
+            out[name[len("dsec_lazy_"):-len("_total")]] = float(value)
+    return out
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -310,6 +321,7 @@ class Bench:
                                      a.workers, t0)
             completion = max(done) if done else float("nan")
             written_local = du_bytes(os.path.join(self.work, name))
+            lazy = lazy_metrics(node.rest)
         finally:
             node.stop(ids)
         os.sync()
@@ -322,6 +334,7 @@ class Bench:
             "registry_bytes": fetched, "local_bytes_du": written_local,
             "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
             "bytes_read_by_sandboxes": sum(g for _, _, g in jobs),
+            "lazy": lazy,
         }
         log(json.dumps(res))
         return res

@@ -36,7 +36,12 @@ void fill_stat(struct stat* st, uint64_t size) {
   st->st_blocks = off_t((size + 511) / 512);
 }
 
-void* on_init(struct fuse_conn_info*, struct fuse_config* cfg) {
+void* on_init(struct fuse_conn_info* conn, struct fuse_config* cfg) {
+  // Readahead and EROFS's reads of a blob reach us as background requests,
+  // of which the kernel keeps only 12 in flight by default: one per sandbox
+  // of a burst waiting on the registry. Allow as many as the threads serve.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   // Blobs are content-addressed: a name's size and bytes never change, so
   // the kernel may keep pages and attributes; an absent name must be asked
   // again (it may be registered any time).

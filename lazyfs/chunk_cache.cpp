@@ -186,10 +186,14 @@ expected<std::string> chunk_cache::fetch_attempts(
         break;
       std::this_thread::sleep_for(pause);
     }
+    auto t0 = std::chrono::steady_clock::now();
     auto got = attempt();
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::steady_clock::now() - t0);
     {
       std::lock_guard<std::mutex> guard{mu_};
       counters_.range_requests += 1;
+      counters_.fetch_us += uint64_t(us.count());
       if (got)
         counters_.bytes_fetched += got->size();
     }

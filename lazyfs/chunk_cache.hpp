@@ -40,8 +40,10 @@ struct cache_counters {
   uint64_t misses = 0;
   /// Chunks fetched, verified and delivered.
   uint64_t chunks_fetched = 0;
-  /// Range requests made (each attempt; a stretch of chunks is one).
+  /// Range requests made (each attempt; a stretch of chunks is one), and
+  /// the time readers spent waiting on them, in microseconds.
   uint64_t range_requests = 0;
+  uint64_t fetch_us = 0;
   /// Body bytes received by fetch attempts (failed ones included).
   uint64_t bytes_fetched = 0;
   /// Chunks removed to stay under the budget.

@@ -24,6 +24,7 @@ status write_stats(const std::string& path, const daemon_stats& s) {
             {"misses", s.cache.misses},
             {"chunks_fetched", s.cache.chunks_fetched},
             {"range_requests", s.cache.range_requests},
+            {"fetch_us", s.cache.fetch_us},
             {"bytes_fetched", s.cache.bytes_fetched},
             {"evictions", s.cache.evictions},
             {"read_errors", s.cache.read_errors},
@@ -53,6 +54,7 @@ expected<daemon_stats> read_stats(const std::string& path) {
   s.cache.misses = field<uint64_t>(j, "misses");
   s.cache.chunks_fetched = field<uint64_t>(j, "chunks_fetched");
   s.cache.range_requests = field<uint64_t>(j, "range_requests");
+  s.cache.fetch_us = field<uint64_t>(j, "fetch_us");
   s.cache.bytes_fetched = field<uint64_t>(j, "bytes_fetched");
   s.cache.evictions = field<uint64_t>(j, "evictions");
   s.cache.read_errors = field<uint64_t>(j, "read_errors");
@@ -80,6 +82,10 @@ std::string metrics_text(const daemon_stats& s, const std::string& node) {
   add("dsec_lazy_range_requests_total", "counter",
       "Range requests made for lazy layer data (a stretch of chunks is one).",
       s.cache.range_requests);
+  out += "# HELP dsec_lazy_fetch_seconds_total Time spent in range requests for lazy layer data.\n"
+         "# TYPE dsec_lazy_fetch_seconds_total counter\n"
+         "dsec_lazy_fetch_seconds_total{node=\"" + node + "\"} "
+         + std::to_string(double(s.cache.fetch_us) / 1e6) + "\n";
   add("dsec_lazy_cache_hits_total", "counter", "Chunk reads served from the local chunk cache.",
       s.cache.hits);
   add("dsec_lazy_cache_misses_total", "counter", "Chunk reads the chunk cache did not hold.",

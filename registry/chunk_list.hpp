@@ -18,22 +18,23 @@ constexpr const char* chunk_list_media_type = "application/vnd.dsec.erofs.chunks
 /// The manifest annotation on the chunk list naming its chunk size in bytes.
 constexpr const char* chunk_size_annotation = "dev.dsec.chunk-size";
 
-/// The range-read unit of lazy blobs, measured by bench/chunk_size_bench.py
-/// (a 117 MB python tree as a chunked layer in a local docker-registry, a
-/// reader reading 5% of its 5,218 files, 3.3 MB, at random):
+/// The verification and cache unit of lazy blobs, measured by
+/// bench/chunk_size_bench.py (/usr/lib/python3* as a chunked layer, 441 MB
+/// of data blob, in a local docker-registry; a reader reads 5% of its 15,706
+/// files at random, 31.9 MB; a read's missing chunks are one range request):
 ///
-///   chunk   fetched (share of blob)   requests   loopback, all reads   1 Gbit/s + 1 ms model
-///   64 KiB  17.5 MB (15%)             267        3.2-4.9 s             0.41 s
-///   128 KiB 28.8 MB (25%)             220        1.4 s                 0.45 s
-///   256 KiB 45.1 MB (38%)             172        1.4-1.8 s             0.53 s
-///   1 MiB   82.6 MB (70%)              79        2.0-2.2 s             0.74 s
+///   chunk    fetched (share of blob)   range requests   loopback, all reads
+///   16 KiB   46.7 MB (10.6%)           952              9.7 s
+///   32 KiB   57.7 MB (13.1%)           923              9.4 s
+///   64 KiB   78.4 MB (17.8%)           878              8.6 s
+///   128 KiB  111.9 MB (25.4%)          798              8.9 s
 ///
-/// Small files make every read cost about one chunk, so bytes grow with the
-/// chunk; each request costs 5-15 ms here (registry, curl, FUSE on a loaded
-/// 2-core host), more against an object-store-backed registry, so 64 KiB
-/// loses on time. 128 KiB fetches 36% less than DSec's 256 KiB in the same
-/// time here and matches the kernel's 128 KiB FUSE reads and readahead.
-constexpr uint32_t default_chunk_size = 128u << 10;
+/// Requests follow the files read, not the chunk: a file's extent is one
+/// request whatever the chunk. Bytes grow with the chunk, as small files cost
+/// a whole chunk each. 16 KiB fetches 1.46x what is read, 128 KiB 3.5x; the
+/// list costs 32 bytes per chunk (0.2% of the blob) and the cache one file
+/// per chunk. 4 KiB would fetch 1.2x but quadruple the list and the files.
+constexpr uint32_t default_chunk_size = 16u << 10;
 
 /// The chunk list of the file at `blob_path` in chunks of `chunk_size`
 /// bytes (the last one shorter). Blocking (reads the file once).
