@@ -7,6 +7,8 @@
 // (the terminal exited) comes back as a text message.
 #include "actors/gateway_pty.hpp"
 
+#include <cctype>
+#include <cstdlib>
 #include <mutex>
 
 #include <caf/all.hpp>
@@ -246,7 +248,7 @@ auto on_error(const http_call& c) {
   return [c](caf::error& err) { gateway_reply_error(c, from_caf(err)); };
 }
 
-void open(gateway_actor_ptr self, const http_call& c, const route& r) {
+void open_route(gateway_actor_ptr self, const http_call& c, const route& r) {
   bool ws = c->method == "GET";
   if (ws && !wants_websocket(c))
     return gateway_reply_error(c, invalid_argument("GET /v1/sandboxes/" + r.id
@@ -266,7 +268,7 @@ void open(gateway_actor_ptr self, const http_call& c, const route& r) {
       on_error(c));
 }
 
-void get(gateway_actor_ptr self, const http_call& c, const route& r) {
+void get_route(gateway_actor_ptr self, const http_call& c, const route& r) {
   // Checked before the upgrade, so a missing sandbox or pid is a plain 404.
   self->request(self->state.front, call_timeout, proc_atom::value, r.id, r.pid, int64_t{0})
     .then(
@@ -278,7 +280,7 @@ void get(gateway_actor_ptr self, const http_call& c, const route& r) {
       on_error(c));
 }
 
-void resize(gateway_actor_ptr self, const http_call& c, const route& r) {
+void resize_route(gateway_actor_ptr self, const http_call& c, const route& r) {
   auto j = json::parse(c->body, nullptr, false);
   int32_t cols = 0, rows = 0;
   if (j.is_discarded() || !j.is_object() || !j.contains("cols") || !j.contains("rows"))
@@ -299,13 +301,13 @@ void resize(gateway_actor_ptr self, const http_call& c, const route& r) {
 
 void handle_pty(gateway_actor_ptr self, const http_call& c, const route& r) {
   switch (r.kind) {
-    case route::pty_open: return open(self, c, r);
-    case route::pty_get: return get(self, c, r);
+    case route::pty_open: return open_route(self, c, r);
+    case route::pty_get: return get_route(self, c, r);
     case route::pty_input:
       self->request(self->state.front, call_timeout, ptywrite_atom::value, r.id, r.pid, c->body)
         .then([c](bool) { answer(c, 200, "{}"); }, on_error(c));
       return;
-    case route::pty_resize: return resize(self, c, r);
+    case route::pty_resize: return resize_route(self, c, r);
     case route::pty_kill:
       self->request(self->state.front, call_timeout, signal_atom::value, r.id, r.pid, int32_t{9},
                     true)

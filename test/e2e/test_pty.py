@@ -171,11 +171,11 @@ def test_bad_input_is_refused_clearly_and_never_wedges(sdk, node):
     t.wait(timeout=10)
     with pytest.raises(dsec.Conflict):
         t.write("x")
-    status, out = c.raw("POST", f"/v1/sandboxes/{sid}/pty/{t.pid}/input", b"x")
+    status, out = c.call("POST", f"/v1/sandboxes/{sid}/pty/{t.pid}/input", b"x")
     assert_error(status, out, 409, "conflict")
     status, out = c.call("POST", f"/v1/sandboxes/{sid}/pty/{t.pid}/resize", {"cols": 80, "rows": 24})
     assert_error(status, out, 409, "conflict")
-    status, out = c.raw("POST", f"/v1/sandboxes/{sid}/pty/99999/input", b"x")
+    status, out = c.call("POST", f"/v1/sandboxes/{sid}/pty/99999/input", b"x")
     assert_error(status, out, 404, "not_found")
     # A destroyed sandbox: 404 on every door.
     live = sb.pty(["/bin/sh"])
@@ -230,7 +230,7 @@ def test_websocket_open_type_resize_reattach_and_exit(node, sdk, sb):
     ws_until(ws2, b"ws-9")
     # The JSON routes on the same terminal.
     c = node.client
-    assert c.raw("POST", f"/v1/sandboxes/{q(sb.id)}/pty/{pid}/input", b"echo via-$((5+5))\n")[0] == 200
+    assert c.call("POST", f"/v1/sandboxes/{q(sb.id)}/pty/{pid}/input", b"echo via-$((5+5))\n")[0] == 200
     ws_until(ws2, b"via-10")
     ws.send_binary(b"exit 7\n")
     for w in (ws, ws2):
