@@ -300,13 +300,14 @@ int cmd_pty(const std::vector<std::string>& words) {
     ws.send(size_message(cols, rows), false);
   int exit_code = 0;
   std::string msg;
+  bool stdin_open = true; // a pipe's EOF ends the input, not the session
   for (;;) {
     if (resized && follow_window) {
       resized = 0;
       if (window_size(cols, rows))
         ws.send(size_message(cols, rows), false);
     }
-    pollfd p[2] = {{0, POLLIN, 0}, {ws.fd(), POLLIN, 0}};
+    pollfd p[2] = {{stdin_open ? 0 : -1, POLLIN, 0}, {ws.fd(), POLLIN, 0}};
     int n = ws.buffered() ? 1 : ::poll(p, 2, -1);
     if (n < 0 && errno == EINTR)
       continue;
@@ -315,6 +316,8 @@ int cmd_pty(const std::vector<std::string>& words) {
       auto k = ::read(0, b, sizeof(b));
       if (k > 0)
         ws.send(std::string(b, size_t(k)), true);
+      else if (k == 0 || errno != EINTR)
+        stdin_open = false;
     }
     if (ws.buffered() || (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       int kind = ws.recv(msg);

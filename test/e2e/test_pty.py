@@ -308,3 +308,20 @@ def test_pty_through_a_peer(pair):
 def test_e2b_js_pty(e2b_module, e2b_node):
     out = run_js(e2b_module, e2b_node, "pty")
     assert out["ok"] and out["pid"] > 1, out
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+def test_cli_pty(node, sdk, dsec_bin):
+    import subprocess
+    sb = sdk.create([BUSYBOX], cpu=1, memory_mb=128)
+    env = dict(os.environ, DSEC_REST=node.rest)
+    p = subprocess.run([dsec_bin, "pty", sb.id, "--cmd", "stty size; echo cli-$((2*21)); exit 5",
+                        "--cols", "90", "--rows", "21"], env=env, capture_output=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert p.returncode == 5, (p.returncode, p.stdout, p.stderr)
+    assert b"21 90" in p.stdout and b"cli-42" in p.stdout, p.stdout
+    p = subprocess.run([dsec_bin, "pty", "nosuch.node-x"], env=env, capture_output=True,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert p.returncode == 1 and b"dsec pty:" in p.stderr, (p.returncode, p.stderr)
+    assert subprocess.run([dsec_bin, "pty", "--help"], capture_output=True).returncode == 0
