@@ -69,5 +69,9 @@ using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
 // directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
 using follow_atom = caf::atom_constant<caf::atom("follow")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+// -- terminals (issue 26 part 1): actors/sandbox_pty.hpp.
+using ptyopen_atom = caf::atom_constant<caf::atom("ptyopen")>;
+using ptywrite_atom = caf::atom_constant<caf::atom("ptywrite")>;
+using ptysize_atom = caf::atom_constant<caf::atom("ptysize")>;
 
 } // namespace dsec

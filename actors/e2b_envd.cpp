@@ -19,6 +19,7 @@
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/sandbox_pty.hpp" // terminals (issue 26 part 1)
 #include "api/e2b_codec.hpp"
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
@@ -102,6 +103,10 @@ caf::actor spawn_output_relay(const gateway_ref& g, const http_call& c, int32_t 
       }
       if (chunk.stream == 1 || chunk.stream == 2)
         send_data(c, chunk.stream, chunk.data);
+      else if (chunk.stream == pty_stream) // a terminal's output (sandbox_pty.hpp)
+        for (size_t sent = 0; sent < chunk.data.size(); sent += max_event_bytes)
+          c->write_chunk(envelope(0, pty_data_event(std::string_view{chunk.data}.substr(
+                                       sent, max_event_bytes))));
     },
     std::chrono::duration_cast<std::chrono::milliseconds>(keepalive_every), [c, open] {
       if (*open)
@@ -175,6 +180,9 @@ status unary_content_type(const http_call& c) {
   return {};
 }
 
+void start_pty(const gateway_ref& g, const http_call& c, const std::string& id, exec_request req,
+               const std::string& msg);
+
 void process_start(const gateway_ref& g, const http_call& c, const std::string& id) {
   auto msg = stream_message(c);
   if (!msg)
@@ -184,16 +192,38 @@ void process_start(const gateway_ref& g, const http_call& c, const std::string& 
   auto req = parse_start(*msg, pty, &keep_stdin);
   if (!req)
     return stream_error(c, req.err());
-  if (pty)
-    return unimplemented(c, "process.Process/Start with a pty", true);
   // The SDK's timeoutMs (default 60 s; 0 = none) bounds the command, as in E2B.
   auto tmo = c->header("connect-timeout-ms");
   if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos)
     req->timeout_s = static_cast<double>(std::stoll(tmo)) / 1000.0;
   auto self = g.self;
+  if (pty) // a terminal (actors/sandbox_pty.hpp): output as pty data events
+    return start_pty(g, c, id, std::move(*req), *msg);
   self->request(g.front, call_timeout, bgexec_atom::value, id, std::move(*req), keep_stdin)
     .then([g, c, id](background_process& p) { open_stream(g, c, id, p.pid); },
           [c](caf::error& err) { stream_error(c, from_caf(err)); });
+}
+
+/// Start with a pty: a terminal of the request's size.
+void start_pty(const gateway_ref& g, const http_call& c, const std::string& id, exec_request req,
+               const std::string& msg) {
+  auto size = parse_start_pty(msg);
+  if (!size)
+    return stream_error(c, size.err());
+  g.self->request(g.front, call_timeout, ptyopen_atom::value, id, std::move(req), size->first,
+                  size->second)
+    .then([g, c, id](background_process& p) { open_stream(g, c, id, p.pid); },
+          [c](caf::error& err) { stream_error(c, from_caf(err)); });
+}
+
+/// Update: a terminal's new size.
+void process_update(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto up = parse_update(c->body);
+  if (!up)
+    return rpc_error(c, up.err());
+  auto [pid, cols, rows] = *up;
+  g.self->request(g.front, call_timeout, ptysize_atom::value, id, pid, cols, rows)
+    .then([c](bool) { answer(c, 200, "{}"); }, on_rpc_error(c));
 }
 
 void process_connect(const gateway_ref& g, const http_call& c, const std::string& id) {
@@ -236,6 +266,13 @@ void process_stdin(const gateway_ref& g, const http_call& c, const std::string& 
     if (!sel)
       return rpc_error(c, sel.err());
     pid = *sel;
+  } else if (auto pty = parse_pty_input(c->body); !pty || *pty) {
+    if (!pty)
+      return rpc_error(c, pty.err());
+    auto& [ppid, bytes] = **pty;
+    g.self->request(g.front, call_timeout, ptywrite_atom::value, id, ppid, std::move(bytes))
+      .then([c](bool) { answer(c, 200, "{}"); }, on_rpc_error(c));
+    return;
   } else {
     auto in = parse_input(c->body);
     if (!in)
@@ -476,7 +513,10 @@ constexpr procedure procedures[] = {
    [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
      process_stdin(g, c, id, true);
    }},
-  {"/process.Process/Update", false, nullptr},
+  {"/process.Process/Update", false,
+   [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
+     process_update(g, c, id);
+   }},
   {"/filesystem.Filesystem/WatchDir", true,
    [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
      watch_dir(g, c, id);

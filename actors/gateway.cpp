@@ -14,6 +14,7 @@
 #include "actors/chunk_relay.hpp"
 #include "actors/e2b_gateway.hpp"
 #include "actors/gateway_procs.hpp"
+#include "actors/gateway_pty.hpp" // terminals (issue 26 part 1)
 #include "api/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -520,6 +521,11 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::replay: return handle_replay(self, c, *r);
     case route::sandbox_metrics: return handle_metrics(self, c, *r);
     case route::follow_process: return handle_follow_process(self, c, *r); // issue 24 part 2
+    case route::pty_open: // terminals (issue 26 part 1)
+    case route::pty_get:
+    case route::pty_input:
+    case route::pty_resize:
+    case route::pty_kill: return handle_pty(self, c, *r);
   }
 }
 

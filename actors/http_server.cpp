@@ -11,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "actors/http_websocket_beast.hpp"
 #include "core/json_codec.hpp"
 
 namespace dsec {
@@ -51,6 +52,7 @@ class exchange final : public http_exchange {
   void write_chunk(std::string data) override;
   void end_stream() override;
   void on_disconnect(std::function<void()> f) override;
+  std::shared_ptr<ws_conn> upgrade_websocket(ws_handlers h) override;
 
  private:
   std::shared_ptr<session> session_;
@@ -83,6 +85,26 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
+  /// Hands the connection to a WebSocket (http_websocket.hpp) if the
+  /// request in flight asked for one; null otherwise.
+  std::shared_ptr<ws_conn> upgrade(ws_handlers h) {
+    auto req = upgrade_req_;
+    if (!req)
+      return nullptr;
+    auto ws = make_websocket(sock_.get_executor(), std::move(h));
+    net::post(sock_.get_executor(), [self = shared_from_this(), ws, req] {
+      if (self->closed_ || !self->out_.empty())
+        return; // gone, or an answer was started instead: nothing to take over
+      ++self->gen_; // the peer watch is the WebSocket's business now
+      self->closed_ = true;
+      self->hooks_.clear();
+      beast::error_code ignored;
+      self->sock_.cancel(ignored);
+      start_websocket(ws, std::move(self->sock_), std::move(*req));
+    });
+    return ws;
+  }
+
  private:
   struct pending {
     std::string bytes;
@@ -110,6 +132,9 @@ class session : public std::enable_shared_from_this<session> {
     if (ec)
       return refuse(400, invalid_argument("malformed HTTP request: " + ec.message()));
     auto req = parser_->release();
+    upgrade_req_ = is_websocket_upgrade(req)
+                     ? std::make_shared<http::request<http::string_body>>(req)
+                     : nullptr;
     ++gen_;
     hooks_.clear();
     watch_peer();
@@ -190,6 +215,8 @@ class session : public std::enable_shared_from_this<session> {
   uint64_t gen_ = 0;
   bool closed_ = false;
   std::vector<std::function<void()>> hooks_;
+  /// The request in flight if it asked for a WebSocket (upgrade()).
+  std::shared_ptr<http::request<http::string_body>> upgrade_req_;
 };
 
 void exchange::respond(http_answer a) {
@@ -217,6 +244,10 @@ void exchange::end_stream() { session_->send("0\r\n\r\n", true, keep_alive_); }
 
 void exchange::on_disconnect(std::function<void()> f) {
   session_->add_disconnect_hook(std::move(f));
+}
+
+std::shared_ptr<ws_conn> exchange::upgrade_websocket(ws_handlers h) {
+  return session_->upgrade(std::move(h));
 }
 
 class server final : public http_server {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/http_websocket.hpp"
 #include "core/error.hpp"
 
 namespace dsec {
@@ -53,6 +54,13 @@ class http_exchange {
   /// Calls `f` (on the server thread) if the client goes away before the
   /// answer is complete; at once if it already has. Used to cancel execs.
   virtual void on_disconnect(std::function<void()> f) = 0;
+  /// Takes the connection over as a WebSocket if the request asked for one
+  /// (Upgrade: websocket): instead of an answer, the handshake; null if it
+  /// did not (answer it then). Terminals use it (actors/gateway_pty.hpp).
+  virtual std::shared_ptr<ws_conn> upgrade_websocket(ws_handlers h) {
+    (void)h;
+    return nullptr;
+  }
 };
 
 using http_call = std::shared_ptr<http_exchange>;

@@ -340,12 +340,62 @@ struct watch_op : op<watch_atom, bool, std::string, bool, caf::actor, uint64_t> 
   }
 };
 
+// -- terminals (issue 26 part 1; actors/sandbox_pty.hpp) ------------------------
+
+/// Why (cols, rows) is not a terminal size for operation `what`, or none.
+inline error check_pty_size(const char* what, const std::string& id, int32_t cols,
+                            int32_t rows) {
+  if (cols >= 1 && cols <= 1000 && rows >= 1 && rows <= 1000)
+    return {};
+  return invalid_argument(std::string(what) + " in sandbox " + id + ": cols and rows must be "
+                          "1..1000, got " + std::to_string(cols) + "x" + std::to_string(rows));
+}
+
+/// Opens a terminal: runs the request (empty argv: the user's login shell)
+/// on a new pty of cols x rows (int32_t, int32_t); answers once init
+/// reported its pid. Its output, wait and kill are a background command's
+/// (follow_op with stream 4, proc_op, signal_op).
+struct pty_open_op : op<ptyopen_atom, background_process, exec_request, int32_t, int32_t> {
+  static constexpr const char* name = "pty_open";
+  static constexpr bool resumes = true;
+  static void at_front(exec_request& r, int32_t&, int32_t&) { stamp(r); }
+  static error check(const node_limits&, const std::string& id, exec_request& r, int32_t& cols,
+                     int32_t& rows) {
+    if (auto e = check_pty_size("open terminal", id, cols, rows))
+      return e;
+    if (r.argv.empty()) { // the login shell: check the rest as an exec
+      auto probe = r;
+      probe.argv = {"sh"};
+      return check_background(probe);
+    }
+    return check_background(r);
+  }
+};
+
+/// Types bytes at terminal pid (int32_t): not_found if it is none, conflict
+/// once it exited.
+struct pty_write_op : op<ptywrite_atom, bool, int32_t, std::string> {
+  static constexpr const char* name = "pty_write";
+  static constexpr bool resumes = true;
+};
+
+/// Resizes terminal pid to cols x rows (int32_t each).
+struct pty_resize_op : op<ptysize_atom, bool, int32_t, int32_t, int32_t> {
+  static constexpr const char* name = "pty_resize";
+  static constexpr bool resumes = true;
+  static error check(const node_limits&, const std::string& id, int32_t&, int32_t& cols,
+                     int32_t& rows) {
+    return check_pty_size("resize terminal", id, cols, rows);
+  }
+};
+
 /// Every operation on one sandbox. One line per operation.
 using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op, bgexec_op,
                               bgexec_stdin_op, stdin_op, procs_op, proc_op, signal_op, wfile_op,
                               rfile_op, fsop_op, setttl_op, pause_op, resume_op, snapshot_op,
                               network_op, update_op, rebuilt_op, sbmetrics_op, follow_op,
-                              watch_op>;
+                              watch_op,
+                              pty_open_op, pty_write_op, pty_resize_op>;
 
 // -- deriving interface rows and lists ---------------------------------------------
 

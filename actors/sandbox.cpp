@@ -24,6 +24,7 @@
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "actors/sandbox_update.hpp"
+#include "actors/sandbox_pty.hpp" // terminals (issue 26 part 1)
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
@@ -657,6 +658,23 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       return rp;
     },
     // -- end push streams
+    // -- terminals (issue 26 part 1): sandbox_pty.hpp.
+    [self](ptyopen_atom, exec_request& req, int32_t cols,
+           int32_t rows) -> caf::result<background_process> {
+      auto rp = self->make_response_promise();
+      open_pty(self, rp, std::move(req), cols, rows);
+      return rp;
+    },
+    [self](ptywrite_atom, int32_t pid, std::string& data) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      write_pty(self, rp, pid, std::move(data));
+      return rp;
+    },
+    [self](ptysize_atom, int32_t pid, int32_t cols, int32_t rows) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      resize_pty(self, rp, pid, cols, rows);
+      return rp;
+    },
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }

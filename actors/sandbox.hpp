@@ -79,6 +79,9 @@ struct background_entry {
   /// and the followers, answered when it ends.
   std::vector<std::pair<int32_t, size_t>> runs;
   std::vector<follower> followers;
+  /// A terminal (actors/sandbox_pty.hpp): its output goes out as stream 4
+  /// (pty_stream) and only the last pty_scrollback bytes are kept.
+  bool pty = false;
 };
 
 /// State of one sandbox actor.

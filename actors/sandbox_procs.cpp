@@ -9,6 +9,7 @@
 // in the order it was printed.
 #include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_pty.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -48,8 +49,8 @@ background_process without_output(const background_process& p) {
 void replay(const background_entry& e, const caf::actor& sink, uint64_t token) {
   size_t off[2] = {0, 0};
   for (auto& [stream, n] : e.runs) {
-    auto& data = stream == 1 ? e.proc.result.stdout_data : e.proc.result.stderr_data;
-    auto& o = off[stream == 1 ? 0 : 1];
+    auto& data = stream != 2 ? e.proc.result.stdout_data : e.proc.result.stderr_data;
+    auto& o = off[stream != 2 ? 0 : 1];
     for (size_t left = n; left > 0 && o < data.size();) {
       auto k = std::min({left, max_replay_chunk, data.size() - o});
       caf::anon_send(sink, stream_atom::value, token, exec_chunk{stream, data.substr(o, k)});
@@ -75,6 +76,8 @@ struct launch {
   uint64_t exec_id = 0;
   /// Its trajectory record (null: no log), appended once it started.
   std::shared_ptr<trajectory::record> rec;
+  /// A terminal (sandbox_pty.hpp).
+  bool pty = false;
 };
 
 void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
@@ -98,6 +101,7 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   e.proc.started_at_ms = l.started_at_ms;
   e.proc.running = true;
   e.exec_id = l.exec_id;
+  e.pty = l.pty;
   trajectory_background_started(self, std::move(l.rec), pid);
   l.rp.deliver(e.proc);
 }
@@ -109,6 +113,8 @@ void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   // The backend already bounds each stream (16 MiB, then `truncated`).
   auto& e = it->second;
   auto& r = e.proc.result;
+  if (e.pty)
+    return pty_output(e, c);
   (c.stream == 1 ? r.stdout_data : r.stderr_data) += c.data;
   if (!e.runs.empty() && e.runs.back().first == c.stream)
     e.runs.back().second += c.data.size();
@@ -146,7 +152,8 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     for (auto& f : e.followers) // it is part of the output they follow
       caf::anon_send(f.sink, stream_atom::value, f.token, why);
   }
-  trajectory_background_ended(self, l.pid, e.proc.result);
+  if (!e.pty) // a terminal's keystrokes are not in the log: neither is it
+    trajectory_background_ended(self, l.pid, e.proc.result);
   for (auto& [id, w] : e.waiters)
     w.deliver(e.proc);
   e.waiters.clear();
@@ -169,9 +176,9 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
 } // namespace
 
 void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
-                      bool keep_stdin) {
-  auto retry = [self, req, keep_stdin](caf::response_promise rp) {
-    start_background(self, rp, req, keep_stdin);
+                      bool keep_stdin, uint16_t pty_cols, uint16_t pty_rows) {
+  auto retry = [self, req, keep_stdin, pty_cols, pty_rows](caf::response_promise rp) {
+    start_background(self, rp, req, keep_stdin, pty_cols, pty_rows);
   };
   if (!ready_for(self, rp, retry))
     return;
@@ -182,11 +189,15 @@ void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_req
   l->argv = req.argv;
   l->started_at_ms = unix_ms();
   apply_exec_defaults(st, req);
-  l->rec = trajectory_begin(self, req);
+  l->pty = pty_cols != 0;
+  if (!l->pty)
+    l->rec = trajectory_begin(self, req);
   auto hdl = caf::actor_cast<caf::actor>(self);
   backends::exec_callbacks cb;
   cb.keep_output = false; // kept here, as it comes
   cb.keep_stdin = keep_stdin;
+  cb.pty_cols = pty_cols;
+  cb.pty_rows = pty_rows;
   cb.on_started = [hdl, self, l](int32_t pid) {
     run_in(hdl, [self, l, pid] { on_started(self, *l, pid); });
   };

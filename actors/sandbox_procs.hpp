@@ -21,7 +21,7 @@ constexpr size_t max_finished_output = 64u << 20;
 /// (bgexec_atom, exec_request): starts `req` and answers a running
 /// background_process with its pid once init reported it.
 void start_background(sandbox_actor_ptr self, caf::response_promise rp, exec_request req,
-                      bool keep_stdin = false);
+                      bool keep_stdin = false, uint16_t pty_cols = 0, uint16_t pty_rows = 0);
 
 /// (procs_atom): every process of the sandbox, background ones marked.
 void list_processes(sandbox_actor_ptr self, caf::response_promise rp);

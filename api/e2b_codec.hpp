@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -174,5 +176,17 @@ struct upload {
 std::string encode_written(const std::vector<std::string>& paths);
 
 std::string base64(std::string_view bytes);
+
+// -- terminals (process.Process with a pty; e2b_codec_pty.cpp) --------------------
+
+/// The (cols, rows) of a StartRequest's pty.size.
+[[nodiscard]] expected<std::pair<int32_t, int32_t>> parse_start_pty(std::string_view json);
+/// UpdateRequest: (pid, cols, rows) of a pty resize; anything else is refused.
+[[nodiscard]] expected<std::tuple<int32_t, int32_t, int32_t>> parse_update(std::string_view json);
+/// SendInputRequest with input.pty: (pid, bytes); nullopt if its input is stdin.
+[[nodiscard]] expected<std::optional<std::pair<int32_t, std::string>>> parse_pty_input(
+  std::string_view json);
+/// A data event carrying terminal output.
+std::string pty_data_event(std::string_view bytes);
 
 } // namespace dsec::e2b

@@ -126,6 +126,13 @@ constexpr route_row route_table[] = {
   {"GET", "/v1/sandboxes/{id}/processes/{pid}", route::get_process},
   {"DELETE", "/v1/sandboxes/{id}/processes/{pid}", route::kill_process},
   {"POST", "/v1/sandboxes/{id}/processes/{pid}/kill", route::kill_process},
+  // Terminals (issue 26 part 1; actors/gateway_pty.hpp).
+  {"POST", "/v1/sandboxes/{id}/pty", route::pty_open},
+  {"GET", "/v1/sandboxes/{id}/pty", route::pty_open},
+  {"GET", "/v1/sandboxes/{id}/pty/{pid}", route::pty_get},
+  {"POST", "/v1/sandboxes/{id}/pty/{pid}/input", route::pty_input},
+  {"POST", "/v1/sandboxes/{id}/pty/{pid}/resize", route::pty_resize},
+  {"POST", "/v1/sandboxes/{id}/pty/{pid}/kill", route::pty_kill},
 };
 
 /// Whether `seg` has the shape of `pattern` (placeholders match any segment).

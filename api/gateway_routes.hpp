@@ -46,6 +46,12 @@ struct route {
     /// GET .../processes/{pid}?follow=1: NDJSON as it comes (push streams,
     /// issue 24 part 2; actors/gateway_procs.hpp).
     follow_process,
+    /// Terminals (issue 26 part 1; actors/gateway_pty.hpp).
+    pty_open,
+    pty_get,
+    pty_input,
+    pty_resize,
+    pty_kill,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.

@@ -54,6 +54,11 @@ struct exec_callbacks {
   /// True: stdin stays open after exec_request::stdin_data, for send_stdin()
   /// (E2B's `stdin: true`); false: closed once stdin_data is written.
   bool keep_stdin = false;
+  /// Non-zero: run the command on a new terminal of this many columns and
+  /// rows (stdin kept open, output on stream 1 without the exec cap; an
+  /// empty argv is the user's login shell). Backends without terminals
+  /// refuse it through on_done.
+  uint16_t pty_cols = 0, pty_rows = 0;
 };
 
 /// One change below a watched directory (sandbox::watch_dir).
@@ -195,6 +200,14 @@ class sandbox {
                               std::function<void(status)> done) {
     (void)pid, (void)signo, (void)group;
     done(unsupported("signal a process"));
+  }
+
+  /// Sets the size of the terminal of a running exec started with a pty
+  /// (its foreground job gets SIGWINCH). Never blocks. not_found if the
+  /// exec has ended.
+  virtual status resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows) {
+    (void)exec_id, (void)cols, (void)rows;
+    return unsupported("resize a terminal");
   }
 
  protected:

@@ -14,6 +14,7 @@
 
 #include "cmd/args.hpp"
 #include "cmd/rest_call.hpp"
+#include "cmd/pty_cmd.hpp" // terminals (issue 26 part 1)
 #include "core/json_codec.hpp"
 #include "sys/http_client.hpp"
 
@@ -410,6 +411,8 @@ int cmd_cp(const std::vector<std::string>& words) {
 } // namespace
 
 bool is_client_command(const std::string& cmd) {
+  if (is_pty_command(cmd)) // terminals (issue 26 part 1; cmd/pty_cmd.cpp)
+    return true;
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
          || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update" || cmd == "inspect"
          || is_job_command(cmd);
@@ -436,6 +439,8 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_kill(args);
   if (cmd == "update")
     return cmd_update(args);
+  if (is_pty_command(cmd))
+    return run_pty_command(cmd, args);
   return 2;
 }
 

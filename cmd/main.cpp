@@ -26,6 +26,7 @@ const char* usage_text =
   "  dsec exec ID [--cwd DIR] [--env K=V] [--timeout-s N] [--stdin FILE|-] [--background] "
   "[--] CMD [ARGS...]\n"
   "  dsec ps ID   dsec kill ID PID [--signal SIG]\n"
+  "  dsec pty ID [--cmd CMD | --attach PID] [--cols N --rows N]\n"
   "  dsec update ID [--cpu-class latency|batch] [--allow HOST:PORT ... | --no-network]\n"
   "  dsec ls [--label K=V]   dsec get ID   dsec rm ID...   dsec cp SRC DST\n"
   "  dsec trajectory ID [--since SEQ] [--json]   dsec replay ID [--upto-seq SEQ]\n"

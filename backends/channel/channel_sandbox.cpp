@@ -17,6 +17,10 @@ status channel_sandbox::send_stdin(uint64_t exec_id, std::string_view data, bool
   return channel_->send_stdin(exec_id, data, close);
 }
 
+status channel_sandbox::resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows) {
+  return channel_->resize_pty(exec_id, cols, rows);
+}
+
 void channel_sandbox::processes(std::function<void(expected<std::vector<process_info>>)> done) {
   channel_->processes(std::move(done));
 }

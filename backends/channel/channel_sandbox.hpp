@@ -28,6 +28,7 @@ class channel_sandbox : public sandbox {
   uint64_t exec(exec_request req, exec_callbacks cb) override;
   void cancel(uint64_t exec_id) override;
   status send_stdin(uint64_t exec_id, std::string_view data, bool close) override;
+  status resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows) override;
   void processes(std::function<void(expected<std::vector<process_info>>)> done) override;
   void signal_process(int32_t pid, int32_t signo, bool group,
                       std::function<void(status)> done) override;

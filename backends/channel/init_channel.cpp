@@ -5,6 +5,7 @@
 // pidfd means init is gone: pending execs fail and on_exit hears why ("oom"
 // when the sandbox's memory controller counted an OOM kill).
 #include "backends/channel/init_channel.hpp"
+#include "backends/channel/pty_proto.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -38,8 +39,10 @@ const std::map<std::string, std::string> default_env = {
 
 expected<std::string> encode_exec(uint32_t id, exec_request& req,
                                   const std::map<std::string, std::string>& spec_env,
-                                  bool keep_stdin = false) {
-  if (req.argv.empty() || req.argv[0].empty())
+                                  bool keep_stdin = false,
+                                  const proto::pty_size* pty = nullptr) {
+  // A terminal's empty argv asks init for the user's login shell (pty.cpp).
+  if (pty ? !req.argv.empty() && req.argv[0].empty() : req.argv.empty() || req.argv[0].empty())
     return invalid_argument("exec: empty argv");
   if (!(req.timeout_s >= 0) || req.timeout_s > 1e9)
     return invalid_argument("exec: timeout_s must be >= 0");
@@ -62,7 +65,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   m.stdin_data = std::move(req.stdin_data);
   m.timeout_ms = static_cast<uint64_t>(exec_limit_ms(req.timeout_s));
   m.keep_stdin = keep_stdin ? 1 : 0;
-  auto frame = proto::encode(id, m);
+  auto frame = pty ? proto::encode_pty_open(id, *pty, m) : proto::encode(id, m);
   if (frame.size() - proto::header_size > proto::max_body)
     return too_large("exec: request larger than the channel's frame limit");
   return frame;
@@ -273,7 +276,9 @@ void init_channel::on_oom() {
 uint64_t init_channel::exec(exec_request req, exec_callbacks cb) {
   std::unique_lock<std::mutex> g(m_);
   uint32_t id = next_id_++;
-  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin);
+  proto::pty_size size{cb.pty_cols, cb.pty_rows};
+  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin || cb.pty_cols,
+                           cb.pty_cols ? &size : nullptr);
   error err;
   if (!frame)
     err = frame.err();
@@ -311,6 +316,24 @@ status init_channel::send_stdin(uint64_t exec_id, std::string_view data, bool cl
                      + " bytes at once");
   bool was_empty = out_.empty();
   out_ += proto::writer(proto::msg::stdin_data, id).str(data).u8(close ? 1 : 0).finish();
+  if (was_empty)
+    flush_locked();
+  return {};
+}
+
+status init_channel::resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows) {
+  std::lock_guard<std::mutex> g(m_);
+  auto id = static_cast<uint32_t>(exec_id);
+  if (shut_ || dead_ || !channel_open_)
+    return unavailable("resize terminal in " + parts_.id + ": "
+                       + (shut_ ? "sandbox destroyed" : death_));
+  auto it = exec_id > UINT32_MAX ? pending_.end() : pending_.find(id);
+  if (it == pending_.end() || !it->second->cb.pty_cols)
+    return not_found("resize terminal in " + parts_.id + ": the command has ended");
+  if (auto why = proto::pty_size_error(cols, rows))
+    return invalid_argument("resize terminal in " + parts_.id + ": " + why);
+  bool was_empty = out_.empty();
+  out_ += proto::encode_pty_resize(id, {cols, rows});
   if (was_empty)
     flush_locked();
   return {};
@@ -495,7 +518,7 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
     if (!r.done() || (stream != 1 && stream != 2))
       return false;
     auto& seen = p->seen[stream - 1];
-    if (seen + data.size() > proto::max_output) {
+    if (!p->cb.pty_cols && seen + data.size() > proto::max_output) { // a terminal has no cap
       data.resize(proto::max_output - std::min(seen, proto::max_output));
       p->result.truncated = true;
     }

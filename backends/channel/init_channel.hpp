@@ -97,6 +97,9 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   /// Writes to the stdin of a command started with keep_stdin.
   status send_stdin(uint64_t exec_id, std::string_view data, bool close);
 
+  /// Sets the size of the terminal of a command started with a pty.
+  status resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows);
+
   // -- process table and signals (init_channel_procs.cpp) -------------------
 
   /// The sandbox's processes as init sees them.

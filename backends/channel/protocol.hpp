@@ -87,6 +87,11 @@ enum class msg : uint8_t {
   started = 17,     ///< i32 pid of the exec's command, as the sandbox sees it
   exec_refused = 18, ///< message: the request cannot run in this sandbox as
                      ///< asked (its user is unknown there); nothing started
+  // node -> init, terminals (backends/channel/pty_proto.hpp); answered as
+  // an exec is (started, output on stream 1, done)
+  pty_open = 30,   ///< u16 cols, u16 rows, then an exec body (argv may be empty:
+                   ///< the user's login shell); runs on a new pty
+  pty_resize = 31, ///< u16 cols, u16 rows for the pty of request `id`; no answer
 };
 
 /// Header size on the wire.

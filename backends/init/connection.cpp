@@ -96,6 +96,21 @@ void handle_frame(const proto::header& h, std::string_view body) {
     }
     int e = signal_process(m);
     send_frame(proto::writer(msg::signal_done, h.id).i32(e).finish());
+  } else if (h.type == msg::pty_open) {
+    proto::pty_size size;
+    proto::exec_msg m;
+    if (!proto::decode_pty_open(body, size, m)) {
+      drop_connection();
+      return;
+    }
+    start_pty(h.id, std::move(m), size);
+  } else if (h.type == msg::pty_resize) {
+    proto::pty_size size;
+    if (!proto::decode_pty_resize(body, size)) {
+      drop_connection();
+      return;
+    }
+    resize_pty(h.id, size);
   } else {
     drop_connection(); // unknown or out-of-order frame: a broken peer
   }

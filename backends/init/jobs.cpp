@@ -26,8 +26,6 @@ namespace dsec::init {
 namespace proto = init_proto;
 using proto::msg;
 
-namespace {
-
 /// A small file's text ("" if it cannot be read): /etc/passwd and /etc/group
 /// of the sandbox. Bounded, so a huge file cannot bloat init.
 std::string read_small_file(const char* path) {
@@ -48,6 +46,8 @@ std::string read_small_file(const char* path) {
   ::close(fd);
   return out;
 }
+
+namespace {
 
 // After the command exits, how long init waits for its pipes to reach EOF
 // (a background grandchild may keep them open). Too short loses late output;
@@ -288,7 +288,7 @@ void pump(job& j, int stream, int rounds) {
       break;
     }
     size_t& sent = j.sent[stream - 1];
-    size_t keep = std::min(size_t(n), proto::max_output - sent);
+    size_t keep = j.pty ? size_t(n) : std::min(size_t(n), proto::max_output - sent);
     if (keep < size_t(n))
       j.truncated = true;
     sent += keep;

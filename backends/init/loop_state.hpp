@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "backends/channel/protocol.hpp"
+#include "backends/channel/pty_proto.hpp"
 
 namespace dsec::init {
 
@@ -59,6 +60,9 @@ struct job {
   // keep_stdin: stdin stays open for stdin_data frames until one says close
   // (stdin_eof); in_watched: `in` is in the epoll set for EPOLLOUT.
   bool keep_stdin = false, stdin_eof = false, in_watched = false;
+  // A terminal (pty.cpp): `in` and `out` are the pty master; output is not
+  // capped at max_output.
+  bool pty = false;
 };
 
 /// Everything the loop keeps between events.
@@ -124,5 +128,15 @@ void reap();
 void check_deadlines();
 /// Milliseconds until the next deadline, -1 for none (epoll_wait's timeout).
 int next_timeout();
+/// A small file's text ("" if it cannot be read), at most 4 MiB.
+std::string read_small_file(const char* path);
+
+// -- terminals (pty.cpp) ---------------------------------------------------------
+
+/// Starts the command of `pty_open` request `req` on a new terminal of
+/// `size` (answers `started`, or `exec_failed` / `exec_refused`).
+void start_pty(uint32_t req, init_proto::exec_msg m, const init_proto::pty_size& size);
+/// Sets the size of request `req`'s terminal (its foreground job gets SIGWINCH).
+void resize_pty(uint32_t req, const init_proto::pty_size& size);
 
 } // namespace dsec::init

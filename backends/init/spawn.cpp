@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <linux/capability.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <signal.h>
 #include <unistd.h>
@@ -77,6 +78,8 @@ int spawn_child(void* p) {
   ::dup2(a->in, 0);
   ::dup2(a->out, 1);
   ::dup2(a->err, 2);
+  if (a->ctty)
+    ::ioctl(0, TIOCSCTTY, 0);
   // Raw system calls: glibc's set*id wrappers may signal other threads to
   // follow, which a CLONE_VM child must not do. Groups first, uid last (it
   // gives up the right to change the others).

@@ -22,6 +22,8 @@ struct spawn_args {
   gid_t gid = 0;
   const gid_t* groups = nullptr;
   size_t ngroups = 0;
+  /// Make `in` (a terminal) the controlling tty of the new session (pty.cpp).
+  bool ctty = false;
 };
 
 /// True once init lowered its own oom_score_adj; children then reset theirs

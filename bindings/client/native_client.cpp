@@ -434,6 +434,25 @@ void connection::metrics(std::string id, done_fn<sandbox_metric> done) {
   impl_->op<ops::sbmetrics_op>(std::move(what), std::move(id), std::move(done));
 }
 
+void connection::pty_open(std::string id, exec_request req, int32_t cols, int32_t rows,
+                          done_fn<background_process> done) {
+  auto what = "open terminal in sandbox " + id;
+  impl_->op<ops::pty_open_op>(std::move(what), std::move(id), std::move(done), std::move(req), cols,
+                              rows);
+}
+
+void connection::pty_write(std::string id, int32_t pid, std::string data, done_fn<bool> done) {
+  auto what = "write to terminal " + std::to_string(pid) + " in sandbox " + id;
+  impl_->op<ops::pty_write_op>(std::move(what), std::move(id), std::move(done), pid,
+                               std::move(data));
+}
+
+void connection::pty_resize(std::string id, int32_t pid, int32_t cols, int32_t rows,
+                            done_fn<bool> done) {
+  auto what = "resize terminal " + std::to_string(pid) + " in sandbox " + id;
+  impl_->op<ops::pty_resize_op>(std::move(what), std::move(id), std::move(done), pid, cols, rows);
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   // A forked child copies the forking thread's generator: reseed, or parent

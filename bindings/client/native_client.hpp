@@ -146,6 +146,16 @@ class connection {
   /// One sample of the sandbox's CPU (since the previous sample) and memory.
   void metrics(std::string id, done_fn<sandbox_metric> done);
 
+  // -- terminals (actors/sandbox_pty.hpp) -------------------------------------
+
+  /// Runs `req` (empty argv: the login shell) on a new cols x rows terminal.
+  void pty_open(std::string id, exec_request req, int32_t cols, int32_t rows,
+                done_fn<background_process> done);
+  /// Types `data` at terminal `pid`.
+  void pty_write(std::string id, int32_t pid, std::string data, done_fn<bool> done);
+  /// Resizes terminal `pid`.
+  void pty_resize(std::string id, int32_t pid, int32_t cols, int32_t rows, done_fn<bool> done);
+
   struct impl;
 
  private:

@@ -175,6 +175,21 @@ const std::unordered_map<std::string, starter>& starters() {
     {ops::sbmetrics_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.metrics(str(a, 0), to_outcome<sandbox_metric>(s));
      }},
+    // -- terminals (issue 26 part 1): (id, exec args or None, cols, rows)
+    {ops::pty_open_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       exec_request req;
+       if (!a[1].is_none())
+         req = exec_from(a[1].cast<py::tuple>());
+       c.pty_open(str(a, 0), std::move(req), a[2].cast<int32_t>(), a[3].cast<int32_t>(),
+                  to_outcome<background_process>(s));
+     }},
+    {ops::pty_write_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.pty_write(str(a, 0), a[1].cast<int32_t>(), str(a, 2), to_outcome<bool>(s));
+     }},
+    {ops::pty_resize_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.pty_resize(str(a, 0), a[1].cast<int32_t>(), a[2].cast<int32_t>(), a[3].cast<int32_t>(),
+                    to_outcome<bool>(s));
+     }},
   };
   return table;
 }

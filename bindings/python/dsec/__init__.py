@@ -24,6 +24,7 @@ from .job import JobItemError, JobResult
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
+from .pty import AsyncPty, Pty
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,8 @@ __all__ = [
     "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
     "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
 ]
+
+__all__ += ["Pty", "AsyncPty"]  # terminals (issue 26 part 1)
 
 # The native actor system must stop before the interpreter tears down.
 _atexit.register(_native.shutdown)

@@ -27,6 +27,7 @@ from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import AsyncProcess, _pid, _processes, _signo
+from .pty import AsyncPty, pty_args
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
@@ -230,6 +231,21 @@ class AsyncSandbox(_Handle):
     async def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
         """``await update(cpu_class=cpu_class)``."""
         return await self.update(cpu_class=cpu_class)
+
+    # -- terminals (issue 26 part 1; dsec/pty.py) --
+
+    async def pty(self, cmd: Union[str, Sequence[str], None] = None, cols: int = 80,
+                  rows: int = 24, env: Optional[Mapping[str, str]] = None,
+                  cwd: Optional[str] = None) -> AsyncPty:
+        """Opens a terminal (see Sandbox.pty)."""
+        st = ProcessStatus._from_native(
+            await self._client._call("pty_open", pty_args(self.id, cmd, cols, rows, env, cwd)))
+        return AsyncPty(self, st)
+
+    async def pty_attach(self, pid: int) -> AsyncPty:
+        """A handle on terminal ``pid`` opened earlier (see Sandbox.pty_attach)."""
+        return AsyncPty(self, ProcessStatus._from_native(
+            await self._client._call("process", (self.id, _pid(pid), 0))))
 
 
 class AsyncExecStream:

@@ -18,6 +18,7 @@ from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import Process, _pid, _processes, _signo
+from .pty import Pty, pty_args
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -195,6 +196,22 @@ class Sandbox(_Handle):
     def replay(self, upto_seq: Optional[int] = None) -> "Sandbox":
         """A new sandbox rebuilt from this one's log (see Client.replay)."""
         return self._client.replay(self.id, upto_seq=upto_seq)
+
+    # -- terminals (issue 26 part 1; dsec/pty.py) --
+
+    def pty(self, cmd: Union[str, Sequence[str], None] = None, cols: int = 80, rows: int = 24,
+            env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None) -> "Pty":
+        """Opens a terminal running ``cmd`` (default: the user's login shell,
+        else /bin/bash, else /bin/sh) of ``cols`` x ``rows`` (1..1000)."""
+        st = ProcessStatus._from_native(
+            self._client._call("pty_open", pty_args(self.id, cmd, cols, rows, env, cwd)))
+        return Pty(self, st)
+
+    def pty_attach(self, pid: int) -> "Pty":
+        """A handle on terminal ``pid`` opened earlier (by any client): its
+        first read gives the scrollback the node kept (64 KiB)."""
+        return Pty(self, ProcessStatus._from_native(
+            self._client._call("process", (self.id, _pid(pid), 0))))
 
 
 class ExecStream:
