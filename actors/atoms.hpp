@@ -69,5 +69,11 @@ using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
 // directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
 using follow_atom = caf::atom_constant<caf::atom("follow")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+// -- shell sessions (issue 26 part 2): open, run in, close and list a
+// sandbox's long-lived shells (actors/sandbox_session.hpp).
+using sopen_atom = caf::atom_constant<caf::atom("sopen")>;
+using srun_atom = caf::atom_constant<caf::atom("srun")>;
+using sclose_atom = caf::atom_constant<caf::atom("sclose")>;
+using slist_atom = caf::atom_constant<caf::atom("slist")>;
 
 } // namespace dsec

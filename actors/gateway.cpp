@@ -14,6 +14,7 @@
 #include "actors/chunk_relay.hpp"
 #include "actors/e2b_gateway.hpp"
 #include "actors/gateway_procs.hpp"
+#include "actors/gateway_session.hpp" // shell sessions (issue 26 part 2)
 #include "api/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -520,6 +521,10 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::replay: return handle_replay(self, c, *r);
     case route::sandbox_metrics: return handle_metrics(self, c, *r);
     case route::follow_process: return handle_follow_process(self, c, *r); // issue 24 part 2
+    case route::session_open: return handle_session_open(self, c, *r); // issue 26 part 2
+    case route::session_list: return handle_session_list(self, c, *r);
+    case route::session_run: return handle_session_run(self, c, *r);
+    case route::session_close: return handle_session_close(self, c, *r);
   }
 }
 

@@ -412,7 +412,8 @@ int cmd_cp(const std::vector<std::string>& words) {
 bool is_client_command(const std::string& cmd) {
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
          || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update" || cmd == "inspect"
-         || is_job_command(cmd);
+         || is_job_command(cmd)
+         || cmd == "session"; // shell sessions (issue 26 part 2)
 }
 
 int run_client_command(const std::string& cmd, const std::vector<std::string>& args) {
@@ -436,6 +437,8 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_kill(args);
   if (cmd == "update")
     return cmd_update(args);
+  if (cmd == "session") // shell sessions (issue 26 part 2)
+    return run_session_command(args);
   return 2;
 }
 

@@ -30,6 +30,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/job.hpp"
+#include "core/session.hpp"
 #include "core/types.hpp"
 
 namespace dsec::client {
@@ -145,6 +146,17 @@ class connection {
 
   /// One sample of the sandbox's CPU (since the previous sample) and memory.
   void metrics(std::string id, done_fn<sandbox_metric> done);
+
+  // -- shell sessions (issue 26 part 2; actors/sandbox_session.hpp) ---------
+
+  /// Opens a shell session (empty shell: /bin/bash); answered once it runs.
+  void session_open(std::string id, std::string shell, std::string cwd,
+                    std::map<std::string, std::string> env, done_fn<session_info> done);
+  /// Runs `cmd` in session `sid` (timeout_s 0: none).
+  void session_run(std::string id, std::string sid, std::string cmd, double timeout_s,
+                   done_fn<exec_result> done);
+  void session_close(std::string id, std::string sid, done_fn<bool> done);
+  void session_list(std::string id, done_fn<std::vector<session_info>> done);
 
   struct impl;
 

@@ -24,6 +24,7 @@ from .job import JobItemError, JobResult
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
+from .session import AsyncSession, Session, SessionInfo
 
 __version__ = "0.1.0"
 
@@ -33,6 +34,7 @@ __all__ = [
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
     "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
     "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
+    "Session", "AsyncSession", "SessionInfo",
 ]
 
 # The native actor system must stop before the interpreter tears down.

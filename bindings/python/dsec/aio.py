@@ -27,6 +27,7 @@ from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import AsyncProcess, _pid, _processes, _signo
+from .session import AsyncSession, SessionInfo, open_args as _session_open_args
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
@@ -230,6 +231,21 @@ class AsyncSandbox(_Handle):
     async def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
         """``await update(cpu_class=cpu_class)``."""
         return await self.update(cpu_class=cpu_class)
+
+
+    # -- shell sessions (issue 26 part 2; dsec/session.py) --
+
+    async def session(self, shell: Optional[str] = None, *, cwd: Optional[str] = None,
+                      env: Optional[Mapping[str, str]] = None) -> AsyncSession:
+        """Opens a shell session (see Sandbox.session)."""
+        d = await self._client._call("session_open",
+                                     _session_open_args(self.id, shell, cwd, env))
+        return AsyncSession(self, SessionInfo(**d))
+
+    async def sessions(self) -> List[SessionInfo]:
+        """The sandbox's sessions (see Sandbox.sessions)."""
+        return [SessionInfo(**d)
+                for d in await self._client._call("session_list", (self.id,))]
 
 
 class AsyncExecStream:

@@ -18,6 +18,7 @@ from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import Process, _pid, _processes, _signo
+from .session import Session, SessionInfo, open_args as _session_open_args
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -195,6 +196,21 @@ class Sandbox(_Handle):
     def replay(self, upto_seq: Optional[int] = None) -> "Sandbox":
         """A new sandbox rebuilt from this one's log (see Client.replay)."""
         return self._client.replay(self.id, upto_seq=upto_seq)
+
+
+    # -- shell sessions (issue 26 part 2; dsec/session.py) --
+
+    def session(self, shell: Optional[str] = None, *, cwd: Optional[str] = None,
+                env: Optional[Mapping[str, str]] = None) -> Session:
+        """Opens a shell session (``/bin/bash`` by default; InvalidArgument
+        naming the shell if the sandbox has none there). See dsec.session."""
+        d = self._client._call("session_open", _session_open_args(self.id, shell, cwd, env))
+        return Session(self, SessionInfo(**d))
+
+    def sessions(self) -> List[SessionInfo]:
+        """The sandbox's open sessions, oldest first (ended ones too, until
+        closed)."""
+        return [SessionInfo(**d) for d in self._client._call("session_list", (self.id,))]
 
 
 class ExecStream:
