@@ -27,6 +27,7 @@
 #include "actors/sandbox_update.hpp"
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
+#include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "core/layer_config.hpp"

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <utility>
 
 #include <caf/all.hpp>
 
@@ -20,6 +21,7 @@
 #include "actors/sandbox_trajectory.hpp"
 #include "core/clock.hpp"
 #include "core/session.hpp"
+#include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 
 namespace dsec {
 
@@ -28,10 +30,6 @@ namespace {
 /// Output a shell prints between runs (a background job's) that the next run
 /// answers with; past it the rest is dropped.
 constexpr size_t max_carry = 1u << 20;
-/// What one exec may print per stream over its life before the channel drops
-/// the rest (init_proto::max_output). A session's shell is one exec: once it
-/// printed this much the session cannot see its markers, so it ends, saying so.
-constexpr size_t shell_output_cap = 16u << 20;
 
 } // namespace
 
@@ -59,7 +57,6 @@ struct shell_session {
   std::optional<session_run> cur;
   uint64_t next_gen = 0;
   std::string carry_out, carry_err;
-  size_t printed[2] = {0, 0};
 };
 
 namespace {
@@ -144,8 +141,6 @@ void on_markers(sandbox_actor_ptr self, const session_ptr& s) {
 void on_chunk(sandbox_actor_ptr self, const session_ptr& s, exec_chunk& c) {
   if (c.stream != 1 && c.stream != 2)
     return;
-  auto& printed = s->printed[c.stream - 1];
-  printed += c.data.size();
   if (!s->cur) {
     append_bounded(c.stream == 1 ? s->carry_out : s->carry_err, std::move(c.data));
   } else {
@@ -153,12 +148,6 @@ void on_chunk(sandbox_actor_ptr self, const session_ptr& s, exec_chunk& c) {
     (c.stream == 1 ? run.out : run.err).feed(c.data);
     if (run.out.done() && run.err.done())
       on_markers(self, s);
-  }
-  if (printed >= shell_output_cap && s->info.alive && s->info.reason.empty() && self->state.sb) {
-    s->info.reason = "its shell printed " + std::to_string(shell_output_cap >> 20)
-                     + " MiB on " + (c.stream == 1 ? "stdout" : "stderr")
-                     + ", the most one session carries; open a new session";
-    self->state.sb->cancel(s->exec_id);
   }
 }
 
@@ -208,6 +197,7 @@ uint64_t start_shell(sandbox_actor_ptr self, const session_ptr& s, exec_request 
   backends::exec_callbacks cb;
   cb.keep_output = false;
   cb.keep_stdin = true;
+  cb.unbounded_output = true; // each run is cut and bounded here
   cb.on_started = [hdl, s](int32_t pid) { run_in(hdl, [s, pid] { s->pid = pid; }); };
   cb.on_output = [hdl, self, s](exec_chunk c) {
     run_in(hdl, [self, s, c = std::move(c)]() mutable { on_chunk(self, s, c); });

@@ -54,6 +54,9 @@ struct exec_callbacks {
   /// True: stdin stays open after exec_request::stdin_data, for send_stdin()
   /// (E2B's `stdin: true`); false: closed once stdin_data is written.
   bool keep_stdin = false;
+  /// True: no per-stream output cap over the exec's life (a shell session's
+  /// shell, issue 26 part 2: its caller cuts and bounds each run itself).
+  bool unbounded_output = false;
 };
 
 /// One change below a watched directory (sandbox::watch_dir).

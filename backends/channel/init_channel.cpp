@@ -38,7 +38,7 @@ const std::map<std::string, std::string> default_env = {
 
 expected<std::string> encode_exec(uint32_t id, exec_request& req,
                                   const std::map<std::string, std::string>& spec_env,
-                                  bool keep_stdin = false) {
+                                  bool keep_stdin = false, bool unbounded_output = false) {
   if (req.argv.empty() || req.argv[0].empty())
     return invalid_argument("exec: empty argv");
   if (!(req.timeout_s >= 0) || req.timeout_s > 1e9)
@@ -62,6 +62,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   m.stdin_data = std::move(req.stdin_data);
   m.timeout_ms = static_cast<uint64_t>(exec_limit_ms(req.timeout_s));
   m.keep_stdin = keep_stdin ? 1 : 0;
+  m.unbounded_output = unbounded_output ? 1 : 0;
   auto frame = proto::encode(id, m);
   if (frame.size() - proto::header_size > proto::max_body)
     return too_large("exec: request larger than the channel's frame limit");
@@ -273,7 +274,7 @@ void init_channel::on_oom() {
 uint64_t init_channel::exec(exec_request req, exec_callbacks cb) {
   std::unique_lock<std::mutex> g(m_);
   uint32_t id = next_id_++;
-  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin);
+  auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin, cb.unbounded_output);
   error err;
   if (!frame)
     err = frame.err();
@@ -495,7 +496,7 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
     if (!r.done() || (stream != 1 && stream != 2))
       return false;
     auto& seen = p->seen[stream - 1];
-    if (seen + data.size() > proto::max_output) {
+    if (!p->cb.unbounded_output && seen + data.size() > proto::max_output) {
       data.resize(proto::max_output - std::min(seen, proto::max_output));
       p->result.truncated = true;
     }

@@ -59,6 +59,8 @@ struct job {
   // keep_stdin: stdin stays open for stdin_data frames until one says close
   // (stdin_eof); in_watched: `in` is in the epoll set for EPOLLOUT.
   bool keep_stdin = false, stdin_eof = false, in_watched = false;
+  // unbounded: no max_output cap (a shell session's shell, issue 26 part 2).
+  bool unbounded = false;
 };
 
 /// Everything the loop keeps between events.
