@@ -20,6 +20,7 @@
 #include "actors/sandbox_ops.hpp"
 #include "actors/sandbox_trajectory.hpp"
 #include "core/clock.hpp"
+#include "core/inspect.hpp"
 #include "core/session.hpp"
 #include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 
