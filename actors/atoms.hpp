@@ -73,5 +73,11 @@ using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using ptyopen_atom = caf::atom_constant<caf::atom("ptyopen")>;
 using ptywrite_atom = caf::atom_constant<caf::atom("ptywrite")>;
 using ptysize_atom = caf::atom_constant<caf::atom("ptysize")>;
+// -- shell sessions (issue 26 part 2): open, run in, close and list a
+// sandbox's long-lived shells (actors/sandbox_session.hpp).
+using sopen_atom = caf::atom_constant<caf::atom("sopen")>;
+using srun_atom = caf::atom_constant<caf::atom("srun")>;
+using sclose_atom = caf::atom_constant<caf::atom("sclose")>;
+using slist_atom = caf::atom_constant<caf::atom("slist")>;
 
 } // namespace dsec

@@ -15,6 +15,7 @@
 #include "actors/e2b_gateway.hpp"
 #include "actors/gateway_procs.hpp"
 #include "actors/gateway_pty.hpp" // terminals (issue 26 part 1)
+#include "actors/gateway_session.hpp" // shell sessions (issue 26 part 2)
 #include "api/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -526,6 +527,10 @@ void dispatch(gateway_actor_ptr self, const http_call& c) {
     case route::pty_input:
     case route::pty_resize:
     case route::pty_kill: return handle_pty(self, c, *r);
+    case route::session_open: return handle_session_open(self, c, *r); // issue 26 part 2
+    case route::session_list: return handle_session_list(self, c, *r);
+    case route::session_run: return handle_session_run(self, c, *r);
+    case route::session_close: return handle_session_close(self, c, *r);
   }
 }
 

@@ -19,6 +19,7 @@
 #include "core/clock.hpp"
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
+#include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/spec_fields.hpp"
 #include "core/validate.hpp"

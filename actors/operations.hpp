@@ -39,6 +39,7 @@
 #include "actors/atoms.hpp"
 #include "core/clock.hpp"
 #include "core/fs_entry.hpp"
+#include "core/session.hpp"
 #include "core/types.hpp"
 #include "core/validate.hpp"
 
@@ -389,13 +390,76 @@ struct pty_resize_op : op<ptysize_atom, bool, int32_t, int32_t, int32_t> {
   }
 };
 
+// -- shell sessions (issue 26 part 2; actors/sandbox_session.hpp) ----------------
+
+/// How long a session run may take past its timeout_s: SIGINT at the
+/// timeout, again each second, the shell killed at this (the session ends).
+constexpr std::chrono::milliseconds session_stop_grace{3000};
+
+/// Opens a shell session (shell, cwd, env); answers it once the shell runs.
+/// An empty shell is /bin/bash; a shell the sandbox lacks is invalid_argument.
+struct session_open_op : op<sopen_atom, session_info, std::string, std::string,
+                            std::map<std::string, std::string>> {
+  static constexpr const char* name = "session_open";
+  static constexpr bool resumes = true, logged = true;
+  static error check(const node_limits&, const std::string& id, std::string& shell,
+                     std::string& cwd, std::map<std::string, std::string>&) {
+    if (shell.empty())
+      shell = "/bin/bash";
+    if (shell.front() != '/' || shell.size() > 4096 || shell.find('\0') != std::string::npos)
+      return invalid_argument("session open in sandbox " + id + ": shell \"" + shell.substr(0, 200)
+                              + "\" must be an absolute path");
+    if (!cwd.empty() && cwd.front() != '/')
+      return invalid_argument("session open in sandbox " + id + ": cwd \"" + cwd.substr(0, 200)
+                              + "\" must be an absolute path");
+    return {};
+  }
+};
+
+/// Runs (session id, command, timeout_s) in the session's shell; answered
+/// with the command's exit status and output, cut exactly (core/session.hpp).
+struct session_run_op : op<srun_atom, exec_result, std::string, std::string, double> {
+  static constexpr const char* name = "session_run";
+  static constexpr bool resumes = true, logged = true;
+  static wait_bound deadline(const waits& w, const std::string&, const std::string&,
+                             const double& timeout_s) {
+    auto bound = exec_wait(timeout_s, w.exec_slack);
+    if (bound)
+      *bound += session_stop_grace;
+    return bound;
+  }
+  static error check(const node_limits&, const std::string& id, std::string& sid,
+                     std::string& cmd, double& timeout_s) {
+    if (auto why = session_text::check_cmd(cmd); !why.empty())
+      return error{cmd.size() > session_text::max_cmd ? errc::too_large : errc::invalid_argument,
+                   "session run in " + sid + " of sandbox " + id + ": " + why};
+    if (!(timeout_s >= 0) || timeout_s > 1e7)
+      return invalid_argument("session run in " + sid + " of sandbox " + id
+                              + ": timeout_s must be a number >= 0");
+    return {};
+  }
+};
+
+/// Ends a session (its shell and every job it started); not_found for a
+/// session the sandbox does not have (or had and closed).
+struct session_close_op : op<sclose_atom, bool, std::string> {
+  static constexpr const char* name = "session_close";
+  static constexpr bool resumes = true, logged = true;
+};
+
+/// The sandbox's sessions.
+struct session_list_op : op<slist_atom, std::vector<session_info>> {
+  static constexpr const char* name = "session_list";
+};
+
 /// Every operation on one sandbox. One line per operation.
 using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op, bgexec_op,
                               bgexec_stdin_op, stdin_op, procs_op, proc_op, signal_op, wfile_op,
                               rfile_op, fsop_op, setttl_op, pause_op, resume_op, snapshot_op,
                               network_op, update_op, rebuilt_op, sbmetrics_op, follow_op,
                               watch_op,
-                              pty_open_op, pty_write_op, pty_resize_op>;
+                              pty_open_op, pty_write_op, pty_resize_op,
+                              session_open_op, session_run_op, session_close_op, session_list_op>;
 
 // -- deriving interface rows and lists ---------------------------------------------
 

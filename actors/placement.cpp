@@ -18,6 +18,7 @@
 #include "core/host_port.hpp"
 #include "core/ids.hpp"
 #include "core/fs_entry_inspect.hpp"
+#include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 

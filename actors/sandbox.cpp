@@ -20,6 +20,7 @@
 #include "actors/sandbox_procs.hpp"
 #include "actors/sandbox_image.hpp"
 #include "actors/sandbox_record.hpp"
+#include "actors/sandbox_session.hpp" // shell sessions (issue 26 part 2)
 #include "actors/sandbox_watch.hpp" // push streams (issue 24 part 2)
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_trajectory.hpp"
@@ -27,6 +28,7 @@
 #include "actors/sandbox_pty.hpp" // terminals (issue 26 part 1)
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
+#include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "core/layer_config.hpp"
@@ -675,6 +677,28 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       resize_pty(self, rp, pid, cols, rows);
       return rp;
     },
+    // -- shell sessions (issue 26 part 2): sandbox_session.hpp.
+    [self](sopen_atom, std::string& shell, std::string& cwd,
+           std::map<std::string, std::string>& env) -> caf::result<session_info> {
+      auto rp = self->make_response_promise();
+      open_session(self, rp, std::move(shell), std::move(cwd), std::move(env));
+      return rp;
+    },
+    [self](srun_atom, std::string& sid, std::string& cmd,
+           double timeout_s) -> caf::result<exec_result> {
+      auto rp = self->make_response_promise();
+      run_in_session(self, rp, std::move(sid), std::move(cmd), timeout_s);
+      return rp;
+    },
+    [self](sclose_atom, std::string& sid) -> caf::result<bool> {
+      auto rp = self->make_response_promise();
+      close_session(self, rp, std::move(sid));
+      return rp;
+    },
+    [self](slist_atom) -> caf::result<std::vector<session_info>> {
+      return list_sessions(self);
+    },
+    // -- end shell sessions
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }

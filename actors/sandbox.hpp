@@ -30,6 +30,7 @@
 namespace dsec {
 
 struct trajectory_handle; // actors/sandbox_trajectory.hpp
+struct session_table;     // actors/sandbox_session.hpp (issue 26 part 2)
 
 } // namespace dsec
 
@@ -131,6 +132,8 @@ struct sandbox_actor_state {
   /// Set once the backend sandbox and the layer mounts were handed to a
   /// teardown (destroy, or its init died).
   bool released = false;
+  /// Its shell sessions (sandbox_session.hpp); null until the first opens.
+  std::shared_ptr<session_table> sessions;
 
   /// An actor that ends without having released its sandbox (an abnormal
   /// exit: a bug, an exception, a kill) still releases it: the backend

@@ -11,6 +11,8 @@
 #include "core/clock.hpp"
 #include "core/ids.hpp"
 #include "core/inspect.hpp"
+#include "core/session_inspect.hpp"
+#include "actors/operations.hpp"
 
 namespace dsec {
 
@@ -47,6 +49,9 @@ struct replay_state {
   size_t next = 0;
   /// The new sandbox, once created.
   std::string id;
+  /// Shell sessions (issue 26 part 2): the source's session id -> the new
+  /// sandbox's, as the replay re-opened them.
+  std::map<std::string, std::string> sessions;
   caf::response_promise rp;
 };
 using replay_ptr = caf::stateful_actor<replay_state>*;
@@ -64,8 +69,15 @@ void fail(replay_ptr self, const error& err) {
   self->quit();
 }
 
+/// A shell session's record (issue 26 part 2).
+bool is_session(const trajectory::record& r) {
+  return r.kind == "session_open" || r.kind == "session_run" || r.kind == "session_close";
+}
+
 error at_record(replay_ptr self, const trajectory::record& r, const error& err) {
-  auto what = r.kind == "exec" ? (r.background ? "background exec" : "exec") : "write " + r.path;
+  auto what = r.kind == "exec" ? (r.background ? "background exec" : "exec")
+              : is_session(r)  ? r.kind + " " + r.session
+                               : "write " + r.path;
   return error{err.code, who(self) + " into " + self->state.id + " at seq "
                            + std::to_string(r.seq) + " (" + what + "): " + err.message};
 }
@@ -77,13 +89,59 @@ trajectory::record label_of(const trajectory::record& r) {
   out.kind = r.kind;
   out.path = r.path;
   out.background = r.background;
+  out.session = r.session;
   return out;
 }
 
 void next_op(replay_ptr self);
 
+/// A shell session's open, run or close, again in the new sandbox (its runs
+/// re-run, so the session's shell state is rebuilt).
+void apply_session(replay_ptr self, trajectory::record& r) {
+  auto& st = self->state;
+  auto on_err = [self, l = label_of(r)](caf::error& e) {
+    fail(self, at_record(self, l, from_caf(e)));
+  };
+  if (r.kind == "session_open") {
+    auto shell = r.argv.empty() ? std::string{} : r.argv[0];
+    self->request(st.front, caf::duration{op_timeout}, sopen_atom::value, st.id, shell, r.cwd,
+                  r.env)
+      .then(
+        [self, old = r.session](session_info& s) {
+          self->state.sessions[old] = s.id;
+          next_op(self);
+        },
+        on_err);
+    return;
+  }
+  auto it = st.sessions.find(r.session);
+  if (it == st.sessions.end()) // opened before `upto`'s window or failed: nothing to do
+    return next_op(self);
+  if (r.kind == "session_close") {
+    self->request(st.front, caf::duration{op_timeout}, sclose_atom::value, st.id, it->second)
+      .then([self](bool) { next_op(self); }, on_err);
+    return;
+  }
+  caf::duration bound = caf::infinite;
+  if (auto wait = exec_wait(r.timeout_s, hop::front))
+    bound = caf::duration{*wait + ops::session_stop_grace};
+  auto cmd = r.argv.empty() ? std::string{} : r.argv[0];
+  // A run that ended its session (`exit`) ends it here too; what it answers
+  // is the log's business, not the rebuild's.
+  self->request(st.front, bound, srun_atom::value, st.id, it->second, cmd, r.timeout_s)
+    .then([self](exec_result&) { next_op(self); },
+          [self, l = label_of(r)](caf::error& e) {
+            auto err = from_caf(e);
+            if (err.code == errc::conflict) // its session had ended in the source too
+              return next_op(self);
+            fail(self, at_record(self, l, err));
+          });
+}
+
 void apply(replay_ptr self, trajectory::record& r) {
   auto& st = self->state;
+  if (is_session(r))
+    return apply_session(self, r);
   auto on_err = [self, l = label_of(r)](caf::error& e) {
     fail(self, at_record(self, l, from_caf(e)));
   };
@@ -120,7 +178,7 @@ void next_op(replay_ptr self) {
     auto& r = st.records[st.next];
     if (r.seq > st.upto)
       break;
-    if (r.kind == "exec" || r.kind == "file")
+    if (r.kind == "exec" || r.kind == "file" || is_session(r))
       break;
     ++st.next;
   }

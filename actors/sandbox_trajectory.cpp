@@ -275,4 +275,10 @@ void trajectory_destroyed(sandbox_actor_ptr self, const std::string& reason) {
             });
 }
 
+void trajectory_session_note(sandbox_actor_ptr self, trajectory::record rec) {
+  if (!self->state.log)
+    return;
+  append_quietly(self, std::move(rec), "session");
+}
+
 } // namespace dsec

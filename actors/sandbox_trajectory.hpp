@@ -74,4 +74,8 @@ void trajectory_note(sandbox_actor_ptr self, caf::response_promise rp, trajector
 /// once the record is written.
 void trajectory_destroyed(sandbox_actor_ptr self, const std::string& reason);
 
+/// Logs a shell session's open or close record (issue 26 part 2,
+/// actors/sandbox_session.hpp); nothing waits for the write.
+void trajectory_session_note(sandbox_actor_ptr self, trajectory::record rec);
+
 } // namespace dsec

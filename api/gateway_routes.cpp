@@ -133,6 +133,10 @@ constexpr route_row route_table[] = {
   {"POST", "/v1/sandboxes/{id}/pty/{pid}/input", route::pty_input},
   {"POST", "/v1/sandboxes/{id}/pty/{pid}/resize", route::pty_resize},
   {"POST", "/v1/sandboxes/{id}/pty/{pid}/kill", route::pty_kill},
+  {"POST", "/v1/sandboxes/{id}/sessions", route::session_open},
+  {"GET", "/v1/sandboxes/{id}/sessions", route::session_list},
+  {"POST", "/v1/sandboxes/{id}/sessions/{sid}/run", route::session_run},
+  {"DELETE", "/v1/sandboxes/{id}/sessions/{sid}", route::session_close},
 };
 
 /// Whether `seg` has the shape of `pattern` (placeholders match any segment).
@@ -161,6 +165,11 @@ status bind_placeholders(const std::vector<std::string_view>& seg, std::string_v
       if (p.empty() || p.size() > 9 || p.find_first_not_of("0123456789") != std::string_view::npos)
         return invalid_argument("pid: must be a positive integer, got \"" + std::string{p} + "\"");
       r.pid = static_cast<int32_t>(std::stol(std::string{p}));
+    } else if (pat[i] == "{sid}") {
+      auto sid = url_decode(seg[i]);
+      if (!sid || sid->empty() || sid->size() > 64)
+        return invalid_argument("session id: must be 1-64 bytes, percent-encoded");
+      r.session = std::move(*sid);
     }
   }
   return {};

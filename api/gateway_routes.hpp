@@ -52,12 +52,19 @@ struct route {
     pty_input,
     pty_resize,
     pty_kill,
+    /// Shell sessions (issue 26 part 2; actors/gateway_session.hpp).
+    session_open,
+    session_list,
+    session_run,
+    session_close,
   };
   kind_t kind = healthz;
   /// Sandbox id for per-sandbox routes.
   std::string id;
   /// Process id (inside the sandbox) for the per-process routes.
   int32_t pid = 0;
+  /// Session id for the per-session routes ({sid}).
+  std::string session;
   /// Decoded query parameters (last value wins), except `label`.
   std::map<std::string, std::string> query;
   /// Decoded `label=k=v` parameters.

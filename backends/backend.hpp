@@ -59,6 +59,9 @@ struct exec_callbacks {
   /// empty argv is the user's login shell). Backends without terminals
   /// refuse it through on_done.
   uint16_t pty_cols = 0, pty_rows = 0;
+  /// True: no per-stream output cap over the exec's life (a shell session's
+  /// shell, issue 26 part 2: its caller cuts and bounds each run itself).
+  bool unbounded_output = false;
 };
 
 /// One change below a watched directory (sandbox::watch_dir).

@@ -415,7 +415,8 @@ bool is_client_command(const std::string& cmd) {
     return true;
   return cmd == "create" || cmd == "exec" || cmd == "ls" || cmd == "get" || cmd == "rm"
          || cmd == "cp" || cmd == "ps" || cmd == "kill" || cmd == "update" || cmd == "inspect"
-         || is_job_command(cmd);
+         || is_job_command(cmd)
+         || cmd == "session"; // shell sessions (issue 26 part 2)
 }
 
 int run_client_command(const std::string& cmd, const std::vector<std::string>& args) {
@@ -441,6 +442,8 @@ int run_client_command(const std::string& cmd, const std::vector<std::string>& a
     return cmd_update(args);
   if (is_pty_command(cmd))
     return run_pty_command(cmd, args);
+  if (cmd == "session") // shell sessions (issue 26 part 2)
+    return run_session_command(args);
   return 2;
 }
 

@@ -18,4 +18,7 @@ bool is_client_command(const std::string& cmd);
 bool is_job_command(const std::string& cmd);
 int run_job_command(const std::string& cmd, const std::vector<std::string>& args);
 
+/// `dsec session open|run|close|list` (session_cmd.cpp; issue 26 part 2).
+int run_session_command(const std::vector<std::string>& words);
+
 } // namespace dsec::cli

@@ -30,6 +30,7 @@ const char* usage_text =
   "  dsec update ID [--cpu-class latency|batch] [--allow HOST:PORT ... | --no-network]\n"
   "  dsec ls [--label K=V]   dsec get ID   dsec rm ID...   dsec cp SRC DST\n"
   "  dsec trajectory ID [--since SEQ] [--json]   dsec replay ID [--upto-seq SEQ]\n"
+  "  dsec session open|run|close|list ...   (shell sessions; dsec session --help)\n"
   "  dsec lazyfs --store DIR --cache DIR [--chunk-cache-mb N] [registry flags] | --stop | --stats\n"
   "  dsec bench burst [--rest HOST:PORT] [--count N] [--inflight N] [--out FILE]\n"
   "\n"

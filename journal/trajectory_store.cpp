@@ -166,6 +166,8 @@ expected<uint64_t> sandbox_log::append(record r) {
     contents = {&r.stdout_data, &r.stderr_data};
   else if (r.kind == "file")
     contents = {&r.file};
+  else if (r.kind == "session_run") // issue 26 part 2: a shell session's run
+    contents = {&r.stdout_data, &r.stderr_data};
   for (auto* c : contents)
     if (auto st = store(*c, std::move(c->data)); !st)
       return st.err();

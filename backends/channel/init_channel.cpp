@@ -40,7 +40,8 @@ const std::map<std::string, std::string> default_env = {
 expected<std::string> encode_exec(uint32_t id, exec_request& req,
                                   const std::map<std::string, std::string>& spec_env,
                                   bool keep_stdin = false,
-                                  const proto::pty_size* pty = nullptr) {
+                                  const proto::pty_size* pty = nullptr,
+                                  bool unbounded_output = false) {
   // A terminal's empty argv asks init for the user's login shell (pty.cpp).
   if (pty ? !req.argv.empty() && req.argv[0].empty() : req.argv.empty() || req.argv[0].empty())
     return invalid_argument("exec: empty argv");
@@ -65,6 +66,7 @@ expected<std::string> encode_exec(uint32_t id, exec_request& req,
   m.stdin_data = std::move(req.stdin_data);
   m.timeout_ms = static_cast<uint64_t>(exec_limit_ms(req.timeout_s));
   m.keep_stdin = keep_stdin ? 1 : 0;
+  m.unbounded_output = unbounded_output ? 1 : 0;
   auto frame = pty ? proto::encode_pty_open(id, *pty, m) : proto::encode(id, m);
   if (frame.size() - proto::header_size > proto::max_body)
     return too_large("exec: request larger than the channel's frame limit");
@@ -278,7 +280,7 @@ uint64_t init_channel::exec(exec_request req, exec_callbacks cb) {
   uint32_t id = next_id_++;
   proto::pty_size size{cb.pty_cols, cb.pty_rows};
   auto frame = encode_exec(id, req, parts_.env, cb.keep_stdin || cb.pty_cols,
-                           cb.pty_cols ? &size : nullptr);
+                           cb.pty_cols ? &size : nullptr, cb.unbounded_output);
   error err;
   if (!frame)
     err = frame.err();
@@ -518,7 +520,7 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
     if (!r.done() || (stream != 1 && stream != 2))
       return false;
     auto& seen = p->seen[stream - 1];
-    if (!p->cb.pty_cols && seen + data.size() > proto::max_output) { // a terminal has no cap
+    if (!p->cb.pty_cols && !p->cb.unbounded_output && seen + data.size() > proto::max_output) {
       data.resize(proto::max_output - std::min(seen, proto::max_output));
       p->result.truncated = true;
     }

@@ -262,6 +262,11 @@ struct exec_msg {
   /// only when set, so a frame without it is what a version 2 init reads;
   /// an older init drops a frame that carries it (it cannot honour it).
   std::string user;
+  /// No per-stream output cap (max_output) for this exec: a shell session's
+  /// shell, whose caller cuts and bounds each run (issue 26 part 2). Sent
+  /// after `user` (then always present) only when set: an init that does
+  /// not know it drops the frame, so only session opens carry it.
+  uint8_t unbounded_output = 0;
 };
 
 inline std::string encode(const config_msg& m) {
@@ -305,8 +310,10 @@ inline const char* filter_shape_error(std::string_view prog) {
 inline std::string encode(uint32_t id, const exec_msg& m) {
   writer w(msg::exec, id);
   w.strs(m.argv).strs(m.env).str(m.cwd).str(m.stdin_data).u64(m.timeout_ms).u8(m.keep_stdin);
-  if (!m.user.empty())
+  if (!m.user.empty() || m.unbounded_output)
     w.str(m.user);
+  if (m.unbounded_output)
+    w.u8(m.unbounded_output);
   return w.finish();
 }
 
@@ -320,6 +327,8 @@ inline bool decode(std::string_view body, exec_msg& m) {
   m.keep_stdin = r.u8();
   if (r.ok() && !r.done())
     m.user = r.str();
+  if (r.ok() && !r.done())
+    m.unbounded_output = r.u8();
   return r.done() && !m.argv.empty();
 }
 

@@ -225,6 +225,7 @@ void start_exec(uint32_t req, proto::exec_msg m) {
   j.start = start;
   j.stdin_data = std::move(m.stdin_data);
   j.keep_stdin = m.keep_stdin != 0;
+  j.unbounded = m.unbounded_output != 0;
   if (m.timeout_ms)
     j.deadline = now_ms() + int64_t(m.timeout_ms);
   S.by_pid[pid] = id;
@@ -288,7 +289,7 @@ void pump(job& j, int stream, int rounds) {
       break;
     }
     size_t& sent = j.sent[stream - 1];
-    size_t keep = j.pty ? size_t(n) : std::min(size_t(n), proto::max_output - sent);
+    size_t keep = (j.pty || j.unbounded) ? size_t(n) : std::min(size_t(n), proto::max_output - sent);
     if (keep < size_t(n))
       j.truncated = true;
     sent += keep;

@@ -63,6 +63,8 @@ struct job {
   // A terminal (pty.cpp): `in` and `out` are the pty master; output is not
   // capped at max_output.
   bool pty = false;
+  // unbounded: no max_output cap (a shell session's shell, issue 26 part 2).
+  bool unbounded = false;
 };
 
 /// Everything the loop keeps between events.

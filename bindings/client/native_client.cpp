@@ -40,6 +40,7 @@
 #include "core/host_port.hpp"
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
+#include "core/session_inspect.hpp"
 
 namespace dsec::client {
 
@@ -451,6 +452,32 @@ void connection::pty_resize(std::string id, int32_t pid, int32_t cols, int32_t r
                             done_fn<bool> done) {
   auto what = "resize terminal " + std::to_string(pid) + " in sandbox " + id;
   impl_->op<ops::pty_resize_op>(std::move(what), std::move(id), std::move(done), pid, cols, rows);
+}
+
+void connection::session_open(std::string id, std::string shell, std::string cwd,
+                              std::map<std::string, std::string> env,
+                              done_fn<session_info> done) {
+  auto what = "open a session in sandbox " + id;
+  impl_->op<ops::session_open_op>(std::move(what), std::move(id), std::move(done),
+                                  std::move(shell), std::move(cwd), std::move(env));
+}
+
+void connection::session_run(std::string id, std::string sid, std::string cmd, double timeout_s,
+                             done_fn<exec_result> done) {
+  auto what = "run in session " + sid + " of sandbox " + id;
+  impl_->op<ops::session_run_op>(std::move(what), std::move(id), std::move(done), std::move(sid),
+                                 std::move(cmd), timeout_s);
+}
+
+void connection::session_close(std::string id, std::string sid, done_fn<bool> done) {
+  auto what = "close session " + sid + " of sandbox " + id;
+  impl_->op<ops::session_close_op>(std::move(what), std::move(id), std::move(done),
+                                   std::move(sid));
+}
+
+void connection::session_list(std::string id, done_fn<std::vector<session_info>> done) {
+  auto what = "list sessions of sandbox " + id;
+  impl_->op<ops::session_list_op>(std::move(what), std::move(id), std::move(done));
 }
 
 uint64_t new_token() {

@@ -30,6 +30,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/job.hpp"
+#include "core/session.hpp"
 #include "core/types.hpp"
 
 namespace dsec::client {
@@ -155,6 +156,16 @@ class connection {
   void pty_write(std::string id, int32_t pid, std::string data, done_fn<bool> done);
   /// Resizes terminal `pid`.
   void pty_resize(std::string id, int32_t pid, int32_t cols, int32_t rows, done_fn<bool> done);
+  // -- shell sessions (issue 26 part 2; actors/sandbox_session.hpp) ---------
+
+  /// Opens a shell session (empty shell: /bin/bash); answered once it runs.
+  void session_open(std::string id, std::string shell, std::string cwd,
+                    std::map<std::string, std::string> env, done_fn<session_info> done);
+  /// Runs `cmd` in session `sid` (timeout_s 0: none).
+  void session_run(std::string id, std::string sid, std::string cmd, double timeout_s,
+                   done_fn<exec_result> done);
+  void session_close(std::string id, std::string sid, done_fn<bool> done);
+  void session_list(std::string id, done_fn<std::vector<session_info>> done);
 
   struct impl;
 

@@ -135,6 +135,17 @@ py::dict to_py(const layer_info& l) {
   return d;
 }
 
+py::dict to_py(const session_info& s) {
+  py::dict d;
+  d["id"] = s.id;
+  d["shell"] = s.shell;
+  d["alive"] = s.alive;
+  d["runs"] = s.runs;
+  d["created_at"] = s.created_at_ms / 1000.0;
+  d["reason"] = s.reason;
+  return d;
+}
+
 py::dict to_py(const member_info& m) {
   py::dict load;
   load["free_memory_mb"] = m.free_memory_mb;

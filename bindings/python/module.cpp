@@ -190,6 +190,22 @@ const std::unordered_map<std::string, starter>& starters() {
        c.pty_resize(str(a, 0), a[1].cast<int32_t>(), a[2].cast<int32_t>(), a[3].cast<int32_t>(),
                     to_outcome<bool>(s));
      }},
+    // -- shell sessions (issue 26 part 2): (id, shell, cwd, env), (id, sid,
+    // cmd, timeout_s), (id, sid), (id).
+    {ops::session_open_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.session_open(str(a, 0), str(a, 1), str(a, 2), labels_of(a[3]),
+                      to_outcome<session_info>(s));
+     }},
+    {ops::session_run_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.session_run(str(a, 0), str(a, 1), a[2].cast<std::string>(), a[3].cast<double>(),
+                     to_outcome<exec_result>(s));
+     }},
+    {ops::session_close_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.session_close(str(a, 0), str(a, 1), to_outcome<bool>(s));
+     }},
+    {ops::session_list_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.session_list(str(a, 0), to_outcome<std::vector<session_info>>(s));
+     }},
   };
   return table;
 }

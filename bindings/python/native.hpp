@@ -45,6 +45,7 @@ py::dict to_py(const process_info& p);
 py::dict to_py(const node_status& s);
 py::dict to_py(const layer_info& l);
 py::dict to_py(const member_info& m);
+py::dict to_py(const session_info& s); // shell sessions (issue 26 part 2)
 /// (done ids, [(id or None, node, exception)]).
 py::tuple to_py(const job_result& r);
 py::object to_py(bool b);

@@ -126,6 +126,23 @@ std::string encode(const record& r) {
     j["upto_seq"] = r.upto_seq;
   } else if (r.kind == "destroyed") {
     j["reason"] = r.reason;
+  } else if (r.kind == "session_open") {
+    j["session"] = r.session;
+    j["shell"] = r.argv.empty() ? std::string{} : r.argv[0];
+    j["cwd"] = r.cwd;
+    j["env"] = r.env;
+  } else if (r.kind == "session_run") {
+    j["session"] = r.session;
+    j["cmd"] = r.argv.empty() ? std::string{} : r.argv[0];
+    j["timeout_s"] = r.timeout_s;
+    j["exit_code"] = r.exit_code;
+    j["stdout"] = to_json(r.stdout_data);
+    j["stderr"] = to_json(r.stderr_data);
+    j["timed_out"] = r.timed_out;
+    j["truncated"] = r.truncated;
+    j["duration_ms"] = r.duration_ms;
+  } else if (r.kind == "session_close") {
+    j["session"] = r.session;
   }
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
@@ -200,6 +217,30 @@ expected<record> decode(std::string_view line) {
     r.upto_seq = value_or<uint64_t>(j, "upto_seq", 0);
   } else if (r.kind == "destroyed") {
     r.reason = value_or<std::string>(j, "reason", "");
+  } else if (r.kind == "session_open" || r.kind == "session_run" || r.kind == "session_close") {
+    r.session = value_or<std::string>(j, "session", "");
+    if (r.session.empty())
+      return bad("session is missing");
+    if (r.kind == "session_open") {
+      r.argv = {value_or<std::string>(j, "shell", "")};
+      r.cwd = value_or<std::string>(j, "cwd", "");
+      r.env = value_or<std::map<std::string, std::string>>(j, "env", {});
+    } else if (r.kind == "session_run") {
+      auto cmd = j.find("cmd");
+      if (cmd == j.end() || !cmd->is_string())
+        return bad("cmd is missing");
+      r.argv = {cmd->get<std::string>()};
+      r.timeout_s = value_or<double>(j, "timeout_s", 0);
+      r.exit_code = value_or<int32_t>(j, "exit_code", 0);
+      r.timed_out = value_or<bool>(j, "timed_out", false);
+      r.truncated = value_or<bool>(j, "truncated", false);
+      r.duration_ms = value_or<double>(j, "duration_ms", 0);
+      for (auto [key, out] : {std::pair{"stdout", &r.stdout_data}, std::pair{"stderr", &r.stderr_data}}) {
+        auto it = j.find(key);
+        if (it == j.end() || !from_json(*it, *out))
+          return bad((std::string{key} + " is missing or malformed").c_str());
+      }
+    }
   }
   return r;
 }

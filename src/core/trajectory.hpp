@@ -100,6 +100,10 @@ struct record {
   uint64_t upto_seq = 0;
   // -- destroyed ----------------------------------------------------------------
   std::string reason;
+  // -- session_open | session_run | session_close (issue 26 part 2) ------------
+  /// A shell session's id: session_open's shell is argv[0] (cwd, env as an
+  /// exec's), session_run's command argv[0] with an exec's result fields.
+  std::string session;
 };
 
 /// The record as one JSON line (no newline). Content kept as a blob or by

@@ -509,3 +509,22 @@ TEST_CASE("init channel: a recovered init answers hello when it runs again",
     (void)ch->shut();
   }
 }
+
+TEST_CASE("init protocol: a session shell's exec carries unbounded_output", "[init][protocol]") {
+  // Issue 26 part 2: after `user` (present, maybe empty); absent otherwise.
+  for (std::string user : {"", "1000:1000"}) {
+    proto::exec_msg m;
+    m.argv = {"/bin/bash"};
+    m.keep_stdin = 1;
+    m.user = user;
+    m.unbounded_output = 1;
+    proto::exec_msg out;
+    REQUIRE(proto::decode(body_of(proto::encode(7, m), proto::msg::exec, 7), out));
+    CHECK(out.user == user);
+    CHECK(out.unbounded_output == 1);
+    m.unbounded_output = 0;
+    proto::exec_msg plain;
+    REQUIRE(proto::decode(body_of(proto::encode(7, m), proto::msg::exec, 7), plain));
+    CHECK(plain.unbounded_output == 0);
+  }
+}

@@ -170,3 +170,35 @@ TEST_CASE("sandbox ids name their owner and are never reused", "[ids]") {
     CHECK_FALSE(valid_sandbox_id(bad));
   CHECK_FALSE(valid_node_id("Bad_Node"));
 }
+
+TEST_CASE("shell session routes: open, list, run, close", "[routes]") {
+  // Issue 26 part 2 (actors/gateway_session.hpp).
+  struct row {
+    const char* method;
+    const char* target;
+    route::kind_t kind;
+    const char* session;
+  };
+  row rows[] = {
+    {"POST", "/v1/sandboxes/n-1.abc/sessions", route::session_open, ""},
+    {"GET", "/v1/sandboxes/n-1.abc/sessions", route::session_list, ""},
+    {"POST", "/v1/sandboxes/n-1.abc/sessions/s1/run", route::session_run, "s1"},
+    {"DELETE", "/v1/sandboxes/n-1.abc/sessions/s%32", route::session_close, "s2"},
+  };
+  for (auto& r : rows) {
+    INFO(r.method << " " << r.target);
+    bool na = false;
+    auto got = parse_route(r.method, r.target, na);
+    REQUIRE(got.ok());
+    CHECK(got->kind == r.kind);
+    CHECK(got->id == "n-1.abc");
+    CHECK(got->session == r.session);
+  }
+  bool na = false;
+  auto wrong = parse_route("GET", "/v1/sandboxes/n-1.abc/sessions/s1/run", na);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(na);
+  auto bad = parse_route("POST", "/v1/sandboxes/n-1.abc/sessions/%zz/run", na);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.err().code == errc::invalid_argument);
+}

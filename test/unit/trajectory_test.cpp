@@ -279,3 +279,46 @@ TEST_CASE("exec bodies carry a step; answers say replayed", "[trajectory][codec]
   CHECK(text.find("\"replayed\":true") != std::string::npos);
   CHECK(json_codec::decode_exec_result(text)->replayed);
 }
+
+TEST_CASE("trajectory: shell session records round-trip", "[trajectory]") {
+  // Issue 26 part 2: session_open, session_run, session_close.
+  trajectory::record open;
+  open.seq = 3;
+  open.kind = "session_open";
+  open.session = "s1";
+  open.argv = {"/bin/bash"};
+  open.cwd = "/srv";
+  open.env = {{"A", "1"}};
+  auto o = trajectory::decode(trajectory::encode(open));
+  REQUIRE(o);
+  CHECK(o->session == "s1");
+  CHECK(o->argv == std::vector<std::string>{"/bin/bash"});
+  CHECK(o->cwd == "/srv");
+  CHECK(o->env == open.env);
+
+  trajectory::record run;
+  run.seq = 4;
+  run.kind = "session_run";
+  run.session = "s1";
+  run.argv = {"cd /tmp && echo hi"};
+  run.timeout_s = 5;
+  run.exit_code = 130;
+  run.timed_out = true;
+  run.stdout_data.data = "hi\n";
+  run.stdout_data.size = 3;
+  auto r = trajectory::decode(trajectory::encode(run));
+  REQUIRE(r);
+  CHECK(r->argv == run.argv);
+  CHECK(r->exit_code == 130);
+  CHECK(r->timed_out);
+  CHECK(r->timeout_s == 5);
+
+  trajectory::record close;
+  close.seq = 5;
+  close.kind = "session_close";
+  close.session = "s1";
+  auto c = trajectory::decode(trajectory::encode(close));
+  REQUIRE(c);
+  CHECK(c->session == "s1");
+  CHECK_FALSE(trajectory::decode(R"({"seq":6,"kind":"session_run","cmd":"x"})"));
+}

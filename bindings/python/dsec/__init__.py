@@ -25,6 +25,7 @@ from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
 from .pty import AsyncPty, Pty
+from .session import AsyncSession, Session, SessionInfo
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "Error", "InvalidArgument", "TooLarge", "NotFound", "Conflict", "ResourceExhausted",
     "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
     "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
+    "Session", "AsyncSession", "SessionInfo",
 ]
 
 __all__ += ["Pty", "AsyncPty"]  # terminals (issue 26 part 1)

@@ -28,6 +28,7 @@ from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, Sn
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import AsyncProcess, _pid, _processes, _signo
 from .pty import AsyncPty, pty_args
+from .session import AsyncSession, SessionInfo, open_args as _session_open_args
 
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
@@ -246,6 +247,21 @@ class AsyncSandbox(_Handle):
         """A handle on terminal ``pid`` opened earlier (see Sandbox.pty_attach)."""
         return AsyncPty(self, ProcessStatus._from_native(
             await self._client._call("process", (self.id, _pid(pid), 0))))
+
+
+    # -- shell sessions (issue 26 part 2; dsec/session.py) --
+
+    async def session(self, shell: Optional[str] = None, *, cwd: Optional[str] = None,
+                      env: Optional[Mapping[str, str]] = None) -> AsyncSession:
+        """Opens a shell session (see Sandbox.session)."""
+        d = await self._client._call("session_open",
+                                     _session_open_args(self.id, shell, cwd, env))
+        return AsyncSession(self, SessionInfo(**d))
+
+    async def sessions(self) -> List[SessionInfo]:
+        """The sandbox's sessions (see Sandbox.sessions)."""
+        return [SessionInfo(**d)
+                for d in await self._client._call("session_list", (self.id,))]
 
 
 class AsyncExecStream:

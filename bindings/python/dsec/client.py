@@ -19,6 +19,7 @@ from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, Sn
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import Process, _pid, _processes, _signo
 from .pty import Pty, pty_args
+from .session import Session, SessionInfo, open_args as _session_open_args
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -212,6 +213,21 @@ class Sandbox(_Handle):
         first read gives the scrollback the node kept (64 KiB)."""
         return Pty(self, ProcessStatus._from_native(
             self._client._call("process", (self.id, _pid(pid), 0))))
+
+
+    # -- shell sessions (issue 26 part 2; dsec/session.py) --
+
+    def session(self, shell: Optional[str] = None, *, cwd: Optional[str] = None,
+                env: Optional[Mapping[str, str]] = None) -> Session:
+        """Opens a shell session (``/bin/bash`` by default; InvalidArgument
+        naming the shell if the sandbox has none there). See dsec.session."""
+        d = self._client._call("session_open", _session_open_args(self.id, shell, cwd, env))
+        return Session(self, SessionInfo(**d))
+
+    def sessions(self) -> List[SessionInfo]:
+        """The sandbox's open sessions, oldest first (ended ones too, until
+        closed)."""
+        return [SessionInfo(**d) for d in self._client._call("session_list", (self.id,))]
 
 
 class ExecStream:
