@@ -69,5 +69,8 @@ using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
 // directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
 using follow_atom = caf::atom_constant<caf::atom("follow")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+// -- ports (issue 26 part 3): where a port inside a sandbox is served
+// (actors/sandbox_ports.hpp, actors/gateway_ports.hpp).
+using port_atom = caf::atom_constant<caf::atom("port")>;
 
 } // namespace dsec

@@ -24,6 +24,7 @@ namespace proto = init_proto;
 using proto::msg;
 
 void drop_connection() {
+  close_ports(); // streams belong to the connection that opened them
   close_fd(S.ctl);
   S.ibuf.clear();
   S.obuf.clear();
@@ -96,6 +97,8 @@ void handle_frame(const proto::header& h, std::string_view body) {
     }
     int e = signal_process(m);
     send_frame(proto::writer(msg::signal_done, h.id).i32(e).finish());
+  } else if (proto::is_port_frame(h.type)) {
+    port_frame(h, body); // ports.cpp
   } else {
     drop_connection(); // unknown or out-of-order frame: a broken peer
   }

@@ -434,6 +434,11 @@ void connection::metrics(std::string id, done_fn<sandbox_metric> done) {
   impl_->op<ops::sbmetrics_op>(std::move(what), std::move(id), std::move(done));
 }
 
+void connection::port(std::string id, int32_t port, done_fn<port_route> done) {
+  auto what = "port " + std::to_string(port) + " of sandbox " + id;
+  impl_->op<ops::port_op>(std::move(what), std::move(id), port, std::move(done));
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   // A forked child copies the forking thread's generator: reseed, or parent

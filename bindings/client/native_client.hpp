@@ -30,6 +30,7 @@
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/job.hpp"
+#include "core/port_route.hpp"
 #include "core/types.hpp"
 
 namespace dsec::client {
@@ -145,6 +146,12 @@ class connection {
 
   /// One sample of the sandbox's CPU (since the previous sample) and memory.
   void metrics(std::string id, done_fn<sandbox_metric> done);
+
+  // -- ports (issue 26 part 3) ------------------------------------------------
+
+  /// Where `port` inside the sandbox is served: the owner's REST address
+  /// (a paused sandbox is resumed).
+  void port(std::string id, int32_t port, done_fn<port_route> done);
 
   struct impl;
 

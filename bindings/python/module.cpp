@@ -175,6 +175,10 @@ const std::unordered_map<std::string, starter>& starters() {
     {ops::sbmetrics_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.metrics(str(a, 0), to_outcome<sandbox_metric>(s));
      }},
+    // -- ports (issue 26 part 3): (id, port)
+    {ops::port_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.port(str(a, 0), a[1].cast<int32_t>(), to_outcome<port_route>(s));
+     }},
   };
   return table;
 }
