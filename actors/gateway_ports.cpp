@@ -125,7 +125,11 @@ std::optional<port_call> classify(const http_exchange& c, const node_config& cfg
     return pc;
   if (auto pc = header_form(c))
     return pc;
-  return host_form(c.header("host"), cfg.sandbox_domain, c.target);
+  // envd's port by Host is the node's own E2B API (e2b_gateway.hpp), not a port.
+  auto pc = host_form(c.header("host"), cfg.sandbox_domain, c.target);
+  if (pc && pc->port_text == e2b::envd_port)
+    return std::nullopt;
+  return pc;
 }
 
 /// 1..65535, digits only.

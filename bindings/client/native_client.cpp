@@ -436,7 +436,7 @@ void connection::metrics(std::string id, done_fn<sandbox_metric> done) {
 
 void connection::port(std::string id, int32_t port, done_fn<port_route> done) {
   auto what = "port " + std::to_string(port) + " of sandbox " + id;
-  impl_->op<ops::port_op>(std::move(what), std::move(id), port, std::move(done));
+  impl_->op<ops::port_op>(std::move(what), std::move(id), std::move(done), port);
 }
 
 uint64_t new_token() {
