@@ -16,6 +16,9 @@ WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without TCP_NODELAY a keep-alive
+    # client waits for the delayed ACK (~40 ms) on every request.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
