@@ -79,5 +79,8 @@ using sopen_atom = caf::atom_constant<caf::atom("sopen")>;
 using srun_atom = caf::atom_constant<caf::atom("srun")>;
 using sclose_atom = caf::atom_constant<caf::atom("sclose")>;
 using slist_atom = caf::atom_constant<caf::atom("slist")>;
+// -- ports (issue 26 part 3): where a port inside a sandbox is served
+// (actors/sandbox_ports.hpp, actors/gateway_ports.hpp).
+using port_atom = caf::atom_constant<caf::atom("port")>;
 
 } // namespace dsec

@@ -12,6 +12,8 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "api/e2b_codec.hpp"
+#include "api/e2b_ports.hpp"
+#include "core/port_route.hpp"
 #include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
 #include "core/clock.hpp"
@@ -68,11 +70,18 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
   spec.labels = std::move(req.metadata);
   spec.labels[template_label] = req.template_id;
   spec.env = std::move(req.env);
+  // Ports (issue 26 part 3): network.allowPublicTraffic false gives the
+  // sandbox a traffic token (api/e2b_ports.hpp).
+  auto traffic = traffic_token_of_create(c->body);
+  if (!traffic)
+    return reply_error(c, traffic.err());
+  if (!traffic->empty())
+    spec.labels[traffic_token_label] = std::move(*traffic);
   auto cfg = g.ctx;
   g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
     .then(
       [c, cfg](sandbox_info& info) {
-        answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id)));
+        answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id), cfg->config.sandbox_domain));
       },
       on_error(c));
 }
@@ -113,7 +122,7 @@ void get(const gateway_ref& g, const http_call& c, const std::string& id) {
   auto cfg = g.ctx;
   g.self->request(g.front, call_timeout, info_atom::value, id)
     .then([c, cfg](sandbox_info& info) {
-            answer(c, 200, encode_sandbox(info, access_token(cfg->config, info.id)));
+            answer(c, 200, encode_sandbox(info, access_token(cfg->config, info.id), cfg->config.sandbox_domain));
           },
           on_error(c));
 }
@@ -186,7 +195,7 @@ void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
     .then(
       [self, front, cfg, c, id, secs = *t](sandbox_info& info) {
         auto done = [c, cfg](sandbox_info& i) {
-          answer(c, 200, encode_sandbox(i, access_token(cfg->config, i.id)));
+          answer(c, 200, encode_sandbox(i, access_token(cfg->config, i.id), cfg->config.sandbox_domain));
         };
         if (secs < 0)
           return done(info);

@@ -16,6 +16,7 @@
 #include "actors/gateway_procs.hpp"
 #include "actors/gateway_pty.hpp" // terminals (issue 26 part 1)
 #include "actors/gateway_session.hpp" // shell sessions (issue 26 part 2)
+#include "actors/gateway_ports.hpp"
 #include "api/gateway_routes.hpp"
 #include "actors/gateway_trajectory.hpp"
 #include "actors/interfaces.hpp"
@@ -474,6 +475,10 @@ void handle_layers(gateway_actor_ptr self, const http_call& c) {
 
 void dispatch(gateway_actor_ptr self, const http_call& c) {
   ++self->state.requests_total;
+  // Ports (issue 26 part 3): a port inside a sandbox, by path, Host or E2B's
+  // headers; it checks its own keys and tokens (actors/gateway_ports.hpp).
+  if (ports::dispatch(self, c))
+    return;
   // The E2B API (actors/e2b_gateway.hpp) checks its own keys and tokens.
   if (e2b::dispatch({self, self->state.front, self->state.ctx}, c))
     return;

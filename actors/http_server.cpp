@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 
 #include "actors/http_websocket_beast.hpp"
+#include "actors/http_relay.hpp"
 #include "core/json_codec.hpp"
 
 namespace dsec {
@@ -53,6 +54,7 @@ class exchange final : public http_exchange {
   void end_stream() override;
   void on_disconnect(std::function<void()> f) override;
   std::shared_ptr<ws_conn> upgrade_websocket(ws_handlers h) override;
+  void relay(sys::unique_fd upstream, relay_request req) override;
 
  private:
   std::shared_ptr<session> session_;
@@ -72,6 +74,32 @@ class session : public std::enable_shared_from_this<session> {
       if (self->closed_)
         return f();
       self->hooks_.push_back(std::move(f));
+    });
+  }
+
+  /// Lends the connection to a relay (ports): once the answers queued
+  /// before it are written, the relay writes the client's answer itself.
+  void relay(sys::unique_fd upstream, relay_request req, bool keep_alive) {
+    auto fd = std::make_shared<sys::unique_fd>(std::move(upstream));
+    net::post(sock_.get_executor(), [self = shared_from_this(), fd, req = std::move(req),
+                                     keep_alive]() mutable {
+      if (self->closed_)
+        return;
+      relay::start(self->sock_, self->buf_, keep_alive, std::move(*fd), std::move(req),
+                   [self, keep_alive](relay::outcome o, std::string error) {
+                     if (o == relay::outcome::failed) {
+                       auto body = json_codec::encode(dsec::error{errc::unavailable, error});
+                       // 502: the upstream (a port, a peer) failed, not the node.
+                       return self->send(head(502, "application/json", keep_alive, {})
+                                           + "Content-Length: " + std::to_string(body.size())
+                                           + "\r\n\r\n" + body,
+                                         true, keep_alive);
+                     }
+                     if (o == relay::outcome::close || self->closed_)
+                       return self->close();
+                     self->hooks_.clear();
+                     self->read_next();
+                   });
     });
   }
 
@@ -241,6 +269,10 @@ void exchange::write_chunk(std::string data) {
 }
 
 void exchange::end_stream() { session_->send("0\r\n\r\n", true, keep_alive_); }
+
+void exchange::relay(sys::unique_fd upstream, relay_request req) {
+  session_->relay(std::move(upstream), std::move(req), keep_alive_);
+}
 
 void exchange::on_disconnect(std::function<void()> f) {
   session_->add_disconnect_hook(std::move(f));

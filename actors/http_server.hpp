@@ -14,6 +14,7 @@
 
 #include "actors/http_websocket.hpp"
 #include "core/error.hpp"
+#include "sys/fd.hpp"
 
 namespace dsec {
 
@@ -23,6 +24,19 @@ struct http_answer {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// A request passed on to an upstream socket (http_exchange::relay; ports,
+/// actors/gateway_ports.hpp).
+struct relay_request {
+  /// The request head and body as the upstream gets them.
+  std::string bytes;
+  /// The request asks for an upgrade (WebSocket): a 101 makes a tunnel.
+  bool upgrade = false;
+  /// A HEAD request: the answer has no body whatever its head says.
+  bool head = false;
+  /// What the upstream is ("port 8000 of sandbox n1.x"), in a 502's message.
+  std::string what;
 };
 
 /// One request awaiting its answer. Every method is thread-safe; the answer
@@ -61,6 +75,11 @@ class http_exchange {
     (void)h;
     return nullptr;
   }
+  /// Answers with what `upstream` (a connected or connecting stream socket)
+  /// answers `req`, passed through as it arrives (actors/http_relay.hpp); a
+  /// 101 turns the connection into a tunnel. If the upstream fails before
+  /// answering, the answer is a 502 naming req.what and the cause.
+  virtual void relay(sys::unique_fd upstream, relay_request req) = 0;
 };
 
 using http_call = std::shared_ptr<http_exchange>;

@@ -109,6 +109,11 @@ struct node_config {
   /// --no-publish: never write conversions to registries (a read-only
   /// account, a registry other teams own); other nodes then convert too.
   bool publish_conversions = true;
+  // -- ports (issue 26 part 3; actors/gateway_ports.hpp) ---------------------
+  /// --sandbox-domain: E2B's host form `{port}-{id}.{domain}` routes a
+  /// request on the REST port by its Host header; the E2B control plane
+  /// answers it as the sandbox's `domain` (getHost). Empty: no host form.
+  std::string sandbox_domain;
 };
 
 /// A sandbox that outlived its node process: found again at node start (its

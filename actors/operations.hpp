@@ -40,6 +40,7 @@
 #include "core/clock.hpp"
 #include "core/fs_entry.hpp"
 #include "core/session.hpp"
+#include "core/port_route.hpp"
 #include "core/types.hpp"
 #include "core/validate.hpp"
 
@@ -452,6 +453,20 @@ struct session_list_op : op<slist_atom, std::vector<session_info>> {
   static constexpr const char* name = "session_list";
 };
 
+/// Where TCP port (int32_t, 1..65535) inside the sandbox is served
+/// (core/port_route.hpp); a paused sandbox is resumed first, since a request
+/// to the port follows (actors/gateway_ports.hpp).
+struct port_op : op<port_atom, port_route, int32_t> {
+  static constexpr const char* name = "port";
+  static constexpr bool resumes = true;
+  static error check(const node_limits&, const std::string& id, int32_t& port) {
+    if (port >= 1 && port <= 65535)
+      return {};
+    return invalid_argument("port " + std::to_string(port) + " of sandbox " + id
+                            + ": must be between 1 and 65535");
+  }
+};
+
 /// Every operation on one sandbox. One line per operation.
 using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op, bgexec_op,
                               bgexec_stdin_op, stdin_op, procs_op, proc_op, signal_op, wfile_op,
@@ -459,7 +474,8 @@ using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op
                               network_op, update_op, rebuilt_op, sbmetrics_op, follow_op,
                               watch_op,
                               pty_open_op, pty_write_op, pty_resize_op,
-                              session_open_op, session_run_op, session_close_op, session_list_op>;
+                              session_open_op, session_run_op, session_close_op, session_list_op,
+                              port_op>;
 
 // -- deriving interface rows and lists ---------------------------------------------
 

@@ -18,6 +18,7 @@
 #include "actors/sandbox_pause.hpp"
 #include "actors/sandbox_metrics.hpp"
 #include "actors/sandbox_procs.hpp"
+#include "actors/sandbox_ports.hpp"
 #include "actors/sandbox_image.hpp"
 #include "actors/sandbox_record.hpp"
 #include "actors/sandbox_session.hpp" // shell sessions (issue 26 part 2)
@@ -699,6 +700,12 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       return list_sessions(self);
     },
     // -- end shell sessions
+    // -- ports (issue 26 part 3): where a port is served (sandbox_ports.hpp).
+    [self](port_atom, int32_t port) -> caf::result<port_route> {
+      auto rp = self->make_response_promise();
+      route_port(self, rp, port);
+      return rp;
+    },
     [](cont_atom, continuation& c) { c.fn(); },
   };
 }

@@ -10,6 +10,7 @@
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
 #include "core/session_inspect.hpp"
+#include "core/port_route.hpp"
 
 namespace dsec {
 
@@ -43,6 +44,7 @@ void add_wire_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<fs_entry>>("std::vector<dsec::fs_entry>");
   cfg.add_message_type<session_info>("dsec::session_info");
   cfg.add_message_type<std::vector<session_info>>("std::vector<dsec::session_info>");
+  cfg.add_message_type<port_route>("dsec::port_route");
   cfg.add_error_category(dsec_error_category(),
                          [](uint8_t code, caf::atom_value, const caf::message& ctx) {
                            return "dsec: " + std::string{to_string(static_cast<errc>(code))}

@@ -1,5 +1,6 @@
 // E2B control-plane JSON, Connect envelopes and envd messages (e2b_codec.hpp).
 #include "api/e2b_codec.hpp"
+#include "core/port_route.hpp"
 
 #include <sys/stat.h>
 
@@ -57,7 +58,7 @@ const char* e2b_state(sandbox_state s) {
 json sandbox_json(const sandbox_info& info) {
   json metadata = json::object();
   for (auto& [k, v] : info.labels)
-    if (k != template_label)
+    if (k != template_label && k != traffic_token_label) // ports: e2b_ports.hpp
       metadata[k] = v;
   auto tpl = info.labels.find(template_label);
   std::string template_id = tpl != info.labels.end() ? tpl->second

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/fs_entry.hpp"
 #include "core/types.hpp"
+#include "sys/fd.hpp"
 
 namespace dsec::backends {
 
@@ -211,6 +212,20 @@ class sandbox {
   virtual status resize_pty(uint64_t exec_id, uint16_t cols, uint16_t rows) {
     (void)exec_id, (void)cols, (void)rows;
     return unsupported("resize a terminal");
+  }
+
+  // -- ports (issue 26 part 3) ------------------------------------------------
+
+  /// A nonblocking stream socket to 127.0.0.1:`port` inside the sandbox,
+  /// connected or still connecting (a refused port shows as an error on its
+  /// first read or write). It never gives the sandbox network access of its
+  /// own: a container's socket is made in its network namespace by the
+  /// calling thread, a guest's is relayed by its init. Quick, but a
+  /// container's may switch the calling thread's network namespace for a
+  /// moment: call it from a thread of its own (actors/gateway_ports.cpp).
+  virtual expected<sys::unique_fd> open_port(uint16_t port) {
+    (void)port;
+    return unsupported("reach a port");
   }
 
  protected:

@@ -6,6 +6,7 @@
 #include "bench/bench.hpp"
 #include "cmd/client_cmd.hpp"
 #include "cmd/trajectory_cmd.hpp"
+#include "cmd/url_cmd.hpp"
 #include "cmd/layer_cmd.hpp"
 #include "cmd/lazyfs_cmd.hpp"
 #include "cmd/node_cmd.hpp"
@@ -31,6 +32,7 @@ const char* usage_text =
   "  dsec ls [--label K=V]   dsec get ID   dsec rm ID...   dsec cp SRC DST\n"
   "  dsec trajectory ID [--since SEQ] [--json]   dsec replay ID [--upto-seq SEQ]\n"
   "  dsec session open|run|close|list ...   (shell sessions; dsec session --help)\n"
+  "  dsec url ID PORT [--domain DOMAIN]   (a port inside the sandbox, through the node)\n"
   "  dsec lazyfs --store DIR --cache DIR [--chunk-cache-mb N] [registry flags] | --stop | --stats\n"
   "  dsec bench burst [--rest HOST:PORT] [--count N] [--inflight N] [--out FILE]\n"
   "\n"
@@ -62,6 +64,8 @@ int main(int argc, char** argv) {
     return dsec::cli::run_client_command(cmd, rest);
   if (dsec::cli::is_trajectory_command(cmd))
     return dsec::cli::run_trajectory_command(cmd, rest);
+  if (dsec::cli::is_url_command(cmd))
+    return dsec::cli::run_url_command(cmd, rest);
   std::cerr << "dsec: unknown command \"" << cmd << "\"\n" << usage_text;
   return 2;
 }

@@ -1,6 +1,7 @@
 // `dsec node` flag parsing.
 #include "cmd/node_cmd.hpp"
 
+#include <cctype>
 #include <iostream>
 
 #include "api/api_keys.hpp"
@@ -205,7 +206,10 @@ const char* node_help =
   "                             mirrors tried before REG for reads (repeatable)\n"
   "  --chunk-cache-mb N         budget of the cache of image chunks read on demand\n"
   "                             (default 2048)\n"
-  "  --no-publish               never publish this node's conversions to registries\n";
+  "  --no-publish               never publish this node's conversions to registries\n"
+  "Ports inside sandboxes (/v1/sandboxes/ID/ports/PORT/...):\n"
+  "  --sandbox-domain DOMAIN    also route Host PORT-ID.DOMAIN[:port] to that port (E2B's\n"
+  "                             getHost), e.g. localhost or a wildcard DNS name\n";
 
 } // namespace
 
@@ -221,7 +225,7 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--api-key-file FILE] [--insecure] [--registry-auth FILE] "
                      "[--registry-ca FILE] [--insecure-registry HOST ...] "
                      "[--registry-mirror REG=MIRROR[,MIRROR...] ...] [--chunk-cache-mb N] "
-                     "[--no-publish]";
+                     "[--no-publish] [--sandbox-domain DOMAIN]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
@@ -231,7 +235,9 @@ int run_node_command(const std::vector<std::string>& words) {
                        "trajectory-dir", "trajectory-keep-days", "api-key-file",
                        // registries (images)
                        "registry-auth", "registry-ca", "insecure-registry", "registry-mirror",
-                       "chunk-cache-mb"},
+                       "chunk-cache-mb",
+                       // ports (issue 26 part 3)
+                       "sandbox-domain"},
                       {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure", "no-publish",
                        "help"});
   if (!a || !a->positional.empty()) {
@@ -289,6 +295,17 @@ int run_node_command(const std::vector<std::string>& words) {
               << " is reachable from other hosts: give --api-key-file FILE (one key per line), "
                  "or --insecure to serve it without keys\n";
     return 2;
+  }
+  if (a->has("sandbox-domain")) {
+    auto d = a->get("sandbox-domain");
+    if (d.empty() || d.front() == '.' || d.find_first_of("/ \t") != std::string::npos) {
+      std::cerr << "dsec node: --sandbox-domain must be a DNS name (optionally :port), got \""
+                << d << "\"\n";
+      return 2;
+    }
+    for (auto& ch : d)
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    cfg.sandbox_domain = d;
   }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {

@@ -35,6 +35,9 @@ class channel_sandbox : public sandbox {
   /// Init's death, as the channel reports it; a derived handle may override
   /// to give a better reason (a VM: why QEMU ended).
   void on_exit(std::function<void(std::string reason)> f) override;
+  /// A port through init (ports, init_channel_ports.cpp): a guest's way;
+  /// a container makes its socket in its network namespace instead.
+  expected<sys::unique_fd> open_port(uint16_t port) override;
 
  protected:
   // -- constructors ---------------------------------------------------------

@@ -386,6 +386,7 @@ void init_channel::close_channel_locked() {
   if (!channel_open_)
     return;
   channel_open_ = false;
+  close_ports_locked(); // ports: the streams die with the channel
   loop_->remove(ctl_token_, parts_.ctl.get());
   ctl_token_ = 0;
   out_.clear();
@@ -474,6 +475,8 @@ bool init_channel::reconnect_after_hello() {
 }
 
 bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
+  if (proto::is_port_frame(h.type)) // ports (init_channel_ports.cpp)
+    return on_port_frame(h, body);
   if (h.type == proto::msg::hello) { // the answer to start()'s hello
     proto::hello_msg theirs;
     std::lock_guard<std::mutex> g(m_);

@@ -120,6 +120,14 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   /// True once shut() ran.
   [[nodiscard]] bool is_shut() const;
 
+  // -- ports (init_channel_ports.cpp; issue 26 part 3) ------------------------
+
+  /// One end of a socket pair whose bytes init relays to 127.0.0.1:`port`
+  /// inside the sandbox (protocol.hpp, port_open..port_opened): how a node
+  /// reaches a port of a guest that has no network device. Nonblocking; a
+  /// port nothing listens on shows as the socket closing unanswered.
+  expected<sys::unique_fd> open_port(uint16_t port);
+
   /// Stops for good: closes the channel and stops watching init and OOM.
   /// Pending requests stay pending until fail_pending_later(). False if it
   /// ran before (the caller's teardown already ran or runs).
@@ -197,6 +205,25 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   uint32_t version_ = 0; ///< agreed at hello; guarded by m_
   bool hello_pending_ = false; ///< hello sent, not answered (await_hello false)
   std::string mismatch_;       ///< why the versions do not meet, once known
+
+  // -- ports (init_channel_ports.cpp) ----------------------------------------
+
+  /// One relayed connection: the node's end of its socket pair.
+  struct port_stream {
+    sys::unique_fd fd;
+    uint64_t token = 0;
+    std::string out;        ///< from init, not yet written to fd
+    bool sent_close = false; ///< our side's EOF went to init
+    bool got_close = false;  ///< init's side ended
+  };
+  std::map<uint32_t, port_stream> ports_; ///< guarded by m_
+  /// Loop thread: the socket of stream `id` is ready / a frame of a stream came.
+  void on_port_socket(uint32_t id, uint32_t events);
+  bool on_port_frame(const init_proto::header& h, std::string_view body);
+  /// m_ held: writes what fd takes of `out`, re-arms, ends a finished stream.
+  void port_write_locked(uint32_t id, port_stream& s);
+  void drop_port_locked(uint32_t id);
+  void close_ports_locked();
 };
 
 } // namespace dsec::backends

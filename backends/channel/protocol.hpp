@@ -92,7 +92,24 @@ enum class msg : uint8_t {
   pty_open = 30,   ///< u16 cols, u16 rows, then an exec body (argv may be empty:
                    ///< the user's login shell); runs on a new pty
   pty_resize = 31, ///< u16 cols, u16 rows for the pty of request `id`; no answer
+  // -- ports (issue 26 part 3): byte streams to TCP ports inside the
+  // sandbox, one per frame id (backends/init/ports.cpp,
+  // backends/channel/init_channel_ports.cpp). Values from 40 on, apart
+  // from other features' frames. Each side sends port_close once, when its
+  // direction ends; the stream is gone when both did, or at once on an
+  // errno. Only a node that opened a stream sends these.
+  port_open = 40,   ///< node -> init: u32 port; init connects to 127.0.0.1:port
+                    ///< inside, answers port_opened or port_close(errno)
+  port_data = 41,   ///< both ways: string data of stream `id`
+  port_close = 42,  ///< both ways: i32 errno; 0 = the sender's direction ended
+  port_opened = 43, ///< init -> node: the connection is up
 };
+
+/// True for the frames of port streams (both directions).
+inline bool is_port_frame(msg t) {
+  return t == msg::port_open || t == msg::port_data || t == msg::port_close
+         || t == msg::port_opened;
+}
 
 /// Header size on the wire.
 constexpr size_t header_size = 9;

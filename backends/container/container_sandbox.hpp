@@ -84,6 +84,9 @@ class container_sandbox final : public channel_sandbox,
   expected<std::shared_ptr<dir_watch>> watch_dir(const std::string& path, bool recursive,
                                                  watch_callbacks cb) override;
 
+  // A port inside its network namespace (issue 26 part 3): container_ports.cpp.
+  expected<sys::unique_fd> open_port(uint16_t port) override;
+
  private:
   /// The root for one file call; null once destroy() ran.
   std::shared_ptr<sys::unique_fd> root_fd() const;

@@ -24,6 +24,7 @@ namespace proto = init_proto;
 using proto::msg;
 
 void drop_connection() {
+  close_ports(); // streams belong to the connection that opened them
   close_fd(S.ctl);
   S.ibuf.clear();
   S.obuf.clear();
@@ -111,6 +112,8 @@ void handle_frame(const proto::header& h, std::string_view body) {
       return;
     }
     resize_pty(h.id, size);
+  } else if (proto::is_port_frame(h.type)) {
+    port_frame(h, body); // ports.cpp
   } else {
     drop_connection(); // unknown or out-of-order frame: a broken peer
   }

@@ -23,7 +23,8 @@ namespace dsec::init {
 constexpr int listen_fd = 3;
 
 /// What an epoll registration is; the slot (a job's, a drain's) rides above.
-enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr, k_drain };
+enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr, k_drain,
+                       k_port /* ports.cpp */ };
 
 /// The epoll key of `k` for slot `id`.
 inline uint64_t key(kind k, uint32_t id) { return (uint64_t(id) << 8) | k; }
@@ -140,5 +141,14 @@ std::string read_small_file(const char* path);
 void start_pty(uint32_t req, init_proto::exec_msg m, const init_proto::pty_size& size);
 /// Sets the size of request `req`'s terminal (its foreground job gets SIGWINCH).
 void resize_pty(uint32_t req, const init_proto::pty_size& size);
+
+// -- port streams (ports.cpp; issue 26 part 3) --------------------------------
+
+/// Handles a port_open, port_data or port_close frame from the node.
+void port_frame(const init_proto::header& h, std::string_view body);
+/// A port stream's socket `id` is ready.
+void port_event(uint32_t id, uint32_t events);
+/// Closes every port stream (the node's connection is gone).
+void close_ports();
 
 } // namespace dsec::init

@@ -73,6 +73,7 @@ void dispatch(uint64_t k, uint32_t events) {
   case k_stdout: read_output(id, 1); break;
   case k_stderr: read_output(id, 2); break;
   case k_drain: drain(id); break;
+  case k_port: port_event(id, events); break;
   }
 }
 

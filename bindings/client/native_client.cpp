@@ -480,6 +480,11 @@ void connection::session_list(std::string id, done_fn<std::vector<session_info>>
   impl_->op<ops::session_list_op>(std::move(what), std::move(id), std::move(done));
 }
 
+void connection::port(std::string id, int32_t port, done_fn<port_route> done) {
+  auto what = "port " + std::to_string(port) + " of sandbox " + id;
+  impl_->op<ops::port_op>(std::move(what), std::move(id), std::move(done), port);
+}
+
 uint64_t new_token() {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   // A forked child copies the forking thread's generator: reseed, or parent

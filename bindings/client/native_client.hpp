@@ -31,6 +31,7 @@
 #include "core/error.hpp"
 #include "core/job.hpp"
 #include "core/session.hpp"
+#include "core/port_route.hpp"
 #include "core/types.hpp"
 
 namespace dsec::client {
@@ -166,6 +167,11 @@ class connection {
                    done_fn<exec_result> done);
   void session_close(std::string id, std::string sid, done_fn<bool> done);
   void session_list(std::string id, done_fn<std::vector<session_info>> done);
+  // -- ports (issue 26 part 3) ------------------------------------------------
+
+  /// Where `port` inside the sandbox is served: the owner's REST address
+  /// (a paused sandbox is resumed).
+  void port(std::string id, int32_t port, done_fn<port_route> done);
 
   struct impl;
 

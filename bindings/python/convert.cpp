@@ -78,6 +78,15 @@ py::dict to_py(const snapshot_info& s) {
   return d;
 }
 
+py::dict to_py(const port_route& r) {
+  py::dict d;
+  d["node"] = r.node;
+  d["rest"] = r.rest;
+  d["traffic_token"] = r.traffic_token;
+  d["backend"] = r.backend;
+  return d;
+}
+
 py::dict to_py(const sandbox_metric& m) {
   py::dict d;
   d["timestamp_ms"] = m.timestamp_ms;

@@ -206,6 +206,10 @@ const std::unordered_map<std::string, starter>& starters() {
     {ops::session_list_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.session_list(str(a, 0), to_outcome<std::vector<session_info>>(s));
      }},
+    // -- ports (issue 26 part 3): (id, port)
+    {ops::port_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.port(str(a, 0), a[1].cast<int32_t>(), to_outcome<port_route>(s));
+     }},
   };
   return table;
 }

@@ -38,6 +38,8 @@ py::dict to_py(const sandbox_info& s);
 py::dict to_py(const snapshot_info& s);
 /// {timestamp_ms, cpu_count, cpu_used_pct, mem_used_bytes, mem_total_bytes}.
 py::dict to_py(const sandbox_metric& m);
+/// {node, rest, traffic_token, backend} (ports, issue 26 part 3).
+py::dict to_py(const port_route& r);
 py::tuple to_py(const exec_result& r);
 /// (pid, argv, started_at, running, result tuple as for exec_result).
 py::tuple to_py(const background_process& p);

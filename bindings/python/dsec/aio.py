@@ -24,6 +24,7 @@ from . import _spec
 from .client import MAX_READ_BYTES, _Handle, _info, _node_info
 from .errors import Error, InvalidArgument, Unavailable
 from .job import JobResult, job_args, job_result
+from .ports import _port_number, _port_url
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import AsyncProcess, _pid, _processes, _signo
@@ -209,6 +210,11 @@ class AsyncSandbox(_Handle):
     async def metrics(self) -> SandboxMetrics:
         """One sample of the sandbox's CPU and memory use (see Sandbox.metrics)."""
         return SandboxMetrics._from_native(await self._client._call("metrics", (self.id,)))
+
+    async def url(self, port: int) -> str:
+        """An HTTP URL that reaches ``port`` inside the sandbox (see Sandbox.url)."""
+        r = await self._client._call("port", (self.id, _port_number(port)))
+        return _port_url(r["rest"], self.id, port)
 
     async def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
         """Replaces the network allow-list (see Sandbox.set_network)."""

@@ -20,6 +20,7 @@ from .types import ProcessInfo, ProcessStatus, SandboxMetrics
 from .process import Process, _pid, _processes, _signo
 from .pty import Pty, pty_args
 from .session import Session, SessionInfo, open_args as _session_open_args
+from .ports import _port_number, _port_url
 
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
@@ -167,6 +168,16 @@ class Sandbox(_Handle):
         """One sample of the sandbox's CPU (since the previous sample) and
         memory use. A paused sandbox stays paused."""
         return SandboxMetrics._from_native(self._client._call("metrics", (self.id,)))
+
+    def url(self, port: int) -> str:
+        """An HTTP URL that reaches TCP ``port`` inside the sandbox through
+        its node's REST port (``/v1/sandboxes/ID/ports/PORT/``): HTTP,
+        streamed answers and WebSocket upgrades (``ws://`` the same path)
+        pass through; the node's API key goes in ``X-API-Key`` as for any
+        REST call. Works for a ``network: none`` sandbox too: the node
+        connects inside it. A paused sandbox is resumed."""
+        r = self._client._call("port", (self.id, _port_number(port)))
+        return _port_url(r["rest"], self.id, port)
 
     def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
         """Replaces the network allow-list (``host:port``, ``cidr:port``,
