@@ -24,6 +24,7 @@ from .job import JobItemError, JobResult
 from . import _native
 from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
+from .interp import CodeContext, Execution, ExecutionError, InterpreterNotRunning
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "Unavailable", "Timeout", "StepConflict", "Process", "AsyncProcess", "ProcessInfo",
     "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
 ]
+__all__ += ["CodeContext", "Execution", "ExecutionError", "InterpreterNotRunning"]
 
 # The native actor system must stop before the interpreter tears down.
 _atexit.register(_native.shutdown)
