@@ -123,7 +123,7 @@ def test_timeout_interrupts_the_cell_and_the_context_survives(isb):
 def test_env_is_per_cell(isb):
     ex = isb.run_code("import os; os.environ.get('DSEC_T')", env={"DSEC_T": "v1"})
     assert ex.text == "'v1'"
-    assert isb.run_code("import os; os.environ.get('DSEC_T')").text == "None"
+    assert isb.run_code("import os; repr(os.environ.get('DSEC_T'))").text == "'None'"
 
 
 def test_server_protocol_from_inside(isb):
