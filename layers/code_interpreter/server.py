@@ -50,6 +50,18 @@ def default_cwd():
     return "/"
 
 
+def cpu_has(flag):
+    """Whether /proc/cpuinfo lists `flag` (True if it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return flag in line.split()
+    except OSError:
+        pass
+    return True
+
+
 class Context:
     """One worker process and what it needs to run cells."""
 
@@ -72,6 +84,11 @@ class Context:
         env["MPLBACKEND"] = "module://mpl_backend"
         env["PYTHONPATH"] = HERE + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.pop("DSEC_INTERP_PORT", None)
+        if "OPENBLAS_CORETYPE" not in env and not cpu_has("ssse3"):
+            # OpenBLAS takes QEMU's emulated qemu64 CPU (a microVM under TCG)
+            # for an AMD core and runs code it lacks: SIGILL in any numpy
+            # matrix product. The SSE3 kernels run on every x86-64 here.
+            env["OPENBLAS_CORETYPE"] = "Prescott"
         self.proc = subprocess.Popen(
             [sys.executable, "-u", WORKER, str(cin_r), str(cout_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -42,8 +42,9 @@ def test_microvm_run_code(vm_node):
         assert sb.run_code("x * 10").text == "10"
         other = sb.code_context()
         assert sb.run_code("x", context=other).error.name == "NameError"
+        sb.destroy()
+        with pytest.raises(dsec.NotFound):
+            sb.run_code("1")
     finally:
         sb.destroy()
         c.close()
-    with pytest.raises(dsec.NotFound):
-        sb.run_code("1")
