@@ -42,6 +42,9 @@ def interp_module():
     fresh = stamp.exists() and time.time() - stamp.stat().st_mtime < REFRESH_S
     if not (fresh and _version(pkg)):
         INSTALL.mkdir(parents=True, exist_ok=True)
+        # Its own project root: npm would otherwise install into the e2b
+        # cache's node_modules one directory up.
+        (INSTALL / "package.json").write_text('{"private": true}\n')
         p = subprocess.run(["npm", "install", "--no-package-lock", "--no-save", "--no-audit",
                             "--no-fund", "--loglevel=error", "@e2b/code-interpreter@2"],
                            cwd=INSTALL, capture_output=True, text=True, timeout=600)
@@ -68,7 +71,8 @@ def interp_node(dsec_bin, store, key_file):  # noqa: F811
 
 def _proxy_routes(node):
     """Whether the node routes E2B's client-proxy headers to port 49999: asks
-    the interpreter's /health in a code-interpreter-v1 sandbox that way."""
+    the interpreter's GET /contexts (a route only it has; envd has none) in a
+    code-interpreter-v1 sandbox that way. (False, answer) if the route is missing."""
     c = node.client
     status, body = c.call("POST", "/sandboxes", {"templateID": "code-interpreter-v1"})
     assert status == 201, body
@@ -76,15 +80,17 @@ def _proxy_routes(node):
     try:
         deadline = time.monotonic() + 60
         while True:
-            status, _, data = c.raw("GET", "/health",
+            status, _, data = c.raw("GET", "/contexts",
                                     headers={"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999"})
-            if status in (404, 501):
+            # 404/501, or the 502 of a node without the port proxy ("dsec
+            # serves only envd (port 49983)"): the route is not there.
+            if status in (404, 501) or (status == 502 and b"serves only envd" in data):
                 return False, f"{status} {data[:200]!r}"
-            if status == 200 and data.strip() == b"OK":
+            if status == 200:
+                assert isinstance(json.loads(data), list), data
                 return True, ""
-            if time.monotonic() > deadline:  # 502 while the server starts, then OK
-                return True, ""
-            time.sleep(0.5)
+            assert time.monotonic() < deadline, f"port 49999 answered {status} {data[:300]!r}"
+            time.sleep(0.5)  # 502 while the server starts
     finally:
         c.call("DELETE", "/sandboxes/" + urllib.parse.quote(sid, safe=""))
 
