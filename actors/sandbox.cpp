@@ -33,6 +33,7 @@
 #include "core/inspect.hpp"
 #include "core/json_codec.hpp"
 #include "core/layer_config.hpp"
+#include "actors/sandbox_start.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec {
@@ -474,6 +475,7 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
                      st.info.layers = std::move(res.layers);
                      st.exec_workdir = std::move(res.defaults.workdir);
                      st.exec_user = std::move(res.defaults.user);
+                     run_layer_start(st, res.defaults.start); // issue 26: a layer's server
                      st.info.state = sandbox_state::running;
                      st.info.created_at_ms = res.created_at_ms;
                      st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);

@@ -135,8 +135,10 @@ expected<create_request> parse_create(std::string_view body) {
 }
 
 expected<std::vector<std::string>> template_layers(const std::string& id) {
-  if (id == "base" || id == "python" || id == "code-interpreter-v1")
+  if (id == "base" || id == "python")
     return std::vector<std::string>{"base/python@3.11"};
+  if (id == "code-interpreter-v1" || id == "code-interpreter") // @e2b/code-interpreter's default
+    return std::vector<std::string>{"base/code-interpreter@1"};
   if (id == "busybox")
     return std::vector<std::string>{"base/busybox@1"};
   if (id.find('@') != std::string::npos)
@@ -144,7 +146,7 @@ expected<std::vector<std::string>> template_layers(const std::string& id) {
   return not_found("template " + id.substr(0, 200)
                    + ": not a layer ref (name@version), an image reference "
                      "(registry/repo:tag), an alias of the node's store (dsec layer alias NAME "
-                     "REF) nor a built-in alias (base, python, busybox)");
+                     "REF) nor a built-in alias (base, python, busybox, code-interpreter-v1)");
 }
 
 expected<int64_t> parse_timeout(std::string_view body) {

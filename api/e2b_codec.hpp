@@ -48,7 +48,8 @@ struct create_request {
 
 /// The layers a templateID names: a layer ref (`base/python@3.11`) as is,
 /// or an alias: `base` and `python` = base/python@3.11 (Debian with bash and
-/// python 3.11, the nearest to E2B's base image), `busybox` = base/busybox@1.
+/// python 3.11, the nearest to E2B's base image), `busybox` = base/busybox@1, `code-interpreter-v1` (the
+/// @e2b/code-interpreter SDK's default) = base/code-interpreter@1.
 /// The store's own aliases (layers/aliases.hpp) are looked up before this.
 [[nodiscard]] expected<std::vector<std::string>> template_layers(const std::string& template_id);
 

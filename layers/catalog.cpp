@@ -79,6 +79,15 @@ expected<layer_info> parse_entry(const std::string& ref, const json& j, const st
         return bad(std::string{key} + " is not a string");
       *field = f->get<std::string>();
     }
+    if (auto start = cfg->find("start"); start != cfg->end()) {
+      if (!start->is_array())
+        return bad("start is not an array");
+      for (auto& a : *start) {
+        if (!a.is_string())
+          return bad("start holds a non-string");
+        info.config.start.push_back(a.get<std::string>());
+      }
+    }
     if (auto st = validate_layer_config(info.config); !st)
       return corrupt(path, where + ": " + st.err().message);
   }
@@ -94,6 +103,8 @@ json config_json(const layer_config& c) {
     out["workdir"] = c.workdir;
   if (!c.user.empty())
     out["user"] = c.user;
+  if (!c.start.empty())
+    out["start"] = c.start;
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "layers/code_interpreter.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"
 
@@ -210,12 +211,14 @@ void trim_debian_rootfs(const std::string& root) {
     remove_glob(root + pattern);
 }
 
-status make_python_rootfs(const std::string& dir, const log_fn& log) {
+// A bookworm minbase with `include` (comma-separated Debian packages).
+status make_debian_rootfs(const std::string& dir, const std::string& ref,
+                          const std::string& include, const log_fn& log) {
   auto mirror = find_debian_mirror();
-  log("layer defaults: base/python@3.11: debootstrap " + std::string{suite} + " from " + mirror
+  log("layer defaults: " + ref + ": debootstrap " + std::string{suite} + " from " + mirror
       + " (takes a minute or two)");
   auto res = sys::run_command({"env", std::string{"SOURCE_DATE_EPOCH="} + image_epoch,
-                               "debootstrap", "--variant=minbase", "--include=python3", suite,
+                               "debootstrap", "--variant=minbase", "--include=" + include, suite,
                                dir, mirror});
   if (!res)
     return error{res.err().code, "debootstrap: " + res.err().message};
@@ -283,7 +286,8 @@ class staging_dir {
 using tree_maker = std::function<status(const std::string& dir)>;
 
 status build_one(store& s, const std::string& name, const std::string& version,
-                 const tree_maker& make, const log_fn& log) {
+                 const tree_maker& make, const log_fn& log,
+                 const store::build_options& opts = {}) {
   auto ref = name + "@" + version;
   auto found = s.resolve(ref);
   if (found) {
@@ -302,7 +306,7 @@ status build_one(store& s, const std::string& name, const std::string& version,
   if (auto st = make(tree); !st)
     return error{st.err().code, "layer defaults " + ref + ": " + st.err().message};
   auto t1 = std::chrono::steady_clock::now();
-  auto info = s.build(tree, name, version, "base");
+  auto info = s.build(tree, name, version, "base", opts);
   if (!info)
     return info.err();
   char size[32];
@@ -361,8 +365,20 @@ status build_defaults(store& s, log_fn log) {
   auto busybox = [](const std::string& dir) { return make_busybox_rootfs("/bin/busybox", dir); };
   if (auto st = build_one(s, "base/busybox", "1", busybox, log); !st)
     return st;
-  auto python = [&log](const std::string& dir) { return make_python_rootfs(dir, log); };
-  return build_one(s, "base/python", "3.11", python, log);
+  auto python = [&log](const std::string& dir) {
+    return make_debian_rootfs(dir, "base/python@3.11", "python3", log);
+  };
+  if (auto st = build_one(s, "base/python", "3.11", python, log); !st)
+    return st;
+  // issue 26: the code interpreter's server (layers/code_interpreter.hpp).
+  auto interp = [&log](const std::string& dir) {
+    if (auto st = make_debian_rootfs(dir, code_interpreter_ref, code_interpreter_packages, log); !st)
+      return st;
+    return add_code_interpreter(dir);
+  };
+  store::build_options opts;
+  opts.config = code_interpreter_config();
+  return build_one(s, "base/code-interpreter", "1", interp, log, opts);
 }
 
 } // namespace dsec::layers

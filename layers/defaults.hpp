@@ -2,6 +2,9 @@
 // root file system made from the host's busybox-static, and `base/python@3.11`,
 // a Debian bookworm minbase with python3 made by debootstrap (1-2 minutes and
 // ~260 MB before trimming; needs root and network access to a Debian mirror).
+// `base/code-interpreter@1` is the same with matplotlib and numpy, plus the
+// stateful code interpreter's server that its layer config starts on port
+// 49999 (layers/code_interpreter.hpp).
 // Layers already in the catalog are skipped, so `dsec layer defaults` is
 // cheap to run on every node start.
 #pragma once

@@ -115,7 +115,8 @@ status check_source(const std::string& src_dir, const std::string& kind, const s
 }
 
 bool same_config(const layer_config& a, const layer_config& b) {
-  return a.env == b.env && a.workdir == b.workdir && a.user == b.user;
+  return a.env == b.env && a.workdir == b.workdir && a.user == b.user
+         && a.start == b.start;
 }
 
 } // namespace

@@ -84,7 +84,8 @@ typename Inspector::result_type inspect(Inspector& f, sandbox_info& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, layer_config& x) {
-  return f(caf::meta::type_name("dsec::layer_config"), x.env, x.workdir, x.user);
+  return f(caf::meta::type_name("dsec::layer_config"), x.env, x.workdir, x.user,
+           x.start);
 }
 
 template <class Inspector>

@@ -118,6 +118,10 @@ expected<std::vector<layer_info>> decode_layers(std::string_view body) {
               l.config.env[kv.key()] = kv.value().get<std::string>();
         l.config.workdir = value_or<std::string>(*c, "workdir", "");
         l.config.user = value_or<std::string>(*c, "user", "");
+        if (auto s = c->find("start"); s != c->end() && s->is_array())
+          for (auto& a : *s)
+            if (a.is_string())
+              l.config.start.push_back(a.get<std::string>());
       }
       out.push_back(std::move(l));
     }

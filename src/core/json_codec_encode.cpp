@@ -39,6 +39,8 @@ json to_json(const layer_info& l) {
   json config = {{"env", l.config.env},
                  {"workdir", l.config.workdir.empty() ? json(nullptr) : json(l.config.workdir)},
                  {"user", l.config.user.empty() ? json(nullptr) : json(l.config.user)}};
+  if (!l.config.start.empty()) // a layer's background server (layer_config::start)
+    config["start"] = l.config.start;
   return {{"ref", l.ref},       {"name", l.name},
           {"version", l.version}, {"kind", l.kind},
           {"digest", l.digest},   {"size_bytes", l.size_bytes},

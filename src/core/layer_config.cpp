@@ -14,6 +14,8 @@ layer_config merge_layer_configs(const std::vector<layer_config>& bottom_first) 
       out.workdir = c.workdir;
     if (!c.user.empty())
       out.user = c.user;
+    if (!c.start.empty())
+      out.start = c.start;
   }
   return out;
 }
@@ -71,6 +73,11 @@ status validate_layer_config(const layer_config& c) {
   if (!c.workdir.empty() && (c.workdir[0] != '/' || c.workdir.find('\0') != std::string::npos))
     return invalid_argument("layer config: workdir \"" + c.workdir.substr(0, 200)
                             + "\" is not an absolute path");
+  if (!c.start.empty() && c.start[0].empty())
+    return invalid_argument("layer config: start command has an empty argv[0]");
+  for (auto& a : c.start)
+    if (a.find('\0') != std::string::npos)
+      return invalid_argument("layer config: start command argument holds a NUL byte");
   if (!c.user.empty())
     return validate_user(c.user, "layer config: user");
   return {};

@@ -16,6 +16,7 @@ namespace dsec {
 /// The configs of a stack of layers, bottom first, as one: for workdir and
 /// user the topmost layer that sets the field wins; env maps merge key by
 /// key, an upper layer's value replacing a lower one's.
+/// The start command, like workdir, comes from the topmost layer that sets it.
 layer_config merge_layer_configs(const std::vector<layer_config>& bottom_first);
 
 /// `base` with `over`'s entries on top (a spec's env over its layers' env).

@@ -305,6 +305,10 @@ struct layer_config {
   std::string workdir;
   /// "name", "uid" or "uid:gid"; empty: not set.
   std::string user;
+  /// A command the sandbox runs in the background from its start (as a
+  /// Dockerfile's CMD would: a layer's server, e.g. the code interpreter on
+  /// port 49999); argv, empty: none. The topmost layer that sets it wins.
+  std::vector<std::string> start;
 };
 
 struct layer_info {

@@ -196,3 +196,32 @@ TEST_CASE("a layer built with an image's config keeps it: resolve, list, a peer'
   CHECK(there->config.workdir == "/workspace");
   CHECK(there->config.env == opts.config.env);
 }
+
+// -- a layer's start command (issue 26 part 4: the code interpreter's server) --
+
+TEST_CASE("a layer's start command: the topmost wins, checked, kept by the catalog") {
+  layer_config base{{}, "", "", {"/usr/bin/python3", "/srv/a.py"}};
+  layer_config top{{}, "/work", "", {}};
+  CHECK(merge_layer_configs({base, top}).start == base.start); // top sets none
+  layer_config over{{}, "", "", {"/bin/server"}};
+  CHECK(merge_layer_configs({base, over}).start == std::vector<std::string>{"/bin/server"});
+  CHECK(validate_layer_config(base));
+  CHECK_FALSE(validate_layer_config({{}, "", "", {""}}));
+  CHECK_FALSE(validate_layer_config({{}, "", "", {"/bin/x", std::string("a\0b", 3)}}));
+
+  const std::string digest = "sha256:" + std::string(64, 'b');
+  auto e = layers::catalog::parse(
+    R"({"version":1,"layers":{"base/ci@1":{"kind":"base","digest":")" + digest
+      + R"(","size_bytes":1,"created_at_ms":2}}})",
+    "catalog.json");
+  REQUIRE(e);
+  (*e)["base/ci@1"].config = base;
+  auto back = layers::catalog::parse(layers::catalog::serialize(*e), "catalog.json");
+  REQUIRE(back);
+  CHECK(back->at("base/ci@1").config.start == base.start);
+  auto bad = layers::catalog::parse(
+    R"({"version":1,"layers":{"base/ci@1":{"kind":"base","digest":")" + digest
+      + R"(","size_bytes":1,"created_at_ms":2,"config":{"start":"not a list"}}}})",
+    "catalog.json");
+  CHECK_FALSE(bad);
+}

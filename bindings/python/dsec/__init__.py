@@ -26,6 +26,7 @@ from .client import Client, ExecStream, Sandbox
 from .aio import AsyncClient, AsyncExecStream, AsyncSandbox
 from .pty import AsyncPty, Pty
 from .session import AsyncSession, Session, SessionInfo
+from .interp import CodeContext, Execution, ExecutionError, InterpreterNotRunning
 
 __version__ = "0.1.0"
 
@@ -37,6 +38,7 @@ __all__ = [
     "ProcessStatus", "ProcessStream", "JobResult", "JobItemError", "SandboxMetrics",
     "Session", "AsyncSession", "SessionInfo",
 ]
+__all__ += ["CodeContext", "Execution", "ExecutionError", "InterpreterNotRunning"]
 
 __all__ += ["Pty", "AsyncPty"]  # terminals (issue 26 part 1)
 

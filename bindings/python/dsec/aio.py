@@ -31,6 +31,9 @@ from .process import AsyncProcess, _pid, _processes, _signo
 from .pty import AsyncPty, pty_args
 from .session import AsyncSession, SessionInfo, open_args as _session_open_args
 
+from . import interp as _interp
+from .interp import CodeContext, Execution
+
 __all__ = ["AsyncClient", "AsyncSandbox", "AsyncExecStream"]
 
 
@@ -268,6 +271,40 @@ class AsyncSandbox(_Handle):
         """The sandbox's sessions (see Sandbox.sessions)."""
         return [SessionInfo(**d)
                 for d in await self._client._call("session_list", (self.id,))]
+
+    # -- issue 26 part 4: the stateful code interpreter (dsec/interp.py) -------
+
+    async def run_code(self, code: str, language: Optional[str] = "python",
+                       context: Union[CodeContext, str, None] = None,
+                       timeout_s: Optional[float] = None, *,
+                       env: Optional[Mapping[str, str]] = None,
+                       on_stdout=None, on_stderr=None, on_result=None) -> Execution:
+        """Runs a Python cell in the sandbox's code interpreter (see
+        Sandbox.run_code); callbacks may be plain or coroutine functions."""
+        return await _interp.run_code_async(self, code, language, context, timeout_s, env,
+                                            on_stdout, on_stderr, on_result)
+
+    async def code_context(self, cwd: Optional[str] = None,
+                           language: str = "python") -> CodeContext:
+        """A new context of the code interpreter (see Sandbox.code_context)."""
+        return await _interp.context_call_async(self.exec, self.id, "code_context", "POST",
+                                                "/contexts",
+                                                _interp.context_body(self.id, cwd, language))
+
+    async def code_contexts(self) -> List[CodeContext]:
+        """The code interpreter's contexts."""
+        return await _interp.context_call_async(self.exec, self.id, "code_contexts", "GET",
+                                                "/contexts")
+
+    async def remove_code_context(self, context: Union[CodeContext, str]) -> None:
+        """Ends a context and its globals; NotFound if there is no such context."""
+        await _interp.context_call_async(self.exec, self.id, "remove_code_context", "DELETE",
+                                         "/contexts/" + _interp.context_id(context))
+
+    async def restart_code_context(self, context: Union[CodeContext, str]) -> None:
+        """Restarts a context: its globals are gone, its id stays."""
+        await _interp.context_call_async(self.exec, self.id, "restart_code_context", "POST",
+                                         "/contexts/" + _interp.context_id(context) + "/restart")
 
 
 class AsyncExecStream:

@@ -22,6 +22,9 @@ from .pty import Pty, pty_args
 from .session import Session, SessionInfo, open_args as _session_open_args
 from .ports import _port_number, _port_url
 
+from . import interp as _interp
+from .interp import CodeContext, Execution
+
 __all__ = ["Client", "Sandbox", "ExecStream"]
 
 #: Default cap of read_file, the node's own limit (256 MiB).
@@ -240,6 +243,47 @@ class Sandbox(_Handle):
         closed)."""
         return [SessionInfo(**d) for d in self._client._call("session_list", (self.id,))]
 
+    # -- issue 26 part 4: the stateful code interpreter (dsec/interp.py) -------
+
+    def run_code(self, code: str, language: Optional[str] = "python",
+                 context: Union["CodeContext", str, None] = None,
+                 timeout_s: Optional[float] = None, *,
+                 env: Optional[Mapping[str, str]] = None,
+                 on_stdout=None, on_stderr=None, on_result=None) -> "Execution":
+        """Runs a Python cell in the sandbox's code interpreter (a sandbox made
+        from ``base/code-interpreter@1``) and returns a :class:`dsec.Execution`:
+        ``text`` (the last expression's text/plain), ``results`` (mime bundles,
+        ``image/png`` for matplotlib figures), ``stdout``, ``stderr``, ``error``.
+        Globals persist between calls in a context (default: the sandbox's
+        default context; ``code_context()`` makes another). ``on_stdout`` /
+        ``on_stderr`` get text as the cell prints it, ``on_result`` each bundle.
+        Past ``timeout_s`` the cell is interrupted: ``error.name`` is
+        ``"TimeoutError"``, ``timed_out`` True, and the context survives. ``env``
+        is set for this cell only. NotFound: no such sandbox or context;
+        InterpreterNotRunning: the sandbox runs no interpreter."""
+        return _interp.run_code(self, code, language, context, timeout_s, env,
+                                on_stdout, on_stderr, on_result)
+
+    def code_context(self, cwd: Optional[str] = None, language: str = "python") -> "CodeContext":
+        """A new context of the code interpreter: its own globals (and working
+        directory ``cwd``); pass it as ``run_code(..., context=ctx)``."""
+        return _interp.context_call(self.exec, self.id, "code_context", "POST", "/contexts",
+                                  _interp.context_body(self.id, cwd, language))
+
+    def code_contexts(self) -> List["CodeContext"]:
+        """The code interpreter's contexts (the default one first)."""
+        return _interp.context_call(self.exec, self.id, "code_contexts", "GET", "/contexts")
+
+    def remove_code_context(self, context: Union["CodeContext", str]) -> None:
+        """Ends a context and its globals; NotFound if there is no such context."""
+        _interp.context_call(self.exec, self.id, "remove_code_context", "DELETE",
+                           "/contexts/" + _interp.context_id(context))
+
+    def restart_code_context(self, context: Union["CodeContext", str]) -> None:
+        """Restarts a context: its globals are gone, its id stays."""
+        _interp.context_call(self.exec, self.id, "restart_code_context", "POST",
+                           "/contexts/" + _interp.context_id(context) + "/restart")
+
 
 class ExecStream:
     """Output chunks of a running command; ``result`` once iteration ended."""
@@ -420,3 +464,4 @@ class Client:
         call. ``files`` (relative path -> content) are written beside it."""
         args = _spec.make_fncall(language, code, stdin, timeout_s, files)
         return ExecResult._from_native(self._call("fncall", args))
+
