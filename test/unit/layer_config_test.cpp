@@ -37,11 +37,11 @@ TEST_CASE("users are names or numbers, optionally with a group") {
 }
 
 TEST_CASE("layer configs are checked before they are recorded") {
-  CHECK(validate_layer_config({{{"A", "1"}}, "/w", "1000"}));
-  CHECK_FALSE(validate_layer_config({{{"A=B", "1"}}, "", ""}));
-  CHECK_FALSE(validate_layer_config({{{"", "1"}}, "", ""}));
-  CHECK_FALSE(validate_layer_config({{}, "relative", ""}));
-  CHECK_FALSE(validate_layer_config({{}, "", "bad user"}));
+  CHECK(validate_layer_config({{{"A", "1"}}, "/w", "1000", {}}));
+  CHECK_FALSE(validate_layer_config({{{"A=B", "1"}}, "", "", {}}));
+  CHECK_FALSE(validate_layer_config({{{"", "1"}}, "", "", {}}));
+  CHECK_FALSE(validate_layer_config({{}, "relative", "", {}}));
+  CHECK_FALSE(validate_layer_config({{}, "", "bad user", {}}));
 }
 
 // -- the sandbox init's user lookup (backends/init/exec_user.hpp) -------------
