@@ -77,6 +77,9 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
     return reply_error(c, traffic.err());
   if (!traffic->empty())
     spec.labels[traffic_token_label] = std::move(*traffic);
+  // E2B's ports take traffic without an API key (its SDKs send none to
+  // them); the traffic token above, when set, still guards them.
+  spec.labels[public_ports_label] = "true";
   auto cfg = g.ctx;
   g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
     .then(

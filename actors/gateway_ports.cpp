@@ -284,11 +284,17 @@ class dialer {
   std::thread thread_;
 };
 
+const std::string no_key =
+    ": a valid API key (X-API-Key: KEY or Authorization: Bearer KEY) or the sandbox's "
+    "X-Access-Token is required";
+
 /// The owner answered: check the traffic token, then relay to the port
 /// here or to the owner's gateway.
 void on_route(const node_config& cfg, const http_call& c, const port_call& pc, int32_t port,
-              port_route& route) {
+              port_route& route, bool authed) {
   auto what = "port " + std::to_string(port) + " of sandbox " + pc.id;
+  if (!authed && !route.public_ports)
+    return deny(c, 401, "unauthenticated", what + no_key);
   if (!route.traffic_token.empty()) {
     auto token = c->header("e2b-traffic-access-token");
     if (token.empty())
@@ -341,13 +347,9 @@ bool dispatch(gateway_actor_ptr self, const http_call& c) {
   auto pc = classify(*c, cfg);
   if (!pc)
     return false;
-  if (!authorized(cfg, *c, pc->id)) {
-    deny(c, 401, "unauthenticated",
-         "port " + pc->port_text.substr(0, 16) + " of sandbox " + pc->id.substr(0, 256)
-           + ": a valid API key (X-API-Key: KEY or Authorization: Bearer KEY) or the "
-             "sandbox's X-Access-Token is required");
-    return true;
-  }
+  // Without a key only a sandbox whose ports are public answers; the owner
+  // says which, and a keyless caller learns nothing else (401, not 404).
+  bool authed = authorized(cfg, *c, pc->id);
   auto port = parse_port(pc->port_text);
   if (!port) {
     gateway_reply_error(c, invalid_argument("port \"" + pc->port_text.substr(0, 16)
@@ -358,9 +360,14 @@ bool dispatch(gateway_actor_ptr self, const http_call& c) {
   auto ctx = self->state.ctx;
   auto wait = caf::duration{*ops::port_op::deadline(ops::waits_of(hop::front), *port)};
   self->request(self->state.front, wait, port_atom::value, pc->id, *port)
-    .then([ctx, c, pc = *pc, port = *port](
-            port_route& route) { on_route(ctx->config, c, pc, port, route); },
-          [c](caf::error& err) { gateway_reply_error(c, from_caf(err)); });
+    .then([ctx, c, authed, pc = *pc, port = *port](
+            port_route& route) { on_route(ctx->config, c, pc, port, route, authed); },
+          [c, authed, what = "port " + pc->port_text.substr(0, 16) + " of sandbox "
+                             + pc->id.substr(0, 256)](caf::error& err) {
+            if (!authed)
+              return deny(c, 401, "unauthenticated", what + no_key);
+            gateway_reply_error(c, from_caf(err));
+          });
   return true;
 }
 

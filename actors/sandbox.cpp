@@ -457,7 +457,10 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       auto image_deadline = std::chrono::steady_clock::now() + image_wait;
       run_blocking(self, *ctx->pool,
                    [ctx, id, spec, image_deadline] {
-                     return provision(*ctx, id, spec, image_deadline);
+                     auto res = provision(*ctx, id, spec, image_deadline);
+                     if (!res.err) // issue 26: a layer's server, up before the answer
+                       run_layer_start(res.sb, res.defaults, ctx->config.node_id, id);
+                     return res;
                    },
                    [self, rp](provisioned& res) mutable {
                      auto& st = self->state;
@@ -475,7 +478,6 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
                      st.info.layers = std::move(res.layers);
                      st.exec_workdir = std::move(res.defaults.workdir);
                      st.exec_user = std::move(res.defaults.user);
-                     run_layer_start(st, res.defaults.start); // issue 26: a layer's server
                      st.info.state = sandbox_state::running;
                      st.info.created_at_ms = res.created_at_ms;
                      st.info.expires_at_ms = expiry(res.created_at_ms, st.spec.ttl_s);

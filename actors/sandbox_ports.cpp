@@ -34,6 +34,8 @@ void route_port(sandbox_actor_ptr self, caf::response_promise rp, int32_t port) 
   r.backend = st.spec.backend;
   if (auto it = st.spec.labels.find(traffic_token_label); it != st.spec.labels.end())
     r.traffic_token = it->second;
+  if (auto it = st.spec.labels.find(public_ports_label); it != st.spec.labels.end())
+    r.public_ports = it->second == "true";
   r.local = st.sb;
   rp.deliver(std::move(r));
 }

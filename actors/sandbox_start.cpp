@@ -1,30 +1,51 @@
 // Running a layer's start command (see sandbox_start.hpp).
 #include "actors/sandbox_start.hpp"
 
+#include <condition_variable>
 #include <iostream>
-
-#include "actors/sandbox_ops.hpp"
+#include <mutex>
 
 namespace dsec {
 
-void run_layer_start(sandbox_actor_state& st, const std::vector<std::string>& argv) {
-  if (argv.empty() || !st.sb)
+void run_layer_start(const std::shared_ptr<backends::sandbox>& sb, const layer_config& defaults,
+                     const std::string& node, const std::string& id) {
+  if (defaults.start.empty() || !sb)
     return;
+  struct readiness {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+    void set() {
+      std::lock_guard<std::mutex> lk(mu);
+      ready = true;
+      cv.notify_all();
+    }
+  };
+  auto r = std::make_shared<readiness>();
   exec_request req;
-  req.argv = argv;
-  apply_exec_defaults(st, req);
+  req.argv = defaults.start;
+  req.cwd = defaults.workdir;
+  req.user = defaults.user;
   backends::exec_callbacks cb;
-  cb.on_output = [](exec_chunk) {};
-  // Runs on a backend thread, maybe after the actor is gone: touches only
+  cb.on_output = [r](exec_chunk) { r->set(); };
+  // Runs on a backend thread, maybe after the sandbox is gone: touches only
   // its own copies.
-  cb.on_done = [node = st.ctx->config.node_id, id = st.info.id,
-                cmd = argv.front()](expected<exec_result> res) {
+  cb.on_done = [r, node, id, cmd = defaults.start.front()](expected<exec_result> res) {
+    r->set();
     if (res)
       std::cout << "dsec node " << node << ": sandbox " << id << ": layer start command "
                 << cmd << " exited with " << res->exit_code << std::endl;
+    else
+      std::cout << "dsec node " << node << ": sandbox " << id << ": layer start command "
+                << cmd << ": " << res.err().message << std::endl;
   };
   cb.keep_output = false;
-  (void)st.sb->exec(std::move(req), std::move(cb));
+  (void)sb->exec(std::move(req), std::move(cb));
+  std::unique_lock<std::mutex> lk(r->mu);
+  if (!r->cv.wait_for(lk, start_ready_wait, [&] { return r->ready; }))
+    std::cout << "dsec node " << node << ": sandbox " << id << ": layer start command "
+              << defaults.start.front() << " printed nothing in " << start_ready_wait.count()
+              << " s; answering the create anyway" << std::endl;
 }
 
 } // namespace dsec

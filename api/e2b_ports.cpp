@@ -57,10 +57,11 @@ std::string encode_sandbox(const sandbox_info& info, const std::string& access_t
   auto j = json::parse(encode_sandbox(info, access_token));
   if (!domain.empty())
     j["domain"] = domain;
-  if (auto it = info.labels.find(traffic_token_label); it != info.labels.end()) {
+  if (auto it = info.labels.find(traffic_token_label); it != info.labels.end())
     j["trafficAccessToken"] = it->second;
-    if (auto md = j.find("metadata"); md != j.end() && md->is_object())
-      md->erase(traffic_token_label);
+  if (auto md = j.find("metadata"); md != j.end() && md->is_object()) {
+    md->erase(traffic_token_label);
+    md->erase(public_ports_label);
   }
   return j.dump();
 }

@@ -432,6 +432,9 @@ def main():
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
+    # The readiness line: the node answers the sandbox's create once it
+    # reads it (actors/sandbox_start.hpp).
+    print(f"listening on {HOST}:{PORT}", flush=True)
     try:
         server.serve_forever()
     finally:

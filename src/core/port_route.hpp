@@ -26,6 +26,9 @@ struct port_route {
   std::string traffic_token;
   /// The sandbox's backend ("container", "microvm", ...), for messages.
   std::string backend;
+  /// Its ports answer requests without an API key (public_ports_label; E2B's
+  /// default, unless the create set network.allowPublicTraffic false).
+  bool public_ports = false;
   /// On the owner only: the backend handle (local messages are not
   /// serialized, so it survives placement's hop to the local lifecycle).
   std::weak_ptr<backends::sandbox> local;
@@ -33,11 +36,15 @@ struct port_route {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, port_route& x) {
-  return f(caf::meta::type_name("dsec::port_route"), x.node, x.rest, x.traffic_token, x.backend);
+  return f(caf::meta::type_name("dsec::port_route"), x.node, x.rest, x.traffic_token, x.backend,
+           x.public_ports);
 }
 
 /// The label whose value is a sandbox's traffic token (E2B's
 /// `network.allowPublicTraffic: false`, or set by any creator).
 inline constexpr const char* traffic_token_label = "dsec.traffic_token";
+/// A sandbox label: "true" lets requests without an API key reach its ports
+/// (E2B's public traffic; the traffic token, if any, still applies).
+inline constexpr const char* public_ports_label = "dsec.public_ports";
 
 } // namespace dsec
