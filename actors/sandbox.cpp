@@ -395,6 +395,10 @@ sandbox_info initial_info(const std::string& id, const std::string& node,
   info.cpu_class = spec.cpu_class;
   info.ttl_s = spec.ttl_s;
   info.paused_ttl_s = spec.paused_ttl_s;
+  info.on_timeout = spec.on_timeout;
+  info.idle_timeout_s = spec.idle_timeout_s;
+  info.on_idle = spec.on_idle;
+  info.auto_resume = spec.auto_resume;
   info.image = spec.image;
   info.created_at_ms = now_ms();
   return info;

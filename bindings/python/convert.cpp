@@ -205,6 +205,7 @@ void for_each_keyword(T& x, const std::string& prefix, F&& f) {
 const char* kind(const std::string&) { return "str"; }
 const char* kind(int64_t) { return "int"; }
 const char* kind(double) { return "float"; }
+const char* kind(bool) { return "bool"; }
 const char* kind(const std::vector<std::string>&) { return "str_list"; }
 const char* kind(const std::map<std::string, std::string>&) { return "str_map"; }
 

@@ -59,6 +59,17 @@ status read_value(const json& j, const char* key, double& out, const range& r,
   return read_number(j, key, out, false, r, path);
 }
 
+status read_value(const json& j, const char* key, bool& out, const range&,
+                  const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null())
+    return {};
+  if (!it->is_boolean())
+    return bad(path, "must be true or false");
+  out = it->get<bool>();
+  return {};
+}
+
 /// The count bound first, so a huge list is refused before it is read.
 bool over_count(const json& j, const char* key, const range& r) {
   auto it = j.find(key);

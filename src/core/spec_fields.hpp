@@ -208,7 +208,14 @@ struct field_list<sandbox_spec> {
     fld("paused_ttl_s", &sandbox_spec::paused_ttl_s,
         {1, spec_limits::max_paused_ttl_s, "must be between 1 and 2592000"}),
     // A reference validate() parses (core/image_reference.hpp).
-    fld("image", &sandbox_spec::image));
+    fld("image", &sandbox_spec::image),
+    // "destroy" | "pause" (validate()).
+    fld("on_timeout", &sandbox_spec::on_timeout),
+    fld("idle_timeout_s", &sandbox_spec::idle_timeout_s,
+        {0, spec_limits::max_ttl_s, "must be between 0 and 2592000"}),
+    // "pause" | "destroy" (validate()).
+    fld("on_idle", &sandbox_spec::on_idle),
+    fld("auto_resume", &sandbox_spec::auto_resume));
 };
 
 /// True if every bounded field of T (nested lists too) has a message that
@@ -277,7 +284,11 @@ struct field_list<sandbox_info> {
     fld("paused_ttl_s", &sandbox_info::paused_ttl_s),
     fld<shown::internal>("ttl_left_ms", &sandbox_info::ttl_left_ms),
     fld<shown::unix_s_or_null>("paused_expires_at", &sandbox_info::paused_expires_at_ms),
-    fld("image", &sandbox_info::image));
+    fld("image", &sandbox_info::image),
+    fld("on_timeout", &sandbox_info::on_timeout),
+    fld("idle_timeout_s", &sandbox_info::idle_timeout_s),
+    fld("on_idle", &sandbox_info::on_idle),
+    fld("auto_resume", &sandbox_info::auto_resume));
 };
 
 // -- answers ------------------------------------------------------------------------

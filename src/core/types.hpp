@@ -81,6 +81,20 @@ struct sandbox_spec {
   /// (pulling it the first time, registry/image_resolver.hpp); once it runs,
   /// that layer ref is the first of its `layers`.
   std::string image;
+  // -- what ends a sandbox besides a destroy (actors/sandbox_idle.hpp) -------
+  /// What the end of ttl_s does: "destroy" (default) or "pause" (E2B's
+  /// lifecycle.onTimeout "pause"). A sandbox paused by it gets a whole ttl_s
+  /// again when it resumes.
+  std::string on_timeout = "destroy";
+  /// Seconds without a call (none in flight, none arriving) and without CPU
+  /// use after which on_idle happens (DSec's ttl_running_stop); 0 = never.
+  int64_t idle_timeout_s = 0;
+  /// "pause" (default) or "destroy".
+  std::string on_idle = "pause";
+  /// Whether a call on a paused sandbox resumes it first (default, the
+  /// transparent resume) or fails as unavailable until an explicit resume
+  /// (E2B without lifecycle.autoResume).
+  bool auto_resume = true;
 };
 
 /// Hard limits on a spec, checked by validate().
@@ -292,6 +306,11 @@ struct sandbox_info {
   /// The spec's image reference (empty = none). Once created, `layers`
   /// begins with the layer ref it resolved to.
   std::string image;
+  /// The spec's on_timeout, idle_timeout_s, on_idle and auto_resume.
+  std::string on_timeout = "destroy";
+  int64_t idle_timeout_s = 0;
+  std::string on_idle = "pause";
+  bool auto_resume = true;
 };
 
 /// A layer in the store catalog.

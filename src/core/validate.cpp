@@ -144,6 +144,16 @@ status validate(const sandbox_spec& s) {
     return st;
   if (auto st = validate_cpu_class(s.cpu_class); !st)
     return st;
+  if (s.on_timeout != "destroy" && s.on_timeout != "pause")
+    return bad("on_timeout", "must be \"destroy\" or \"pause\", got \""
+                               + s.on_timeout.substr(0, 200) + "\"");
+  if (s.on_idle != "pause" && s.on_idle != "destroy")
+    return bad("on_idle", "must be \"pause\" or \"destroy\", got \""
+                            + s.on_idle.substr(0, 200) + "\"");
+  if ((s.on_timeout == "pause" || (s.idle_timeout_s > 0 && s.on_idle == "pause"))
+      && s.backend == "fncall")
+    return bad(s.on_timeout == "pause" ? "on_timeout" : "on_idle",
+               "\"pause\" needs a backend that pauses; fncall sandboxes do not");
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})
     if (too_long(*str))
       return too_large("spec: a string field is longer than 4096 bytes");

@@ -10,8 +10,8 @@ from .errors import InvalidArgument
 
 DEFAULT_ADDR = "127.0.0.1:7700"
 
-# create() keyword -> its kind ("str", "int", "float", "str_list" or
-# "str_map"), from the one field list in C++ (src/core/spec_fields.hpp).
+# create() keyword -> its kind ("str", "int", "float", "bool", "str_list"
+# or "str_map"), from the one field list in C++ (src/core/spec_fields.hpp).
 _SPEC_FIELDS = _native.SPEC_FIELDS
 
 
@@ -44,6 +44,12 @@ def _number(name, v, integer):
     return v
 
 
+def _bool(name, v):
+    if not isinstance(v, bool):
+        raise InvalidArgument(f"{name}: must be a bool, got {type(v).__name__}")
+    return v
+
+
 def _string(name, v):
     if not isinstance(v, str):
         raise InvalidArgument(f"{name}: must be a str, got {type(v).__name__}")
@@ -57,6 +63,7 @@ _CHECKS = {
     "float": lambda key, v: float(_number(key, v, False)),
     "str_list": _str_list,
     "str_map": _str_map,
+    "bool": _bool,
 }
 
 
