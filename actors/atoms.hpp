@@ -65,6 +65,8 @@ using state_atom = caf::atom_constant<caf::atom("state")>;
 using gone_atom = caf::atom_constant<caf::atom("gone")>;
 using died_atom = caf::atom_constant<caf::atom("died")>;
 using pwait_atom = caf::atom_constant<caf::atom("pwait")>;
+// INTERNAL: lifecycle -> sandbox after a reclaim pass (actors/sandbox_idle.hpp).
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
 // -- push streams (issue 24 part 2): a background command's output and a
 // directory's changes pushed to sinks (actors/sandbox_procs.hpp, sandbox_watch.hpp).
 using follow_atom = caf::atom_constant<caf::atom("follow")>;

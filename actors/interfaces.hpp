@@ -113,6 +113,9 @@ using sandbox_actor = ops::sandbox_handle<
   caf::reacts_to<cont_atom, continuation>,
   /// INTERNAL: a TTL timer of generation `gen` (actors/sandbox_ttl.hpp).
   caf::reacts_to<ttl_atom, uint64_t>,
+  /// INTERNAL: after a reclaim pass, since when its CPU was quiet (0 =
+  /// busy), for its idle policy (actors/sandbox_idle.hpp).
+  caf::reacts_to<idle_atom, int64_t>,
   /// INTERNAL: init died (the backend's exit callback), with the reason.
   caf::reacts_to<died_atom, std::string>,
   /// INTERNAL: a process wait's time is up (pid, waiter).

@@ -111,6 +111,19 @@ void apply_report(lifecycle_state& st, reclaim::memory_report& r) {
   st.memory.last = std::move(r);
 }
 
+/// After a reclaim pass: every running sandbox with an idle policy hears
+/// since when its CPU was quiet (0 = busy), and decides (sandbox_idle.hpp).
+void push_idle(lifecycle_actor_ptr self) {
+  auto& st = self->state;
+  for (auto& [id, e] : st.sandboxes) {
+    if (e.spec.idle_timeout_s <= 0 || e.info.state != sandbox_state::running || e.dead
+        || !e.actor)
+      continue;
+    if (auto it = st.memory.by_id.find(id); it != st.memory.by_id.end())
+      self->send(e.actor, idle_atom::value, it->second.idle_since_ms);
+  }
+}
+
 reclaim::admission_input admission_input_for(const lifecycle_state& st, const sandbox_spec& spec,
                                              bool reclaim_tried) {
   reclaim::admission_input in;
@@ -562,7 +575,10 @@ auto node_rows(lifecycle_actor_ptr self) {
       return out;
     },
     // INTERNAL, reclaim: the last pass's figures.
-    [self](usage_atom, reclaim::memory_report& r) { apply_report(self->state, r); },
+    [self](usage_atom, reclaim::memory_report& r) {
+      apply_report(self->state, r);
+      push_idle(self);
+    },
     [self](shutdown_atom) { return handle_shutdown(self); },
     [](cont_atom, continuation& c) { c.fn(); });
 }

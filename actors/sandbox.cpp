@@ -173,6 +173,18 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
                });
 }
 
+/// Carries out what an idle policy or the TTL's end asks (sandbox_idle.hpp):
+/// a pause answers no one (a failed one leaves the sandbox running, its
+/// TTL armed again), a destroy gives its reason.
+static void apply_policy(sandbox_actor_ptr self, const policy_action& a) {
+  if (a.kind == policy_action::destroy) {
+    begin_destroy(self, a.reason);
+  } else if (a.kind == policy_action::pause) {
+    ttl_arm(self);
+    change_pause(self, caf::response_promise{}, true);
+  }
+}
+
 /// The sandbox died by itself: release what it held, keep answering as failed.
 void on_died(sandbox_actor_ptr self, const std::string& reason) {
   auto& st = self->state;
@@ -218,7 +230,14 @@ static void begin_resume(sandbox_actor_ptr self);
 bool ready_for(sandbox_actor_ptr self, caf::response_promise& rp,
                std::function<void(caf::response_promise)> run) {
   auto& st = self->state;
+  idle_on_call(self);
   bool paused = st.info.state == sandbox_state::paused || st.pausing;
+  if (paused && !st.destroying && st.sb && !st.spec.auto_resume) {
+    rp.deliver(to_caf(error{errc::unavailable,
+                            "sandbox " + st.info.id + " is paused and resumes only when asked "
+                            "(its auto_resume is false): resume it first"}));
+    return false;
+  }
   if (paused && !st.destroying && st.sb) {
     st.after_resume.push_back({rp, std::move(run)});
     if (!st.changing)
@@ -424,6 +443,7 @@ sandbox_actor::behavior_type sandbox_behavior(sandbox_actor_ptr self, node_conte
   st.info = initial_info(id, st.ctx->config.node_id, spec);
   st.log = make_trajectory(*st.ctx, id, spec);
   st.spec = std::move(spec);
+  st.idle.last_call_ms = now_ms();
   return sandbox_handlers(self);
 }
 
@@ -437,6 +457,7 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
   st.info = recovered_info(rec, st.ctx->config.node_id);
   st.log = make_trajectory(*st.ctx, rec.id, rec.spec); // opened (read) on first use
   st.spec = std::move(rec.spec);
+  st.idle.last_call_ms = now_ms();
   st.sb = std::move(rec.sb);
   st.digests = std::move(rec.digests);
   st.exec_workdir = std::move(rec.exec_workdir);
@@ -612,8 +633,15 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     // The TTL counts running time; a paused sandbox has paused_ttl_s
     // (actors/sandbox_ttl.hpp).
     [self](ttl_atom, uint64_t gen) {
-      if (auto why = ttl_due(self, gen); !why.empty())
-        begin_destroy(self, why);
+      auto why = ttl_due(self, gen);
+      if (why.empty())
+        return;
+      apply_policy(self, why == "ttl expired" ? timeout_due(self)
+                                              : policy_action{policy_action::destroy, why});
+    },
+    // Its idle policy (actors/sandbox_idle.hpp).
+    [self](idle_atom, int64_t cpu_idle_since_ms) {
+      apply_policy(self, idle_due(self, cpu_idle_since_ms));
     },
     [self](died_atom, std::string& reason) { on_died(self, reason); },
     // Processes: background execs, the process table, signals (sandbox_procs.cpp).

@@ -25,6 +25,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/sandbox_ttl.hpp"
+#include "actors/sandbox_idle.hpp"
 #include "core/types.hpp"
 
 namespace dsec {
@@ -125,6 +126,8 @@ struct sandbox_actor_state {
   std::map<uint64_t, watch_entry> watches;
   /// Its TTL over pauses (sandbox_ttl.hpp).
   sandbox_ttl ttl;
+  /// Its last call, for the idle policy (sandbox_idle.hpp).
+  sandbox_idle idle;
   /// The sandbox's trajectory log (null: the node keeps none), and the step
   /// keys of execs running now (sandbox_trajectory.hpp).
   std::shared_ptr<trajectory_handle> log;

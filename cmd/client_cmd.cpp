@@ -73,7 +73,8 @@ const char* create_usage =
   "dsec create [--image REGISTRY/REPO:TAG|REPO@sha256:HEX] [--layer REF ...] [--cpu N] "
   "[--memory-mb N] [--disk-mb N] [--ttl-s N] [--paused-ttl-s N] [--label K=V ...] "
   "[--env K=V ...] [--request-id ID] [--cpu-class latency|batch] [--backend NAME] "
-  "[--node ID] [--json] [--rest HOST:PORT]";
+  "[--node ID] [--on-timeout destroy|pause] [--idle-timeout-s N] [--on-idle pause|destroy] "
+  "[--no-auto-resume] [--json] [--rest HOST:PORT]";
 
 const char* create_help =
   "Creates a sandbox and prints its id (--json: the whole sandbox).\n"
@@ -81,13 +82,19 @@ const char* create_help =
   "                repo@sha256:...); the node pulls it the first time, later creates\n"
   "                reuse it; --layer refs stack on top of it\n"
   "  --layer REF   a layer ref name@version, first = bottom (repeatable); without\n"
-  "                --image and --layer: base/busybox@1\n";
+  "                --image and --layer: base/busybox@1\n"
+  "  --on-timeout pause     pause when the TTL runs out instead of destroying (the\n"
+  "                         whole TTL again after a resume)\n"
+  "  --idle-timeout-s N     after N s with no call and no CPU use: --on-idle pause\n"
+  "                         (default) or destroy\n"
+  "  --no-auto-resume       a call on it while paused fails instead of resuming it\n";
 
 int cmd_create(const std::vector<std::string>& words) {
   auto a = parse_args(words,
                       {"layer", "image", "cpu", "memory-mb", "disk-mb", "ttl-s", "label", "env",
-                       "request-id", "rest", "backend", "node", "cpu-class", "paused-ttl-s"},
-                      {"json", "help"});
+                       "request-id", "rest", "backend", "node", "cpu-class", "paused-ttl-s",
+                       "on-timeout", "idle-timeout-s", "on-idle"},
+                      {"json", "help", "no-auto-resume"});
   if (!a)
     return usage("create", a.err().message, create_usage);
   if (a->has("help")) {
@@ -103,7 +110,8 @@ int cmd_create(const std::vector<std::string>& words) {
   else if (spec["layers"].empty())
     spec["layers"] = {"base/busybox@1"};
   for (auto [flag, key] : {std::pair{"memory-mb", "memory_mb"}, {"disk-mb", "disk_mb"},
-                           {"ttl-s", "ttl_s"}, {"paused-ttl-s", "paused_ttl_s"}}) {
+                           {"ttl-s", "ttl_s"}, {"paused-ttl-s", "paused_ttl_s"},
+                           {"idle-timeout-s", "idle_timeout_s"}}) {
     if (!a->has(flag))
       continue;
     auto v = to_int(flag, a->get(flag));
@@ -126,9 +134,12 @@ int cmd_create(const std::vector<std::string>& words) {
   if (!env->empty())
     spec["env"] = *env;
   for (auto [flag, key] : {std::pair{"request-id", "request_id"}, {"backend", "backend"},
-                           {"node", "node"}, {"cpu-class", "cpu_class"}})
+                           {"node", "node"}, {"cpu-class", "cpu_class"},
+                           {"on-timeout", "on_timeout"}, {"on-idle", "on_idle"}})
     if (a->has(flag))
       spec[key] = a->get(flag);
+  if (a->has("no-auto-resume"))
+    spec["auto_resume"] = false;
   auto res = call(*a, "POST", "/v1/sandboxes", spec.dump());
   if (!res)
     return fail("create", res.err());

@@ -13,9 +13,12 @@ bool is_infra(const error& err) {
     case errc::unavailable:
       // The sandbox actor names a failed or stopped sandbox's reason in
       // parentheses ("sandbox n1.x is failed (oom)"): the agent's own limit
-      // or the spec's TTL, not the platform.
+      // or the spec's TTL or idle policy, not the platform; so is a call on
+      // a paused sandbox whose spec turned auto_resume off.
       return err.message.find("(oom)") == std::string::npos
-             && err.message.find("ttl expired") == std::string::npos;
+             && err.message.find("ttl expired") == std::string::npos
+             && err.message.find("idle timeout") == std::string::npos
+             && err.message.find("(its auto_resume is false)") == std::string::npos;
     case errc::resource_exhausted:
     case errc::timeout:
     case errc::internal: return true;

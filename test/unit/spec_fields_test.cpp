@@ -18,6 +18,7 @@ namespace {
 void change(std::string& s) { s += "x"; }
 void change(int64_t& n) { n += 1; }
 void change(double& d) { d += 0.5; }
+void change(bool& b) { b = !b; }
 void change(std::vector<std::string>& v) { v.push_back("x"); }
 void change(std::map<std::string, std::string>& m) { m["x"] = "y"; }
 void change(sandbox_state& s) {
@@ -127,6 +128,7 @@ std::string sample_entry(const std::string& path) {
 // Sets `v` to `n` (a number) or to `n` items (a list or map).
 void set_to(double& v, double n) { v = n; }
 void set_to(int64_t& v, double n) { v = static_cast<int64_t>(n); }
+void set_to(bool& v, double n) { v = n != 0; } // never bounded; never called
 void set_to(std::vector<std::string>& v, double n, const std::string& path) {
   v.assign(static_cast<size_t>(n), sample_entry(path));
 }
@@ -193,9 +195,9 @@ TEST_CASE("each bound of the field list is enforced with its message", "[fields]
       CHECK((at || at.err().message != want));
     }
   });
-  // cpu, memory_mb, disk_mb, pids, ttl_s, paused_ttl_s; layers, env,
-  // labels, network.allow, protect.readonly, protect.hidden.
-  CHECK(bounds == 12);
+  // cpu, memory_mb, disk_mb, pids, ttl_s, paused_ttl_s, idle_timeout_s;
+  // layers, env, labels, network.allow, protect.readonly, protect.hidden.
+  CHECK(bounds == 13);
 }
 
 TEST_CASE("network.allow: 256 is the field list's bound, 128 the kernel's", "[fields][limits]") {

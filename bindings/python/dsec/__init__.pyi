@@ -66,6 +66,10 @@ class SandboxInfo:
     paused_ttl_s: int
     paused_expires_at: Optional[float]
     image: str
+    on_timeout: str
+    idle_timeout_s: int
+    on_idle: str
+    auto_resume: bool
 
 class SnapshotInfo:
     ref: str
@@ -245,7 +249,9 @@ class Client:
                cpu_class: Optional[str] = ..., node: Optional[str] = ...,
                request_id: Optional[str] = ..., protect_readonly: Optional[Sequence[str]] = ...,
                protect_hidden: Optional[Sequence[str]] = ...,
-               paused_ttl_s: Optional[int] = ..., image: Optional[str] = ...) -> Sandbox: ...
+               paused_ttl_s: Optional[int] = ..., image: Optional[str] = ...,
+               on_timeout: Optional[str] = ..., idle_timeout_s: Optional[int] = ...,
+               on_idle: Optional[str] = ..., auto_resume: Optional[bool] = ...) -> Sandbox: ...
     def create_many(self, n: int, layers: Optional[Sequence[str]] = ...,
                     **spec: object) -> List[Sandbox]: ...
     def get(self, id: str) -> Sandbox: ...

@@ -357,7 +357,9 @@ class Client:
                node: Optional[str] = None, request_id: Optional[str] = None,
                protect_readonly: Optional[Sequence[str]] = None,
                protect_hidden: Optional[Sequence[str]] = None,
-               paused_ttl_s: Optional[int] = None, image: Optional[str] = None) -> Sandbox:
+               paused_ttl_s: Optional[int] = None, image: Optional[str] = None,
+               on_timeout: Optional[str] = None, idle_timeout_s: Optional[int] = None,
+               on_idle: Optional[str] = None, auto_resume: Optional[bool] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
         ``layers`` are ``name@version`` refs, first = bottom. ``image`` (an
@@ -370,13 +372,22 @@ class Client:
         is kept at most ``paused_ttl_s`` (default 86400). The same
         ``request_id`` with the same spec returns the same sandbox; with
         another spec it raises Conflict.
+
+        ``on_timeout="pause"`` pauses the sandbox when its TTL runs out
+        instead of destroying it (it gets the whole ``ttl_s`` again when it
+        resumes). ``idle_timeout_s`` pauses it (``on_idle="pause"``, the
+        default) or destroys it (``on_idle="destroy"``) after that long with
+        no call and no CPU use. Any call on a paused sandbox resumes it
+        first, unless ``auto_resume=False``: then calls raise Unavailable
+        until ``resume()``.
         """
         spec = _spec.make_spec(dict(
             layers=layers, backend=backend, cpu=cpu, memory_mb=memory_mb, disk_mb=disk_mb,
             pids=pids, ttl_s=ttl_s, network_allow=network_allow, env=env, labels=labels,
             cpu_class=cpu_class, node=node, request_id=request_id,
             protect_readonly=protect_readonly, protect_hidden=protect_hidden,
-            paused_ttl_s=paused_ttl_s, image=image))
+            paused_ttl_s=paused_ttl_s, image=image, on_timeout=on_timeout,
+            idle_timeout_s=idle_timeout_s, on_idle=on_idle, auto_resume=auto_resume))
         return Sandbox(self, _info(self._call("create", (spec,))))
 
     def create_many(self, n: int, layers: Optional[Sequence[str]] = None,

@@ -100,6 +100,14 @@ class SandboxInfo:
     #: The image reference it was created from ("" = none); ``layers`` then
     #: begins with the layer that image resolved to on its node.
     image: str = ""
+    #: What the end of its TTL does: "destroy" or "pause" (spec field).
+    on_timeout: str = "destroy"
+    #: Seconds with no call and no CPU after which on_idle happens; 0 = never.
+    idle_timeout_s: int = 0
+    #: "pause" or "destroy" (spec field).
+    on_idle: str = "pause"
+    #: Whether a call on it while paused resumes it first (spec field).
+    auto_resume: bool = True
 
 
 @dataclass(frozen=True)

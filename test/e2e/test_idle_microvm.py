@@ -1,0 +1,34 @@
+# The idle policy on a microVM guest: a guest with no call and an idle CPU is
+# paused after idle_timeout_s, and a call resumes it with its files. One
+# sandbox: every microVM create burns CPU under TCG.
+import pytest
+
+from dsec_harness import BUSYBOX, _finish_node, start_node, wait_for
+from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
+
+pytestmark = pytest.mark.skipif(QEMU is None,
+                                reason="qemu-system-x86_64 is not installed on this machine")
+
+
+@pytest.fixture(scope="module")
+def vm_node(dsec_bin, store, guest_kernel):  # noqa: F811
+    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
+                   DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S)
+    yield n
+    _finish_node(n)
+
+
+def test_an_idle_microvm_is_paused_and_a_call_resumes_it(vm_node):
+    c = vm_node.client
+    sid = c.create_ok([BUSYBOX], backend="microvm", memory_mb=256, idle_timeout_s=5)
+    try:
+        c.sh(sid, "echo kept > /tmp/f", timeout_s=60)
+
+        def state():
+            return c.get(sid)[1].get("state")
+        wait_for(lambda: state() == "paused", 90, what=f"microVM {sid} paused when idle")
+        assert c.sh(sid, "cat /tmp/f", timeout_s=60)["stdout"] == "kept\n"
+        assert state() == "running"
+    finally:
+        c.call("DELETE", f"/v1/sandboxes/{sid}")
+        c.created.remove(sid)
