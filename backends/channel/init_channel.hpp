@@ -105,6 +105,11 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
   /// The sandbox's processes as init sees them.
   void processes(std::function<void(expected<std::vector<process_info>>)> done);
 
+  /// The CPU time the sandbox's own kernel counts as busy, ns (a VM guest's
+  /// /proc/stat; init_proto::msg::cpu_query). A container's would be the
+  /// host's: ask guests only.
+  void cpu_time(std::function<void(expected<int64_t>)> done);
+
   /// Signals one process (or its group) inside the sandbox.
   void signal_process(int32_t pid, int32_t signo, bool group, std::function<void(status)> done);
 

@@ -65,6 +65,26 @@ void init_channel::processes(
              });
 }
 
+void init_channel::cpu_time(std::function<void(expected<int64_t>)> done) {
+  auto what = "read the CPU time of " + parts_.id;
+  send_query([](uint32_t id) { return proto::writer(proto::msg::cpu_query, id).finish(); },
+             [done = std::move(done), what](const proto::header* h, std::string_view body,
+                                            const error* err) {
+               if (err) {
+                 done(error{err->code, what + ": " + err->message});
+                 return true;
+               }
+               proto::reader r(body);
+               auto ns = r.u64();
+               if (h->type != proto::msg::cpu_time || !r.done()) {
+                 done(internal_error(what + ": malformed answer from init"));
+                 return false;
+               }
+               done(static_cast<int64_t>(ns));
+               return true;
+             });
+}
+
 void init_channel::signal_process(int32_t pid, int32_t signo, bool group,
                                        std::function<void(status)> done) {
   auto what = "signal " + std::to_string(signo) + " to " + (group ? "process group " : "pid ")

@@ -103,6 +103,14 @@ enum class msg : uint8_t {
   port_data = 41,   ///< both ways: string data of stream `id`
   port_close = 42,  ///< both ways: i32 errno; 0 = the sender's direction ended
   port_opened = 43, ///< init -> node: the connection is up
+  // -- the CPU time of the whole sandbox as its own kernel counts it: a VM
+  // guest's /proc/stat, since the emulator's CPU is not the guest's (an idle
+  // TCG guest costs its QEMU a few per cent of a core). Read by the idle
+  // policy and reclaim (actors/sandbox_idle.hpp). A container's /proc/stat
+  // is the host's: the node asks guests only.
+  cpu_query = 50, ///< node -> init, no body; answered by cpu_time
+  cpu_time = 51,  ///< init -> node: u64 busy ns (user, nice, system, irq,
+                  ///< softirq and steal of /proc/stat's "cpu" line)
 };
 
 /// True for the frames of port streams (both directions).

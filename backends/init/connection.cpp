@@ -80,6 +80,8 @@ void handle_frame(const proto::header& h, std::string_view body) {
     feed_stdin(h.id, data, eof);
   } else if (h.type == msg::ps && body.empty()) {
     send_frame(proto::encode_ps(h.id, list_processes()));
+  } else if (h.type == msg::cpu_query && body.empty()) {
+    send_frame(proto::writer(msg::cpu_time, h.id).u64(busy_cpu_ns()).finish());
   } else if (h.type == msg::hello) {
     // The node decides whether the versions meet (protocol.hpp agree());
     // init only says what it speaks.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -129,6 +130,26 @@ int signal_process(const init_proto::signal_msg& m) {
   if (m.group && m.pid == ::getpgid(0))
     return EPERM;
   return ::kill(m.group ? -m.pid : m.pid, m.signo) == 0 ? 0 : errno;
+}
+
+uint64_t busy_cpu_ns() {
+  int fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0)
+    return 0;
+  buf[n] = '\0';
+  // "cpu  user nice system idle iowait irq softirq steal ..." in USER_HZ ticks.
+  unsigned long long t[8] = {};
+  if (std::sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &t[0], &t[1], &t[2],
+                  &t[3], &t[4], &t[5], &t[6], &t[7]) < 4)
+    return 0;
+  unsigned long long busy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7];
+  long hz = ::sysconf(_SC_CLK_TCK);
+  return static_cast<uint64_t>(busy) * (1000000000ULL / static_cast<uint64_t>(hz > 0 ? hz : 100));
 }
 
 } // namespace dsec::init

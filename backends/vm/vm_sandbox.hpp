@@ -60,9 +60,10 @@ class vm_sandbox final : public channel_sandbox, public std::enable_shared_from_
   int init_pid() const override { return pid_.load(); }
   status pause() override;
   status resume() override;
-  /// QEMU's RSS and swap (/proc/<pid>/status VmRSS, VmSwap) and CPU time
-  /// (of the QEMU running now: a resume starts a new one); zeros while
-  /// paused (QEMU has ended; the guest is a state file on disk).
+  /// QEMU's RSS and swap (/proc/<pid>/status VmRSS, VmSwap) and the guest
+  /// kernel's busy CPU time (init_proto::msg::cpu_query; QEMU's own if the
+  /// guest does not answer within a second); zeros while paused (QEMU has
+  /// ended; the guest is a state file on disk).
   expected<usage_sample> usage() override;
   /// SCHED_IDLE / SCHED_OTHER on every QEMU thread (vCPUs included; threads
   /// QEMU starts later inherit it), and for batch QEMU's process in a cpu
@@ -74,6 +75,7 @@ class vm_sandbox final : public channel_sandbox, public std::enable_shared_from_
   void watch_qemu_locked();
   void on_qemu_exit();
   expected<std::string> file_call(const std::string& frame, const std::string& what);
+  int64_t guest_cpu_ns();
 
   std::shared_ptr<io_loop> loop_;
   vm_parts parts_;
