@@ -34,9 +34,10 @@ bool may_read(const Stream& s) {
 /// The epoll interest of a port stream's socket.
 template <class Stream>
 uint32_t interest(const Stream& s) {
-  uint32_t ev = (s.sent_close || !may_read(s) ? 0 : EPOLLIN) | (s.out.empty() ? 0 : EPOLLOUT);
+  uint32_t ev = (s.sent_close || !may_read(s) ? 0u : uint32_t{EPOLLIN})
+                | (s.out.empty() ? 0u : uint32_t{EPOLLOUT});
   // Waiting for an ack, a hang-up is reported once, not in a loop.
-  return may_read(s) ? ev : ev | EPOLLET;
+  return may_read(s) ? ev : ev | uint32_t{EPOLLET};
 }
 
 } // namespace
