@@ -26,6 +26,9 @@ struct gateway_state {
   int64_t errors_total = 0;
   /// Source of exec cancel tokens (0 means "not cancellable").
   uint64_t next_token = 1;
+  /// Ports: the actor of each local sandbox a port request reached, asked
+  /// directly next time (actors/gateway_ports.cpp); dropped on any error.
+  std::unordered_map<std::string, sandbox_actor> port_owners;
 };
 
 using gateway_actor_ptr = gateway_actor::stateful_pointer<gateway_state>;

@@ -9,13 +9,11 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <any>
 #include <cctype>
-#include <condition_variable>
+#include <cstdio>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -198,10 +196,10 @@ relay_request upstream_request(const http_exchange& c, const node_config& cfg,
       continue;
     out += name + ": " + value + "\r\n";
   }
+  // Any other request leaves the connection open (HTTP/1.1's default) for
+  // the next one to the same place (actors/upstream_pool.hpp).
   if (r.upgrade)
     out += "Connection: Upgrade\r\nUpgrade: " + c.header("upgrade") + "\r\n";
-  else
-    out += "Connection: close\r\n";
   if (!c.body.empty() || c.method == "POST" || c.method == "PUT" || c.method == "PATCH")
     out += "Content-Length: " + std::to_string(c.body.size()) + "\r\n";
   if (to_owner)
@@ -234,55 +232,9 @@ expected<sys::unique_fd> dial_tcp(const std::string& address) {
   return std::move(fd);
 }
 
-/// One thread that opens upstream connections: a container's socket is
-/// made inside its network namespace (the thread enters it for a moment),
-/// and a name lookup may block; neither may run on the Asio thread or a
-/// scheduler thread. Jobs are short; they run in order.
-class dialer {
- public:
-  static dialer& instance() {
-    static dialer d;
-    return d;
-  }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-  ~dialer() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    if (thread_.joinable())
-      thread_.join();
-  }
-
- private:
-  dialer() : thread_([this] { run(); }) {}
-  void run() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty())
-          return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::thread thread_;
-};
+/// Local sandboxes whose actor a gateway remembers (port_owners); past it
+/// the memory starts over.
+constexpr size_t max_owners = 4096;
 
 const std::string no_key =
     ": a valid API key (X-API-Key: KEY or Authorization: Bearer KEY) or the sandbox's "
@@ -311,33 +263,80 @@ void on_route(const node_config& cfg, const http_call& c, const port_call& pc, i
                                                 + " owns it"));
     auto req = upstream_request(*c, cfg, pc.target, true,
                                 what + " through node " + route.node + " (" + route.rest + ")");
-    return dialer::instance().post([c, rest = route.rest, req = std::move(req)]() mutable {
+    // Kept-alive connections to the owner's REST port are shared by all its sandboxes.
+    req.pool_key = "node " + route.rest;
+    req.dial = [rest = route.rest, what = req.what]() -> expected<sys::unique_fd> {
       auto fd = dial_tcp(rest);
-      if (!fd) {
-        http_answer a;
-        a.status = 502;
-        a.body = json_codec::encode(error{errc::unavailable, req.what + ": " + fd.err().message});
-        return c->respond(std::move(a));
-      }
-      c->relay(std::move(*fd), std::move(req));
-    });
+      if (!fd)
+        return error{errc::unavailable, what + ": " + fd.err().message};
+      return fd;
+    };
+    return c->relay(sys::unique_fd{}, std::move(req));
   }
   auto sb = route.local.lock();
   if (!sb)
     return gateway_reply_error(c, not_found("sandbox " + pc.id + " not found (destroyed)"));
   auto req = upstream_request(*c, cfg, pc.target, false, what);
-  dialer::instance().post([c, sb, port, req = std::move(req)]() mutable {
-    auto fd = sb->open_port(static_cast<uint16_t>(port));
-    if (!fd) {
-      http_answer a;
-      // A backend without ports refuses (501), naming itself; else the port failed.
-      auto code = fd.err().code;
-      a.status = code == errc::not_found ? 404 : code == errc::invalid_argument ? 501 : 502;
-      a.body = json_codec::encode(fd.err());
-      return c->respond(std::move(a));
-    }
-    c->relay(std::move(*fd), std::move(req));
-  });
+  // The backend handle is part of the key: a connection never outlives the
+  // sandbox instance it was opened into (a destroyed one's close on their own).
+  char handle[32];
+  std::snprintf(handle, sizeof(handle), "%p", static_cast<void*>(sb.get()));
+  req.pool_key = "sandbox " + pc.id + " " + handle + " " + std::to_string(port);
+  // The dial's error is the answer: 404 for a sandbox gone, 501 for a
+  // backend without ports (naming itself), else 502 (actors/http_relay.cpp).
+  req.dial = [weak = route.local, port, id = pc.id]() -> expected<sys::unique_fd> {
+    auto sb = weak.lock();
+    if (!sb)
+      return not_found("sandbox " + id + " not found (destroyed)");
+    return sb->open_port(static_cast<uint16_t>(port));
+  };
+  c->relay(sys::unique_fd{}, std::move(req));
+}
+
+void ask_front(gateway_actor_ptr self, const http_call& c, const port_call& pc, int32_t port,
+               bool authed);
+
+/// Asks the sandbox's actor directly, when this node owns the sandbox and a
+/// port request reached it before (two messages instead of four). The
+/// actor's answer is as fresh as through the front: a paused sandbox is
+/// resumed, and every access check runs on it. Any error (the actor gone
+/// with its sandbox, destroyed, moved) forgets the actor and asks the
+/// front, whose answer (404, 502, ...) is the one the client gets.
+void ask_owner(gateway_actor_ptr self, const http_call& c, const port_call& pc, int32_t port,
+               bool authed, const sandbox_actor& owner) {
+  auto ctx = self->state.ctx;
+  auto wait = caf::duration{*ops::port_op::deadline(ops::waits_of(hop::front), port)};
+  self->request(owner, wait, port_atom::value, port)
+    .then([ctx, c, authed, pc, port](port_route& route) {
+            on_route(ctx->config, c, pc, port, route, authed);
+          },
+          [self, c, authed, pc, port](caf::error&) {
+            self->state.port_owners.erase(pc.id);
+            ask_front(self, c, pc, port, authed);
+          });
+}
+
+void ask_front(gateway_actor_ptr self, const http_call& c, const port_call& pc, int32_t port,
+               bool authed) {
+  auto ctx = self->state.ctx;
+  auto wait = caf::duration{*ops::port_op::deadline(ops::waits_of(hop::front), port)};
+  self->request(self->state.front, wait, port_atom::value, pc.id, port)
+    .then([self, ctx, c, authed, pc, port](port_route& route) {
+            auto& owners = self->state.port_owners;
+            auto* actor = std::any_cast<caf::actor>(&route.actor);
+            if (route.node == ctx->config.node_id && actor && *actor) {
+              if (owners.size() >= max_owners)
+                owners.clear();
+              owners[pc.id] = caf::actor_cast<sandbox_actor>(*actor);
+            }
+            on_route(ctx->config, c, pc, port, route, authed);
+          },
+          [c, authed, what = "port " + pc.port_text.substr(0, 16) + " of sandbox "
+                             + pc.id.substr(0, 256)](caf::error& err) {
+            if (!authed)
+              return deny(c, 401, "unauthenticated", what + no_key);
+            gateway_reply_error(c, from_caf(err));
+          });
 }
 
 } // namespace
@@ -357,17 +356,10 @@ bool dispatch(gateway_actor_ptr self, const http_call& c) {
                                             + ": must be a number between 1 and 65535"));
     return true;
   }
-  auto ctx = self->state.ctx;
-  auto wait = caf::duration{*ops::port_op::deadline(ops::waits_of(hop::front), *port)};
-  self->request(self->state.front, wait, port_atom::value, pc->id, *port)
-    .then([ctx, c, authed, pc = *pc, port = *port](
-            port_route& route) { on_route(ctx->config, c, pc, port, route, authed); },
-          [c, authed, what = "port " + pc->port_text.substr(0, 16) + " of sandbox "
-                             + pc->id.substr(0, 256)](caf::error& err) {
-            if (!authed)
-              return deny(c, 401, "unauthenticated", what + no_key);
-            gateway_reply_error(c, from_caf(err));
-          });
+  if (auto it = self->state.port_owners.find(pc->id); it != self->state.port_owners.end())
+    ask_owner(self, c, *pc, *port, authed, it->second);
+  else
+    ask_front(self, c, *pc, *port, authed);
   return true;
 }
 

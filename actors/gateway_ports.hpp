@@ -11,10 +11,15 @@
 // Access: the node's API keys (X-API-Key, Bearer) or the sandbox's envd
 // token (X-Access-Token), and, for a sandbox with a traffic token, header
 // e2b-traffic-access-token. The sandbox's owner says where the port is
-// (ops::port_op); on the owner a dialer thread opens the connection through
-// the backend (a container's network namespace, a guest's init), so a
-// `network: none` sandbox is reachable and gains no network; on any other
-// peer the request goes, unchanged, to the owner's REST port.
+// (ops::port_op); on the owner the relay takes a kept-alive connection to
+// that port or has the port dialer thread open one through the backend (a
+// container's network namespace, a guest's init), so a `network: none`
+// sandbox is reachable and gains no network; on any other peer the request
+// goes, unchanged, to the owner's REST port (over kept-alive connections
+// too). The owner's gateway remembers each local sandbox's actor and asks it
+// directly for the next request's route: the same answer as through the
+// front (the access checks run on it every time, a paused sandbox resumes),
+// two messages fewer; any error forgets it and asks the front.
 #pragma once
 
 #include "actors/gateway.hpp"

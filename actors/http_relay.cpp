@@ -13,6 +13,11 @@
 
 #include <boost/asio.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/beast/http/status.hpp>
+
+#include "actors/port_dialer.hpp"
+#include "actors/upstream_pool.hpp"
+#include "core/json_codec.hpp"
 
 namespace dsec::relay {
 
@@ -113,17 +118,77 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
            sys::unique_fd upstream, relay_request req,
            std::function<void(outcome, std::string)> done)
     : client_(client), pending_(pending), keep_alive_(keep_alive),
-      up_(client.get_executor(), upstream.release()), req_(std::move(req)),
-      done_(std::move(done)) {}
+      up_(client.get_executor()), req_(std::move(req)), done_(std::move(done)) {
+    if (upstream)
+      up_.assign(upstream.release());
+  }
 
   void run() {
-    // A nonblocking connect completes when the socket turns writable.
-    up_.async_wait(net::posix::descriptor_base::wait_write,
-                   [self = shared_from_this()](error_code ec) { self->on_connected(ec); });
     watch_client();
+    if (up_.is_open())
+      return await_connect();
+    // A request that may be repeated takes an idle connection to the same
+    // place if there is one; any other dials a fresh one.
+    if (!req_.pool_key.empty() && idempotent()) {
+      int fd = upstream_pool::of(up_.get_executor()).take(req_.pool_key);
+      if (fd >= 0) {
+        up_.assign(fd);
+        reused_ = true;
+        return on_connected({});
+      }
+    }
+    dial();
   }
 
  private:
+  /// A nonblocking connect completes when the socket turns writable.
+  void await_connect() {
+    up_.async_wait(net::posix::descriptor_base::wait_write,
+                   [self = shared_from_this()](error_code ec) { self->on_connected(ec); });
+  }
+
+  bool idempotent() const {
+    auto sp = req_.bytes.find(' ');
+    std::string_view m(req_.bytes.data(), sp == std::string::npos ? 0 : sp);
+    return !req_.upgrade
+           && (m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "PUT" || m == "DELETE");
+  }
+
+  /// A fresh connection from req_.dial, opened on the port dialer thread.
+  void dial() {
+    reused_ = false;
+    if (!req_.dial)
+      return fail("no connection to relay to");
+    ports::post_dial([self = shared_from_this()] {
+      auto fd = std::make_shared<expected<sys::unique_fd>>(self->req_.dial());
+      net::post(self->up_.get_executor(), [self, fd] {
+        if (self->finished_)
+          return;
+        if (!*fd)
+          return self->refuse(fd->err());
+        self->up_.assign((*fd)->release());
+        self->await_connect();
+      });
+    });
+  }
+
+  /// The dial failed: the client gets the error itself (404 for a sandbox
+  /// gone, 501 for a backend without ports, else 502), the connection kept.
+  void refuse(const error& err) {
+    int status = err.code == errc::not_found ? 404 : err.code == errc::invalid_argument ? 501 : 502;
+    auto body = json_codec::encode(err);
+    auto reason = boost::beast::http::obsolete_reason(static_cast<boost::beast::http::status>(status));
+    auto out = std::make_shared<std::string>(
+      "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason.data(), reason.size())
+      + "\r\nServer: dsec\r\nContent-Type: application/json\r\n"
+      + (keep_alive_ ? "" : "Connection: close\r\n") + "Content-Length: "
+      + std::to_string(body.size()) + "\r\n\r\n" + body);
+    started_ = true;
+    net::async_write(client_, net::buffer(*out), [self = shared_from_this(), out](error_code ec, size_t) {
+      self->finish(!ec && self->keep_alive_ ? outcome::reusable : outcome::close);
+    });
+  }
+
   void on_connected(error_code ec) {
     if (finished_)
       return;
@@ -141,7 +206,8 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
                          return self->fail(ec == net::error::connection_refused
                                              ? "nothing listens there (connection refused)"
                                              : "send the request: " + ec.message());
-                       self->req_.bytes.clear();
+                       if (!self->reused_)
+                         self->req_.bytes.clear(); // kept only to repeat on a fresh connection
                        self->read_head();
                      });
   }
@@ -186,6 +252,7 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
     if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1.")
       return false;
     int status = std::atoi(std::string(status_line.substr(9, 3)).c_str());
+    up_keep_ = status_line.substr(0, 8) == "HTTP/1.1" && status >= 200;
     bool has_length = false, chunked = false;
     uint64_t length = 0;
     std::string headers;
@@ -206,6 +273,8 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
         length = std::strtoull(std::string(value).c_str(), nullptr, 10);
       } else if (name == "transfer-encoding") {
         chunked = lower(value).find("chunked") != std::string::npos;
+      } else if (name == "connection" && lower(value).find("close") != std::string::npos) {
+        up_keep_ = false;
       }
       bool hop = name == "connection" || name == "keep-alive" || name == "proxy-connection";
       if (status == 101 || !hop)
@@ -235,20 +304,45 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
   /// body ends.
   void send_body(std::string out, std::string_view data) {
     bool end = append_body(out, data);
+    body_done_ = end;
     if (end && framing_ == framing::until_close)
       out += "0\r\n\r\n";
     auto keep = std::make_shared<std::string>(std::move(out));
     net::async_write(client_, net::buffer(*keep),
                      [self = shared_from_this(), keep, end](error_code ec, size_t) {
-                       if (ec)
-                         return self->finish(outcome::close);
-                       if (end)
-                         return self->finish(self->keep_alive_ ? outcome::reusable : outcome::close);
-                       self->up_.async_read_some(net::buffer(self->buf_),
-                                                 [self](error_code ec, size_t n) {
-                                                   self->on_body_bytes(ec, n);
-                                                 });
+                       self->body_written(ec, end);
                      });
+  }
+
+  /// Body bytes the upstream frames itself (a length, chunks) go to the
+  /// client straight from the read buffer, not copied: the next read waits
+  /// for the write.
+  void send_body_in_place(size_t n) {
+    std::string_view data(buf_.data(), n);
+    size_t take;
+    if (framing_ == framing::length) {
+      take = static_cast<size_t>(std::min<uint64_t>(left_, n));
+      left_ -= take;
+      body_done_ = left_ == 0;
+    } else {
+      take = scanner_.feed(data);
+      body_done_ = scanner_.done();
+    }
+    extra_ = extra_ || take < n;
+    net::async_write(client_, net::buffer(buf_.data(), take),
+                     [self = shared_from_this(), end = body_done_](error_code ec, size_t) {
+                       self->body_written(ec, end);
+                     });
+  }
+
+  void body_written(error_code ec, bool end) {
+    if (ec)
+      return finish(outcome::close);
+    if (end)
+      return finish(keep_alive_ ? outcome::reusable : outcome::close);
+    up_.async_read_some(net::buffer(buf_), [self = shared_from_this()](error_code ec, size_t n) {
+      self->on_body_bytes(ec, n);
+    });
   }
 
   void on_body_bytes(error_code ec, size_t n) {
@@ -261,6 +355,8 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
       }
       return finish(outcome::close); // broke off: the client sees a short answer
     }
+    if (framing_ == framing::length || framing_ == framing::chunked)
+      return send_body_in_place(n);
     send_body({}, std::string_view(buf_.data(), n));
   }
 
@@ -269,15 +365,18 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
   bool append_body(std::string& out, std::string_view data) {
     switch (framing_) {
       case framing::none:
+        extra_ = extra_ || !data.empty();
         return true;
       case framing::length: {
         auto n = std::min<uint64_t>(left_, data.size());
+        extra_ = extra_ || n < data.size();
         out.append(data.data(), n);
         left_ -= n;
         return left_ == 0;
       }
       case framing::chunked: {
         auto n = scanner_.feed(data);
+        extra_ = extra_ || n < data.size();
         out.append(data.data(), n);
         return scanner_.done();
       }
@@ -385,6 +484,11 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
       return finish(outcome::close);
     if (finished_)
       return;
+    if (reused_ && head_.empty()) { // an idle connection the far end had closed: once more, fresh
+      close_upstream();
+      up_ = net::posix::stream_descriptor(client_.get_executor());
+      return dial();
+    }
     finished_ = true;
     close_upstream();
     done_(outcome::failed, req_.what + ": " + why);
@@ -394,12 +498,25 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
     if (finished_)
       return;
     finished_ = true;
-    close_upstream();
+    if (upstream_reusable()) {
+      error_code ignored;
+      up_.cancel(ignored);
+      upstream_pool::of(up_.get_executor()).put(up_.get_executor(), req_.pool_key, up_.release());
+    } else {
+      close_upstream();
+    }
     if (o != outcome::reusable) { // wake the client watch so it lets go of this op
       error_code ignored;
       client_.cancel(ignored);
     }
     done_(o, {});
+  }
+
+  /// The upstream's answer ended cleanly on a connection it keeps open.
+  bool upstream_reusable() const {
+    return !req_.pool_key.empty() && up_.is_open() && up_keep_ && body_done_ && !extra_
+           && (framing_ == framing::none || framing_ == framing::length
+               || framing_ == framing::chunked);
   }
 
   void close_upstream() {
@@ -421,6 +538,10 @@ class relay_op : public std::enable_shared_from_this<relay_op> {
   uint64_t left_ = 0;
   chunk_scanner scanner_;
   bool started_ = false; ///< bytes went to the client
+  bool reused_ = false;  ///< the upstream came idle from the pool
+  bool up_keep_ = false; ///< the upstream keeps its connection after this answer
+  bool body_done_ = false;
+  bool extra_ = false;   ///< the upstream sent bytes past its answer
   bool eof_ = false;
   bool finished_ = false;
   int halves_done_ = 0;
@@ -435,5 +556,7 @@ void start(tcp::socket& client, boost::beast::flat_buffer& pending, bool client_
                              std::move(req), std::move(done))
     ->run();
 }
+
+void close_idle(const boost::asio::any_io_executor& ex) { upstream_pool::close_all(ex); }
 
 } // namespace dsec::relay

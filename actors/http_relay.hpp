@@ -6,7 +6,10 @@
 // server-sent events) reaches the client as the upstream produces it, and a
 // slow client slows the upstream instead of filling the node's memory. A 101
 // answer turns the connection into a tunnel (WebSocket), bytes both ways
-// until both sides closed. Runs on the HTTP server's Asio thread
+// until both sides closed. With a pool key (relay_request) the upstream
+// connection comes from, and goes back to, the idle connections of that
+// place (actors/upstream_pool.hpp); one the far end had closed while idle is
+// replaced by a fresh one before any answer byte. Runs on the HTTP server's Asio thread
 // (actors/http_server.cpp); only that file includes this header.
 #pragma once
 
@@ -38,5 +41,9 @@ enum class outcome {
 void start(boost::asio::ip::tcp::socket& client, boost::beast::flat_buffer& pending,
            bool client_keep_alive, sys::unique_fd upstream, relay_request req,
            std::function<void(outcome, std::string error)> done);
+
+/// Closes the idle upstream connections kept for the server whose Asio
+/// thread ran `ex` (actors/upstream_pool.hpp); call once that thread ended.
+void close_idle(const boost::asio::any_io_executor& ex);
 
 } // namespace dsec::relay

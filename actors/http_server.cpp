@@ -317,6 +317,7 @@ class server final : public http_server {
       return;
     io_.stop();
     thread_.join();
+    relay::close_idle(io_.get_executor());
   }
 
  private:

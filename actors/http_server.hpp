@@ -37,6 +37,14 @@ struct relay_request {
   bool head = false;
   /// What the upstream is ("port 8000 of sandbox n1.x"), in a 502's message.
   std::string what;
+  /// Ports: the place the upstream connects to ("" = a connection of its own,
+  /// closed after the answer). With a key, relay() may be given no socket: the
+  /// relay takes an idle kept-alive connection to the same place, or opens one
+  /// with `dial` (run on the port dialer thread, actors/port_dialer.hpp); a
+  /// complete answer leaves the connection idle for the next request
+  /// (actors/upstream_pool.hpp).
+  std::string pool_key;
+  std::function<expected<sys::unique_fd>()> dial;
 };
 
 /// One request awaiting its answer. Every method is thread-safe; the answer

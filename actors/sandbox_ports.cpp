@@ -37,6 +37,7 @@ void route_port(sandbox_actor_ptr self, caf::response_promise rp, int32_t port) 
   if (auto it = st.spec.labels.find(public_ports_label); it != st.spec.labels.end())
     r.public_ports = it->second == "true";
   r.local = st.sb;
+  r.actor = caf::actor_cast<caf::actor>(self);
   rp.deliver(std::move(r));
 }
 

@@ -8,10 +8,16 @@ test/e2e/ports/port_server.py (python's ThreadingHTTPServer); the client is
 the stdlib load loop below, run once per mode with the same request count.
 
   sudo python3 bench/ports_bench.py --dsec build/cmd/dsec \
-      [--store /var/lib/dsec-test/store] [--requests 2000] [--conns 1,8]
+      [--store /var/lib/dsec-test/store] [--requests 2000] [--conns 1,8] \
+      [--baseline OLD_DSEC]
 
 Prints JSON and writes it to bench/results/ports-<date>.json. Target: proxy
-overhead (proxied p50 - direct p50) <= 1 ms.
+overhead (proxied p50 - direct p50) <= 1 ms. Also measured, for where the
+time goes: one REST round trip that asks the sandbox's actor through the
+node's front (GET /v1/sandboxes/ID, what every proxied request cost before
+routes were remembered), and, with --baseline, the proxied runs against an
+older dsec binary on a node of its own in the same run. The machine's load
+average before and after is recorded: on a shared machine compare ratios.
 """
 import argparse
 import datetime
@@ -80,19 +86,10 @@ def run_host(args):
     return json.loads(p.stdout)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dsec", default=str(ROOT / "build" / "cmd" / "dsec"))
-    ap.add_argument("--store", default="/var/lib/dsec-test/store")
-    ap.add_argument("--requests", type=int, default=2000)
-    ap.add_argument("--conns", default="1,8")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    conns = [int(x) for x in a.conns.split(",")]
-    out = {"bench": "ports", "date": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
-           "requests_per_run": a.requests, "server": "python3 ThreadingHTTPServer in the sandbox",
-           "cpus": os.cpu_count(), "runs": []}
-    with private_node(a.dsec, a.store, "portbench") as (rest_addr, _):
+def measure(dsec, store, node_id, conns, requests, baseline_only=False):
+    """One node: a sandbox running the port server; the runs per connection count."""
+    runs, lookup = [], None
+    with private_node(dsec, store, node_id) as (rest_addr, _):
         rest = Rest(rest_addr)
         sid = rest.call("POST", "/v1/sandboxes", {"layers": ["base/python@3.11"], "cpu": 2,
                                                    "memory_mb": 512})["id"]
@@ -110,16 +107,46 @@ def main():
                 break
             except RuntimeError:
                 time.sleep(0.2)
+        if not baseline_only:
+            lookup = run_host([host, port, f"/v1/sandboxes/{q}", requests, 1, 0])
         for c in conns:
-            direct = run_inside(rest, sid, ["127.0.0.1", 8000, "/", a.requests, c, 0])
-            direct_fresh = run_inside(rest, sid, ["127.0.0.1", 8000, "/", a.requests, c, 1])
-            via = run_host([host, port, proxied, a.requests, c, 0])
-            out["runs"].append({
+            via = run_host([host, port, proxied, requests, c, 0])
+            if baseline_only:
+                runs.append({"conns": c, "proxied": via})
+                continue
+            direct = run_inside(rest, sid, ["127.0.0.1", 8000, "/", requests, c, 0])
+            direct_fresh = run_inside(rest, sid, ["127.0.0.1", 8000, "/", requests, c, 1])
+            runs.append({
                 "conns": c, "direct_keepalive": direct, "direct_new_conn_each": direct_fresh,
                 "proxied": via,
                 "overhead_p50_ms_vs_keepalive": round(via["p50_ms"] - direct["p50_ms"], 3),
-                "overhead_p50_ms_vs_new_conn": round(via["p50_ms"] - direct_fresh["p50_ms"], 3)})
+                "overhead_p50_ms_vs_new_conn": round(via["p50_ms"] - direct_fresh["p50_ms"], 3),
+                "rps_ratio_proxied_to_direct": round(via["rps"] / direct["rps"], 3)})
         rest.call("DELETE", f"/v1/sandboxes/{q}")
+    return runs, lookup
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsec", default=str(ROOT / "build" / "cmd" / "dsec"))
+    ap.add_argument("--store", default="/var/lib/dsec-test/store")
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--conns", default="1,8")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--baseline", default=None,
+                    help="an older dsec binary whose proxied runs are measured too")
+    a = ap.parse_args()
+    conns = [int(x) for x in a.conns.split(",")]
+    out = {"bench": "ports", "date": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
+           "requests_per_run": a.requests, "server": "python3 ThreadingHTTPServer in the sandbox",
+           "cpus": os.cpu_count(), "runs": []}
+    out["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
+    out["runs"], out["rest_lookup_through_front"] = measure(a.dsec, a.store, "portbench", conns,
+                                                           a.requests)
+    if a.baseline:
+        base, _ = measure(a.baseline, a.store, "portbase", conns, a.requests, True)
+        out["baseline"] = {"dsec": a.baseline, "runs": base}
+    out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     out["target"] = "proxied p50 - direct p50 <= 1 ms"
     text = json.dumps(out, indent=2)
     print(text)

@@ -220,6 +220,8 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
     std::string out;        ///< from init, not yet written to fd
     bool sent_close = false; ///< our side's EOF went to init
     bool got_close = false;  ///< init's side ended
+    uint32_t window = 0;     ///< 0: not flow controlled (an init before version 3)
+    uint64_t in_flight = 0;  ///< bytes sent to init and not yet acknowledged
   };
   std::map<uint32_t, port_stream> ports_; ///< guarded by m_
   /// Loop thread: the socket of stream `id` is ready / a frame of a stream came.

@@ -4,19 +4,43 @@
 // goes to init as port_data frames, init's port_data is written back, and
 // each direction's end travels as port_close. A guest has no network
 // device, so this is how a node reaches a service inside it; the service
-// sees a connection from 127.0.0.1 inside the guest.
+// sees a connection from 127.0.0.1 inside the guest. With an init of
+// protocol version 3 a stream is flow controlled both ways (protocol.hpp,
+// port_ack): the node stops reading the caller's socket while a window of
+// bytes is unacknowledged by init, and acknowledges init's bytes as the
+// caller's socket takes them, so a slow reader holds at most a window here.
 #include "backends/channel/channel_sandbox.hpp"
 #include "backends/channel/init_channel.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace dsec::backends {
 
 namespace proto = init_proto;
+
+namespace {
+
+// (Templates: port_stream is init_channel's private type.)
+template <class Stream>
+bool may_read(const Stream& s) {
+  return s.window == 0 || s.in_flight < s.window;
+}
+
+/// The epoll interest of a port stream's socket.
+template <class Stream>
+uint32_t interest(const Stream& s) {
+  uint32_t ev = (s.sent_close || !may_read(s) ? 0u : uint32_t{EPOLLIN})
+                | (s.out.empty() ? 0u : uint32_t{EPOLLOUT});
+  // Waiting for an ack, a hang-up is reported once, not in a loop.
+  return may_read(s) ? ev : ev | uint32_t{EPOLLET};
+}
+
+} // namespace
 
 expected<sys::unique_fd> init_channel::open_port(uint16_t port) {
   auto what = "port " + std::to_string(port) + " of sandbox " + parts_.id;
@@ -41,7 +65,12 @@ expected<sys::unique_fd> init_channel::open_port(uint16_t port) {
   s.fd = std::move(ours);
   s.token = token;
   bool was_empty = out_.empty();
-  out_ += proto::writer(proto::msg::port_open, id).u32(port).finish();
+  if (version_ >= 3) {
+    s.window = proto::port_window;
+    out_ += proto::writer(proto::msg::port_open, id).u32(port).u32(s.window).finish();
+  } else {
+    out_ += proto::writer(proto::msg::port_open, id).u32(port).finish();
+  }
   if (was_empty)
     flush_locked();
   return std::move(theirs);
@@ -68,10 +97,12 @@ void init_channel::on_port_socket(uint32_t id, uint32_t events) {
     }
     return;
   }
-  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-    return;
+  if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR)) || !may_read(s))
+    return; // read again once init acknowledged (port_ack)
   char buf[65536];
-  auto n = ::recv(s.fd.get(), buf, sizeof(buf), 0);
+  size_t want = s.window == 0 ? sizeof(buf)
+                              : std::min<uint64_t>(sizeof(buf), s.window - s.in_flight);
+  auto n = ::recv(s.fd.get(), buf, want, 0);
   if (n < 0 && (errno == EAGAIN || errno == EINTR))
     return;
   bool was_empty = out_.empty();
@@ -79,6 +110,9 @@ void init_channel::on_port_socket(uint32_t id, uint32_t events) {
     out_ += proto::writer(proto::msg::port_data, id)
               .str(std::string_view(buf, static_cast<size_t>(n)))
               .finish();
+    s.in_flight += static_cast<uint64_t>(n);
+    if (!may_read(s))
+      loop_->modify(s.token, s.fd.get(), interest(s)); // init's reader is behind
   } else { // the caller is done sending (0) or gone (an errno)
     int err = n < 0 ? errno : 0;
     out_ += proto::writer(proto::msg::port_close, id).i32(err).finish();
@@ -86,8 +120,7 @@ void init_channel::on_port_socket(uint32_t id, uint32_t events) {
     if (err != 0 || s.got_close) {
       drop_port_locked(id);
     } else {
-      uint32_t ev = s.out.empty() ? 0 : EPOLLOUT;
-      loop_->modify(s.token, s.fd.get(), ev);
+      loop_->modify(s.token, s.fd.get(), interest(s));
     }
   }
   if (was_empty)
@@ -101,6 +134,17 @@ bool init_channel::on_port_frame(const proto::header& h, std::string_view body) 
   switch (h.type) {
   case proto::msg::port_opened:
     return r.done();
+  case proto::msg::port_ack: {
+    auto n = r.u32();
+    if (!r.done())
+      return false;
+    if (it != ports_.end() && !it->second.sent_close) {
+      auto& s = it->second;
+      s.in_flight -= std::min<uint64_t>(s.in_flight, n);
+      loop_->modify(s.token, s.fd.get(), interest(s));
+    }
+    return true;
+  }
   case proto::msg::port_data: {
     auto data = r.str();
     if (!r.done())
@@ -131,10 +175,12 @@ bool init_channel::on_port_frame(const proto::header& h, std::string_view body) 
 }
 
 void init_channel::port_write_locked(uint32_t id, port_stream& s) {
+  uint64_t wrote = 0;
   while (!s.out.empty()) {
     auto n = ::send(s.fd.get(), s.out.data(), s.out.size(), MSG_NOSIGNAL);
     if (n > 0) {
       s.out.erase(0, static_cast<size_t>(n));
+      wrote += static_cast<uint64_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR)
@@ -149,13 +195,18 @@ void init_channel::port_write_locked(uint32_t id, port_stream& s) {
       flush_locked();
     return;
   }
+  if (wrote > 0 && s.window != 0 && !s.got_close) {
+    bool was_empty = out_.empty();
+    out_ += proto::writer(proto::msg::port_ack, id).u32(static_cast<uint32_t>(wrote)).finish();
+    if (was_empty)
+      flush_locked();
+  }
   if (s.out.empty() && s.got_close) {
     ::shutdown(s.fd.get(), SHUT_WR); // init's side ended: EOF for the caller
     if (s.sent_close)
       return drop_port_locked(id);
   }
-  uint32_t ev = (s.sent_close ? 0 : EPOLLIN) | (s.out.empty() ? 0 : EPOLLOUT);
-  loop_->modify(s.token, s.fd.get(), ev);
+  loop_->modify(s.token, s.fd.get(), interest(s));
 }
 
 void init_channel::drop_port_locked(uint32_t id) {

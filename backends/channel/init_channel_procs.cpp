@@ -67,6 +67,14 @@ void init_channel::processes(
 
 void init_channel::cpu_time(std::function<void(expected<int64_t>)> done) {
   auto what = "read the CPU time of " + parts_.id;
+  uint32_t v = 0;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    v = version_;
+  }
+  if (v < 4) // an older init drops a frame it does not know
+    return done(unsupported(what + ": its init speaks protocol version " + std::to_string(v)
+                            + ", before cpu_query"));
   send_query([](uint32_t id) { return proto::writer(proto::msg::cpu_query, id).finish(); },
              [done = std::move(done), what](const proto::header* h, std::string_view body,
                                             const error* err) {

@@ -60,7 +60,7 @@ static_assert(sysfs_tree_fd == root_view_fd + 1, "launch_init closes from sysfs_
 
 /// The version of this protocol this build speaks (see the opening comment).
 /// Bump it when a peer of the previous version would misread a frame.
-constexpr uint32_t version = 2;
+constexpr uint32_t version = 4;
 /// The oldest version this build still speaks to: version 1 inits lack only
 /// hello, which the node then does not send.
 constexpr uint32_t min_version = 1;
@@ -103,20 +103,29 @@ enum class msg : uint8_t {
   port_data = 41,   ///< both ways: string data of stream `id`
   port_close = 42,  ///< both ways: i32 errno; 0 = the sender's direction ended
   port_opened = 43, ///< init -> node: the connection is up
-  // -- the CPU time of the whole sandbox as its own kernel counts it: a VM
+  // Version 3: flow control of port streams. A node speaking version 3 adds
+  // u32 window to port_open; then neither side has more than `window` bytes
+  // of a stream sent and not yet acknowledged, and each acknowledges the
+  // bytes it wrote to its socket. A slow reader on either end stops the
+  // sender instead of filling the other side's memory.
+  port_ack = 44, ///< both ways: u32 bytes of stream `id` written on since the last ack
+  // -- Version 4: the CPU time of the whole sandbox as its own kernel counts it: a VM
   // guest's /proc/stat, since the emulator's CPU is not the guest's (an idle
   // TCG guest costs its QEMU a few per cent of a core). Read by the idle
   // policy and reclaim (actors/sandbox_idle.hpp). A container's /proc/stat
-  // is the host's: the node asks guests only.
+  // is the host's: the node asks guests only, and only inits of version 4.
   cpu_query = 50, ///< node -> init, no body; answered by cpu_time
   cpu_time = 51,  ///< init -> node: u64 busy ns (user, nice, system, irq,
                   ///< softirq and steal of /proc/stat's "cpu" line)
 };
 
+/// The window a version 3 node gives port streams.
+constexpr uint32_t port_window = 256 * 1024;
+
 /// True for the frames of port streams (both directions).
 inline bool is_port_frame(msg t) {
   return t == msg::port_open || t == msg::port_data || t == msg::port_close
-         || t == msg::port_opened;
+         || t == msg::port_opened || t == msg::port_ack;
 }
 
 /// Header size on the wire.

@@ -4,7 +4,10 @@
 // sandbox gains no network of its own), then relays bytes: port_data frames
 // from the node are written to the socket, what the socket reads goes back
 // as port_data, and each direction's end is a port_close. Streams belong to
-// the node connection that opened them and close with it.
+// the node connection that opened them and close with it. A stream opened
+// with a window (protocol version 3) is flow controlled: init stops reading
+// the socket while `window` bytes it sent are unacknowledged, and
+// acknowledges (port_ack) the node's bytes as the socket takes them.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <map>
 
 #include "backends/init/loop_state.hpp"
@@ -29,16 +33,22 @@ struct stream {
   bool connecting = true;
   bool node_done = false;  ///< the node's direction ended (port_close 0)
   bool sock_done = false;  ///< the socket's direction ended (we sent port_close)
+  uint32_t window = 0;     ///< 0: not flow controlled (a node before version 3)
+  uint64_t in_flight = 0;  ///< bytes sent to the node and not yet acknowledged
 };
+
+bool may_read(const stream& s) { return s.window == 0 || s.in_flight < s.window; }
 
 std::map<uint32_t, stream> streams;
 
 void watch(uint32_t id, stream& s) {
   uint32_t ev = 0;
-  if (!s.sock_done && !s.connecting)
+  if (!s.sock_done && !s.connecting && may_read(s))
     ev |= EPOLLIN;
   if (s.connecting || !s.out.empty())
     ev |= EPOLLOUT;
+  if (!may_read(s))
+    ev |= EPOLLET; // a hang-up while waiting for an ack is reported once, not in a loop
   ep_mod(s.fd, ev, key(k_port, id));
 }
 
@@ -63,10 +73,12 @@ void finish_if_done(uint32_t id, stream& s) {
 
 /// Writes what the socket takes of the node's bytes.
 void write_out(uint32_t id, stream& s) {
+  uint64_t wrote = 0;
   while (!s.out.empty()) {
     auto n = ::send(s.fd, s.out.data(), s.out.size(), MSG_NOSIGNAL);
     if (n > 0) {
       s.out.erase(0, size_t(n));
+      wrote += uint64_t(n);
       continue;
     }
     if (n < 0 && errno == EINTR)
@@ -75,13 +87,15 @@ void write_out(uint32_t id, stream& s) {
       break;
     return abort_stream(id, n < 0 ? errno : EPIPE);
   }
+  if (wrote > 0 && s.window != 0)
+    send_frame(proto::writer(msg::port_ack, id).u32(uint32_t(wrote)).finish());
   if (s.out.empty() && s.node_done)
     ::shutdown(s.fd, SHUT_WR);
   watch(id, s);
   finish_if_done(id, s);
 }
 
-void open_stream(uint32_t id, uint32_t port) {
+void open_stream(uint32_t id, uint32_t port, uint32_t window) {
   if (streams.count(id) || port == 0 || port > 65535)
     return abort_stream(id, EINVAL);
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -101,6 +115,7 @@ void open_stream(uint32_t id, uint32_t port) {
   }
   auto& s = streams[id];
   s.fd = fd;
+  s.window = window;
   ep_add(fd, EPOLLOUT, key(k_port, id));
 }
 
@@ -111,10 +126,23 @@ void port_frame(const proto::header& h, std::string_view body) {
   if (h.type == msg::port_open) {
     auto port = r.u32();
     if (r.done())
-      open_stream(h.id, port);
+      return open_stream(h.id, port, 0);
+    auto window = r.u32(); // version 3
+    if (r.done())
+      open_stream(h.id, port, window == 0 ? 1 : window);
     return;
   }
   auto it = streams.find(h.id);
+  if (h.type == msg::port_ack) {
+    auto n = r.u32();
+    if (!r.done() || it == streams.end())
+      return;
+    auto& s = it->second;
+    s.in_flight -= std::min<uint64_t>(s.in_flight, n);
+    if (!s.connecting)
+      watch(h.id, s);
+    return;
+  }
   if (h.type == msg::port_data) {
     auto data = r.str();
     if (!r.done() || it == streams.end() || it->second.node_done)
@@ -162,11 +190,18 @@ void port_event(uint32_t id, uint32_t events) {
     }
     return;
   }
+  if (!may_read(s))
+    return; // read again once the node acknowledged (port_ack)
   if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
     char buf[65536];
-    auto n = ::recv(s.fd, buf, sizeof(buf), 0);
+    size_t want = s.window == 0 ? sizeof(buf)
+                                : std::min<uint64_t>(sizeof(buf), s.window - s.in_flight);
+    auto n = ::recv(s.fd, buf, want, 0);
     if (n > 0) {
       send_frame(proto::writer(msg::port_data, id).str(std::string_view(buf, size_t(n))).finish());
+      s.in_flight += uint64_t(n);
+      if (!may_read(s))
+        watch(id, s); // the node's reader is behind: wait for its ack
       return;
     }
     if (n < 0 && (errno == EINTR || errno == EAGAIN))

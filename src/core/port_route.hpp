@@ -6,6 +6,7 @@
 // connection. The handle is never serialized: a remote caller gets it empty.
 #pragma once
 
+#include <any>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,10 @@ struct port_route {
   /// On the owner only: the backend handle (local messages are not
   /// serialized, so it survives placement's hop to the local lifecycle).
   std::weak_ptr<backends::sandbox> local;
+  /// On the owner only: the sandbox's actor (a caf::actor, kept out of this
+  /// CAF-free header), which the owner's gateway asks directly for the next
+  /// request to the sandbox (actors/gateway_ports.cpp). Never serialized.
+  std::any actor;
 };
 
 template <class Inspector>

@@ -322,6 +322,39 @@ def test_hung_upstreams_and_many_connections_leave_no_fds(pnode, web):
              what=f"node fds back to {before} (now {fd_count(pid)})")
 
 
+def test_upstream_connections_are_kept_alive_and_closed_with_their_sandbox(pnode):
+    """Requests to one port reuse the node's connection into the sandbox
+    (several clients, one after another); a destroy leaves none behind and
+    the port answers 404 after it."""
+    pid = pnode.proc.pid
+    sid = pnode.client.create_ok([PYTHON], cpu=1, memory_mb=256)
+    before = fd_count(pid)
+    start_server(pnode.client, sid, 8003)
+    seen = set()
+    for _ in range(5):
+        st, _, body = get(pnode, path(sid, 8003, "/conn"))
+        assert st == 200, body
+        seen.add(body)
+    assert len(seen) == 1, f"the port saw {len(seen)} connections for 5 requests: {seen}"
+    # A POST on its own connection, then a GET: both answered whole.
+    st, _, body = get(pnode, path(sid, 8003, "/echo"), method="POST", body=b"x" * 1000)
+    assert (st, body) == (200, b"x" * 1000)
+    assert get(pnode, path(sid, 8003, "/conn"))[0] == 200
+    pnode.client.delete(sid)
+    st, _, body = get(pnode, path(sid, 8003, "/conn"))
+    assert st == 404, body
+    wait_for(lambda: fd_count(pid) <= before, 15,
+             what=f"node fds back to {before} after the destroy (now {fd_count(pid)})")
+
+
+def test_a_paused_sandbox_port_resumes_it_and_answers(pnode, web):
+    assert get(pnode, path(web, rest="/conn"))[0] == 200  # a kept connection exists
+    st, out = pnode.client.call("POST", f"/v1/sandboxes/{q(web)}/pause", {})
+    assert st == 200, out
+    st, _, body = get(pnode, path(web, rest="/"))
+    assert (st, body) == (200, b"hello from the sandbox\n")
+
+
 # -- SDK and CLI --------------------------------------------------------------------------------
 
 

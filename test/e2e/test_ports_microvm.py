@@ -64,6 +64,27 @@ def test_microvm_port_http_stream_websocket_and_502(vm_node):
         s.sendall(ws_frame(b"hello guest"))
         assert ws_read(s) == b"hello guest"
         s.close()
+        # Flow control over the control channel (protocol version 3): answers
+        # and uploads many windows long pass whole, and one read slowly too.
+        payload = os.urandom(3 << 20)
+        st, _, body = c.raw("POST", base + "/echo", payload,
+                            headers={"Content-Type": "application/octet-stream"}, timeout=300)
+        assert st == 200 and body == payload
+        conn = http.client.HTTPConnection("127.0.0.1", vm_node.rest_port, timeout=300)
+        conn.request("GET", base + "/big?mb=16")
+        r = conn.getresponse()
+        assert r.status == 200
+        got, block = 0, bytes(range(256)) * 256
+        while True:
+            chunk = r.read(len(block))
+            if not chunk:
+                break
+            assert chunk == block[:len(chunk)]
+            got += len(chunk)
+            if got < (2 << 20):
+                time.sleep(0.05)  # a slow reader for the first 2 MiB
+        conn.close()
+        assert got == 16 << 20
         st, _, body = c.raw("GET", f"/v1/sandboxes/{q}/ports/9/", timeout=60)
         assert st == 502 and b"port 9" in body, body
         st, _, body = c.raw("GET", base + "/")  # still served after all that

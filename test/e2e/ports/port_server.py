@@ -42,6 +42,17 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/hang":
             time.sleep(3600)
             return
+        if self.path.startswith("/big?mb="):  # N MiB of a known pattern, written as read
+            n = int(self.path.split("=", 1)[1]) << 20
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            block = bytes(range(256)) * 256
+            for _ in range(n // len(block)):
+                self.wfile.write(block)
+            return
+        if self.path == "/conn":  # which connection the request came on
+            return self._send(200, f"{self.client_address[0]}:{self.client_address[1]}".encode())
         if self.path.startswith("/headers"):
             body = json.dumps({"path": self.path,
                                "headers": {k.lower(): v for k, v in self.headers.items()}})
