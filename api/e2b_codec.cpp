@@ -59,7 +59,7 @@ const char* e2b_state(sandbox_state s) {
 json sandbox_json(const sandbox_info& info) {
   json metadata = json::object();
   for (auto& [k, v] : info.labels)
-    if (k != template_label && k != traffic_token_label) // ports: e2b_ports.hpp
+    if (k != template_label && k != traffic_token_label && k != public_ports_label) // ports
       metadata[k] = v;
   auto tpl = info.labels.find(template_label);
   std::string template_id = tpl != info.labels.end() ? tpl->second

@@ -173,6 +173,8 @@ def test_list_order_started_after_and_template(e2b_node):
 
     try:
         assert listed("order=asc") == ids
+        status, _, body = c.raw("GET", f"/v2/sandboxes?metadata={md}")
+        assert [s["metadata"] for s in json.loads(body)] == [{"suite": tag}] * 2  # no dsec labels
         assert listed("order=desc") == ids[::-1]
         assert listed("") == ids[::-1]
         assert listed("startedAfter=" + urllib.parse.quote(started[1])) == [ids[1]]
