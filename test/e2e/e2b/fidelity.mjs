@@ -1,5 +1,5 @@
 // Behaviours where dsec answers as E2B does (issue 27), each through the
-// unmodified SDK; PART picks one: lifecycle, foreign, connect, files,
+// unmodified SDK; PART picks one: lifecycle, paused_calls, foreign, connect, files,
 // commands, killed.
 import { Sandbox, CommandExitError, NotFoundError, assert, template, report, rejects } from './lib.mjs';
 
