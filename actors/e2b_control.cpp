@@ -5,6 +5,8 @@
 // with an integer Retry-After, 401 without a valid X-API-Key).
 #include "actors/e2b_gateway.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "api/api_keys.hpp"
@@ -12,11 +14,13 @@
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
 #include "api/e2b_codec.hpp"
+#include "api/e2b_create.hpp"
 #include "api/e2b_ports.hpp"
 #include "core/port_route.hpp"
 #include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
 #include "core/clock.hpp"
+#include "core/ids.hpp"
 #include "core/image_reference.hpp"
 #include "core/inspect.hpp"
 #include "layers/aliases.hpp"
@@ -70,6 +74,9 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
   spec.labels = std::move(req.metadata);
   spec.labels[template_label] = req.template_id;
   spec.env = std::move(req.env);
+  // Lifecycle, network and every other option: mapped or refused by name.
+  if (auto st = apply_create_options(c->body, spec, !g.ctx->config.api_keys.empty()); !st)
+    return reply_error(c, st.err());
   // Ports (issue 26 part 3): network.allowPublicTraffic false gives the
   // sandbox a traffic token (api/e2b_ports.hpp).
   auto traffic = traffic_token_of_create(c->body);
@@ -186,7 +193,8 @@ void pause(const gateway_ref& g, const http_call& c, const std::string& id) {
 }
 
 /// POST .../connect and .../resume: resumes a paused sandbox (a running one
-/// answers at once) and, with a timeout, sets it from now.
+/// answers at once) and, with a timeout, extends its end to now + timeout
+/// when that is later (E2B's connect never shortens a sandbox's life).
 void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
   auto t = parse_timeout(c->body);
   if (!t)
@@ -200,7 +208,8 @@ void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
         auto done = [c, cfg](sandbox_info& i) {
           answer(c, 200, encode_sandbox(i, access_token(cfg->config, i.id), cfg->config.sandbox_domain));
         };
-        if (secs < 0)
+        bool later = info.expires_at_ms != 0 && now_ms() + secs * 1000 > info.expires_at_ms;
+        if (secs < 0 || !later)
           return done(info);
         self->request(front, call_timeout, setttl_atom::value, id, secs).then(done, on_error(c));
       },
@@ -247,6 +256,19 @@ void logs(const gateway_ref&, const http_call& c, const std::string&) {
 }
 
 // -- the route table ------------------------------------------------------------
+
+/// E2B's API outside /sandboxes (templates, snapshots, volumes, teams, keys):
+/// not implemented by dsec, answered 501 in E2B's error shape.
+bool is_unimplemented_e2b_route(const std::string& first) {
+  static const char* const prefixes[] = {"templates", "v3", "snapshots", "volumes", "teams",
+                                         "api-keys", "access-tokens", "nodes", "admin"};
+  return std::find(std::begin(prefixes), std::end(prefixes), first) != std::end(prefixes);
+}
+
+void not_implemented(const http_call& c) {
+  auto path = c->target.substr(0, c->target.find('?')).substr(0, 200);
+  answer(c, 501, error_body(501, c->method + " " + path + " is not implemented by dsec"));
+}
 
 using query_map = std::map<std::string, std::string>;
 
@@ -305,9 +327,8 @@ void serve_control(const gateway_ref& g, const http_call& c, const std::vector<s
         break;
       }
     }
-  if (!path_known)
-    return answer(c, 404, error_body(404, "no E2B route for " + c->method + " "
-                                            + c->target.substr(0, 200)));
+  if (!path_known || (depth == 1 && seg[1] == "metrics"))
+    return not_implemented(c);
   if (!route)
     return answer(c, 405, error_body(405, "method " + c->method + " is not allowed here"));
   std::string id;
@@ -316,6 +337,10 @@ void serve_control(const gateway_ref& g, const http_call& c, const std::vector<s
     if (!decoded || decoded->empty() || decoded->size() > 256)
       return reply_error(c, invalid_argument("sandbox id: invalid"));
     id = std::move(*decoded);
+    // An id no dsec node made is a sandbox that does not exist, as in E2B
+    // (so the SDK's kill() answers false).
+    if (!valid_sandbox_id(id))
+      return answer(c, 404, error_body(404, "sandbox " + id.substr(0, 100) + " not found"));
   }
   route->serve(g, c, id, query);
 }
@@ -350,7 +375,8 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
   std::vector<std::string> seg(parts.begin(), parts.end());
   if (!seg.empty() && seg[0] == "v2")
     seg.erase(seg.begin());
-  if (seg.empty() || seg[0] != "sandboxes")
+  bool e2b_only = !seg.empty() && is_unimplemented_e2b_route(seg[0]);
+  if (seg.empty() || (seg[0] != "sandboxes" && !e2b_only))
     return false;
   if (!api_key_ok(cfg, c)) {
     answer(c, 401, error_body(401, "a valid X-API-Key is required"));
@@ -360,6 +386,8 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
     answer(c, 400, error_body(400, "query: invalid percent-encoding"));
     return true;
   }
+  if (e2b_only)
+    return not_implemented(c), true;
   serve_control(g, c, seg, query);
   return true;
 }

@@ -43,14 +43,29 @@ constexpr const char* connect_json = "application/connect+json";
 
 // -- answers ----------------------------------------------------------------------
 
+/// A call on a paused sandbox that does not resume on its own (E2B's
+/// lifecycle without autoResume; the sandbox actor refuses it, "is paused"):
+/// E2B's proxy answers 502, which the SDK reads as the sandbox not running.
+bool paused_refusal(const error& err) {
+  return err.code == errc::unavailable && err.message.find("is paused") != std::string::npos;
+}
+
+void answer_paused(const http_call& c, const error& err) {
+  answer(c, 502, error_body(502, err.message));
+}
+
 /// An envd HTTP error (GET/POST /files, /health): E2B's `{code, message}`.
 void http_error(const http_call& c, const error& err) {
+  if (paused_refusal(err))
+    return answer_paused(c, err);
   int status = http_status(err.code);
   answer(c, status, error_body(status, err.message));
 }
 
 /// A unary Connect error.
 void rpc_error(const http_call& c, const error& err) {
+  if (paused_refusal(err))
+    return answer_paused(c, err);
   auto code = connect_code(err.code);
   answer(c, connect_status(code), connect_error(code, err.message));
 }
@@ -62,6 +77,8 @@ auto on_rpc_error(const http_call& c) {
 /// A streaming RPC that fails before its first message: a 200 with only the
 /// end-of-stream envelope carrying the error, as the Connect protocol says.
 void stream_error(const http_call& c, const error& err) {
+  if (paused_refusal(err))
+    return answer_paused(c, err);
   c->begin_stream(200, connect_json);
   c->write_chunk(end_of_stream(connect_code(err.code), err.message));
   c->end_stream();
@@ -150,6 +167,10 @@ void follow_into(const gateway_ref& g, const http_call& c, const std::string& id
         drain([c, open, e = from_caf(err)] {
           if (!open->exchange(true))
             return stream_error(c, e);
+          // The sandbox went away under the command: drop the connection as
+          // E2B's envd does (the SDK then finds the sandbox gone).
+          if (e.code == errc::unavailable || e.code == errc::not_found)
+            return c->abort_stream();
           c->write_chunk(end_of_stream(connect_code(e.code), e.message));
           c->end_stream();
         });
@@ -301,13 +322,21 @@ void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
                   req->depth)
     .then(
       [c, method](std::vector<fs_entry>& v) {
-        if (method == "ListDir")
+        if (method == "ListDir") {
+          sort_walk_order(v);
           return answer(c, 200, encode_entries(v));
+        }
         if (method == "Remove" || v.empty())
           return answer(c, 200, "{}");
         answer(c, 200, encode_entry_response(v.front()));
       },
-      on_rpc_error(c));
+      [c, method](caf::error& err) {
+        auto e = from_caf(err);
+        // Remove is os.RemoveAll in E2B's envd: a missing path is no error.
+        if (method == "Remove" && e.code == errc::not_found)
+          return answer(c, 200, "{}");
+        rpc_error(c, e);
+      });
 }
 
 /// E2B's EventType name of a watch chunk's type (actors/chunk_relay.hpp).
@@ -462,7 +491,11 @@ void health(const gateway_ref& g, const http_call& c, const std::string& id) {
   g.self->request(g.front, call_timeout, info_atom::value, id)
     .then(
       [c, id](sandbox_info& info) {
-        if (info.state == sandbox_state::running || info.state == sandbox_state::paused)
+        // A paused sandbox that a call does not resume is not running (502,
+        // as E2B answers; the SDK's isRunning() is false).
+        bool paused_shut = info.state == sandbox_state::paused && !info.auto_resume;
+        if (!paused_shut
+            && (info.state == sandbox_state::running || info.state == sandbox_state::paused))
           return answer(c, 204, "");
         answer(c, 502, error_body(502, "sandbox " + id + " is " + to_string(info.state)));
       },

@@ -55,6 +55,7 @@ class exchange final : public http_exchange {
   void on_disconnect(std::function<void()> f) override;
   std::shared_ptr<ws_conn> upgrade_websocket(ws_handlers h) override;
   void relay(sys::unique_fd upstream, relay_request req) override;
+  void abort_stream() override;
 
  private:
   std::shared_ptr<session> session_;
@@ -269,6 +270,8 @@ void exchange::write_chunk(std::string data) {
 }
 
 void exchange::end_stream() { session_->send("0\r\n\r\n", true, keep_alive_); }
+
+void exchange::abort_stream() { session_->send(std::string{}, true, false); }
 
 void exchange::relay(sys::unique_fd upstream, relay_request req) {
   session_->relay(std::move(upstream), std::move(req), keep_alive_);

@@ -88,6 +88,11 @@ class http_exchange {
   /// 101 turns the connection into a tunnel. If the upstream fails before
   /// answering, the answer is a 502 naming req.what and the cause.
   virtual void relay(sys::unique_fd upstream, relay_request req) = 0;
+  /// Ends a chunked answer by closing the connection without its last
+  /// chunk, so the client sees it dropped (E2B's envd when its sandbox is
+  /// killed mid-stream; the SDK then asks /health and reports the sandbox
+  /// gone). Chunks written before are sent first.
+  virtual void abort_stream() { end_stream(); }
 };
 
 using http_call = std::shared_ptr<http_exchange>;

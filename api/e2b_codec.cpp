@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/e2b_codec_detail.hpp"
+#include "api/e2b_create.hpp"
 #include "api/gateway_routes.hpp"
 
 namespace dsec::e2b {
@@ -58,7 +59,7 @@ const char* e2b_state(sandbox_state s) {
 json sandbox_json(const sandbox_info& info) {
   json metadata = json::object();
   for (auto& [k, v] : info.labels)
-    if (k != template_label && k != traffic_token_label) // ports: e2b_ports.hpp
+    if (k != template_label && k != traffic_token_label && k != public_ports_label) // ports
       metadata[k] = v;
   auto tpl = info.labels.find(template_label);
   std::string template_id = tpl != info.labels.end() ? tpl->second
@@ -77,6 +78,7 @@ json sandbox_json(const sandbox_info& info) {
               {"memoryMB", info.memory_mb},
               {"diskSizeMB", info.disk_mb},
               {"metadata", metadata},
+              {"lifecycle", json::parse(lifecycle_json(info))},
               {"domain", nullptr}};
 }
 
@@ -195,6 +197,27 @@ int http_status(errc code) { return http_status_of(code); }
 
 expected<list_query> parse_list_query(const std::map<std::string, std::string>& q) {
   list_query out;
+  for (auto& [k, v] : q)
+    if (k != "metadata" && k != "state" && k != "limit" && k != "nextToken" && k != "order"
+        && k != "startedAfter" && k != "template")
+      return invalid_argument("list sandboxes: query parameter " + k.substr(0, 64)
+                              + " is not implemented by dsec (it filters by metadata, state, "
+                                "startedAfter and template, orders by order, pages by limit "
+                                "and nextToken)");
+  if (auto it = q.find("order"); it != q.end() && !it->second.empty()) {
+    if (it->second != "asc" && it->second != "desc")
+      return invalid_argument("list sandboxes: order must be asc or desc, got \""
+                              + it->second.substr(0, 64) + "\"");
+    out.ascending = it->second == "asc";
+  }
+  if (auto it = q.find("startedAfter"); it != q.end() && !it->second.empty()) {
+    auto ms = parse_rfc3339_ms(it->second, "list sandboxes: startedAfter");
+    if (!ms)
+      return ms.err();
+    out.started_after_ms = *ms;
+  }
+  if (auto it = q.find("template"); it != q.end())
+    out.template_id = it->second;
   if (auto it = q.find("metadata"); it != q.end() && !it->second.empty()) {
     // One parameter holding `k=v&k2=v2`, each part encoded again.
     std::string_view s = it->second;
@@ -268,12 +291,19 @@ std::vector<sandbox_info> select_page(std::vector<sandbox_info> all, const list_
       auto it = i.labels.find(kv.first);
       return it != i.labels.end() && it->second == kv.second;
     });
-    if (state_ok && md_ok)
+    bool time_ok = !q.started_after_ms || i.created_at_ms >= *q.started_after_ms;
+    bool template_ok = q.template_id.empty()
+                       || sandbox_json(i)["templateID"].get<std::string>() == q.template_id;
+    if (state_ok && md_ok && time_ok && template_ok)
       match.push_back(std::move(i));
   }
-  // Newest first, as E2B lists; the id breaks ties so pages are stable.
-  std::sort(match.begin(), match.end(), [](const sandbox_info& a, const sandbox_info& b) {
-    return a.created_at_ms != b.created_at_ms ? a.created_at_ms > b.created_at_ms : a.id < b.id;
+  // Newest first, as E2B lists (order=asc: oldest first); the id breaks ties
+  // so pages are stable.
+  std::sort(match.begin(), match.end(), [asc = q.ascending](const sandbox_info& a,
+                                                            const sandbox_info& b) {
+    if (a.created_at_ms != b.created_at_ms)
+      return asc ? a.created_at_ms < b.created_at_ms : a.created_at_ms > b.created_at_ms;
+    return a.id < b.id;
   });
   next_token.clear();
   if (q.offset >= match.size())
@@ -533,6 +563,9 @@ std::string end_event(const exec_result& res) {
   } else {
     end["status"] = "exit status " + std::to_string(res.exit_code);
   }
+  // envd's `error` is Go's exec error: set for any end but exit status 0.
+  if (res.exit_code != 0)
+    end["error"] = end["status"];
   return json{{"event", {{"end", end}}}}.dump();
 }
 

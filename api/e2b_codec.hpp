@@ -70,12 +70,17 @@ std::string error_body(int status, std::string_view message);
 int http_status(errc code);
 
 /// GET /v2/sandboxes query: metadata (one parameter, `k=v&k2=v2` encoded
-/// again), state (comma list), limit, nextToken.
+/// again), state (comma list), limit, nextToken, order (asc | desc, by start
+/// time; default desc), startedAfter (RFC 3339, inclusive), template (the
+/// templateID a sandbox was created with). Any other parameter is refused.
 struct list_query {
   std::map<std::string, std::string> metadata;
   std::vector<std::string> states;
   size_t limit = 100;
   size_t offset = 0;
+  bool ascending = false;
+  std::optional<int64_t> started_after_ms;
+  std::string template_id;
 };
 
 [[nodiscard]] expected<list_query> parse_list_query(const std::map<std::string, std::string>& q);
@@ -149,8 +154,14 @@ struct fs_request {
 /// A WatchDirResponse filesystem event; `type` an EventType name.
 std::string watch_event(const std::string& name, const char* type);
 
-/// EntryInfo as JSON.
+/// EntryInfo as JSON; a symlink's target resolved to an absolute path.
 std::string encode_entry(const fs_entry& e);
+/// A symlink's target as E2B's envd answers it: absolute, "." and ".."
+/// resolved against the link's directory (lexically: one hop, not a chain).
+std::string resolved_link(const std::string& path, const std::string& target);
+/// ListDir's order in E2B's envd (Go's filepath.WalkDir): lexical pre-order,
+/// each directory followed by what is below it.
+void sort_walk_order(std::vector<fs_entry>& v);
 /// `{"entry":...}`.
 std::string encode_entry_response(const fs_entry& e);
 /// `{"entries":[...]}`.

@@ -45,6 +45,31 @@ std::string permissions(uint32_t mode) {
 
 std::string owner_name(uint32_t id) { return id == 0 ? "root" : std::to_string(id); }
 
+/// `path` with "." and ".." resolved lexically (".." at the root stays there).
+std::string clean_path(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    auto slash = path.find('/', pos);
+    if (slash == std::string::npos)
+      slash = path.size();
+    auto part = path.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (part.empty() || part == ".")
+      continue;
+    if (part == "..") {
+      if (!parts.empty())
+        parts.pop_back();
+      continue;
+    }
+    parts.push_back(std::move(part));
+  }
+  std::string out;
+  for (auto& p : parts)
+    out += "/" + p;
+  return out.empty() ? "/" : out;
+}
+
 } // namespace
 
 // -- filesystem.Filesystem ---------------------------------------------------------
@@ -120,8 +145,27 @@ std::string encode_entry(const fs_entry& e) {
          {"group", owner_name(e.gid)},
          {"modifiedTime", iso_ns(e.mtime_ns)}};
   if (!e.symlink_target.empty())
-    j["symlinkTarget"] = e.symlink_target;
+    j["symlinkTarget"] = resolved_link(e.path, e.symlink_target);
   return j.dump();
+}
+
+std::string resolved_link(const std::string& path, const std::string& target) {
+  if (!target.empty() && target[0] == '/')
+    return clean_path(target);
+  auto dir = path.substr(0, path.rfind('/'));
+  return clean_path(dir + "/" + target);
+}
+
+void sort_walk_order(std::vector<fs_entry>& v) {
+  // Path order with '/' below every other byte: a directory's entries follow
+  // it, before its next sibling, and siblings are in byte order.
+  auto key = [](const std::string& p) {
+    std::string k = p;
+    std::replace(k.begin(), k.end(), '/', '\0');
+    return k;
+  };
+  std::sort(v.begin(), v.end(),
+            [&](const fs_entry& a, const fs_entry& b) { return key(a.path) < key(b.path); });
 }
 
 std::string encode_entry_response(const fs_entry& e) {

@@ -1,0 +1,223 @@
+// E2B create options onto a dsec spec (e2b_create.hpp).
+#include "api/e2b_create.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "api/e2b_codec_detail.hpp"
+#include "core/allow_list.hpp"
+
+namespace dsec::e2b {
+
+namespace {
+
+using nlohmann::json;
+
+/// E2B's "all traffic" selector (ALL_TRAFFIC in its SDKs).
+constexpr const char* all_traffic = "0.0.0.0/0";
+
+error refused(const std::string& option, const std::string& why) {
+  return invalid_argument("create sandbox: " + option + " is not implemented by dsec (" + why
+                          + ")");
+}
+
+bool present(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
+/// An E2B address selector (IP, CIDR, domain) as a dsec allow entry, every port.
+std::string allow_entry_of(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]:*" : host + ":*";
+}
+
+expected<std::vector<std::string>> selector_list(const json& net, const char* key) {
+  std::vector<std::string> out;
+  auto it = net.find(key);
+  if (it == net.end() || it->is_null())
+    return out;
+  std::string field = std::string{"network."} + key;
+  if (!it->is_array())
+    return invalid_argument("create sandbox: " + field + " must be a list of strings");
+  for (auto& v : *it) {
+    if (!v.is_string() || v.get<std::string>().empty())
+      return invalid_argument("create sandbox: " + field + " must be a list of non-empty strings");
+    out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+/// network.allowOut/denyOut and allow_internet_access onto spec.network.
+status apply_network(const json& j, sandbox_spec& spec) {
+  std::optional<bool> internet;
+  for (const char* key : {"allow_internet_access", "allowInternetAccess"})
+    if (present(j, key)) {
+      if (!j[key].is_boolean())
+        return invalid_argument(std::string{"create sandbox: "} + key + " must be a boolean");
+      internet = j[key].get<bool>();
+    }
+  std::vector<std::string> allow_out;
+  if (auto nw = j.find("network"); nw != j.end() && !nw->is_null()) {
+    if (!nw->is_object())
+      return invalid_argument("create sandbox: network must be an object");
+    for (auto& [k, v] : nw->items()) {
+      if (v.is_null() || k == "allowOut" || k == "denyOut" || k == "allowPublicTraffic"
+          || k == "maskRequestHost") // the last two: api/e2b_ports.hpp
+        continue;
+      return refused("network." + k, "dsec's network is an allow-list of addresses and "
+                                     "domains: network.allowOut");
+    }
+    auto allow = selector_list(*nw, "allowOut");
+    auto deny = selector_list(*nw, "denyOut");
+    if (!allow || !deny)
+      return !allow ? allow.err() : deny.err();
+    for (auto& d : *deny)
+      if (d != all_traffic)
+        return refused("network.denyOut \"" + d.substr(0, 100) + "\"",
+                       "dsec denies everything not allowed; denyOut takes only " +
+                         std::string{all_traffic});
+    if (!deny->empty() && internet == true)
+      return invalid_argument("create sandbox: allow_internet_access true contradicts "
+                              "network.denyOut " + std::string{all_traffic});
+    for (auto& a : *allow) {
+      auto entry = allow_entry_of(a);
+      if (auto p = net::parse_allow_entry(entry); !p)
+        return invalid_argument("create sandbox: network.allowOut \"" + a.substr(0, 100)
+                                + "\": not an IP address, CIDR or domain name");
+      allow_out.push_back(std::move(entry));
+    }
+  }
+  if (internet == true)
+    spec.network.allow = {"0.0.0.0/0:*", "[::/0]:*"};
+  else
+    spec.network.allow = std::move(allow_out); // empty: none, dsec's default
+  return {};
+}
+
+/// autoPause, autoPauseMemory, autoResume onto the spec's lifecycle fields.
+status apply_lifecycle(const json& j, sandbox_spec& spec) {
+  spec.on_timeout = "destroy";
+  if (present(j, "autoPause")) {
+    if (!j["autoPause"].is_boolean())
+      return invalid_argument("create sandbox: autoPause must be a boolean");
+    if (j["autoPause"].get<bool>())
+      spec.on_timeout = "pause";
+  }
+  if (present(j, "autoPauseMemory")) {
+    if (!j["autoPauseMemory"].is_boolean())
+      return invalid_argument("create sandbox: autoPauseMemory must be a boolean");
+    if (!j["autoPauseMemory"].get<bool>())
+      return refused("autoPauseMemory false (lifecycle.onTimeout keepMemory false)",
+                     "a pause keeps the sandbox's memory");
+  }
+  // E2B resumes a paused sandbox only under autoResume, or on connect.
+  spec.auto_resume = false;
+  if (present(j, "autoResume")) {
+    auto& ar = j["autoResume"];
+    if (!ar.is_object() || (present(ar, "enabled") && !ar["enabled"].is_boolean()))
+      return invalid_argument("create sandbox: autoResume must be {\"enabled\": boolean}");
+    for (auto& [k, v] : ar.items())
+      if (k != "enabled" && !v.is_null())
+        return refused("autoResume." + k, "autoResume takes only enabled");
+    spec.auto_resume = ar.value("enabled", false);
+  }
+  return {};
+}
+
+} // namespace
+
+status apply_create_options(std::string_view body, sandbox_spec& spec, bool tokens) {
+  auto j = detail::parse_object(body, "create sandbox");
+  if (!j)
+    return j.err();
+  // What parse_create reads, what is mapped below, and what api/e2b_ports reads.
+  static const char* const known[] = {"templateID", "timeout", "metadata", "envVars",
+                                      "autoPause", "autoPauseMemory", "autoResume",
+                                      "allow_internet_access", "allowInternetAccess",
+                                      "network", "secure"};
+  for (auto& [k, v] : j->items()) {
+    if (v.is_null() || std::find(std::begin(known), std::end(known), k) != std::end(known))
+      continue;
+    if (k == "mcp")
+      return refused("mcp", "no MCP gateway runs in dsec sandboxes");
+    if (k == "volumeMounts")
+      return refused("volumeMounts", "E2B volumes; dsec sandboxes are built from layers");
+    if (k == "iam")
+      return refused("iam", "no identity tokens are issued to dsec sandboxes");
+    return refused("option " + k.substr(0, 100), "unknown option");
+  }
+  if (present(*j, "secure")) {
+    // secure: envd calls need the sandbox's access token, which dsec requires
+    // exactly when the node has API keys.
+    if (!(*j)["secure"].is_boolean())
+      return invalid_argument("create sandbox: secure must be a boolean");
+    bool secure = (*j)["secure"].get<bool>();
+    if (secure && !tokens)
+      return refused("secure true", "this node has no --api-key-file, so its envd calls carry "
+                                    "no access token");
+    if (!secure && tokens)
+      return refused("secure false", "this node has API keys, so every envd call needs the "
+                                     "sandbox's envdAccessToken");
+  }
+  if (auto st = apply_lifecycle(*j, spec); !st)
+    return st;
+  return apply_network(*j, spec);
+}
+
+std::string lifecycle_json(const sandbox_info& info) {
+  return json{{"onTimeout", info.on_timeout == "pause" ? "pause" : "kill"},
+              {"autoResume", info.auto_resume}}
+    .dump();
+}
+
+expected<int64_t> parse_rfc3339_ms(std::string_view text, const char* field) {
+  auto bad = [&] {
+    return invalid_argument(std::string{field} + ": expected an RFC 3339 time such as "
+                            "2026-01-02T15:04:05Z, got \"" + std::string{text.substr(0, 64)}
+                            + "\"");
+  };
+  std::string s{text};
+  std::tm tm{};
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!end)
+    return bad();
+  int64_t ms = 0;
+  if (*end == '.') {
+    ++end;
+    int digits = 0;
+    int64_t frac = 0;
+    while (*end >= '0' && *end <= '9') {
+      if (digits < 3)
+        frac = frac * 10 + (*end - '0'), ++digits;
+      ++end;
+    }
+    if (digits == 0)
+      return bad();
+    while (digits++ < 3)
+      frac *= 10;
+    ms = frac;
+  }
+  int64_t offset_s = 0;
+  if (*end == 'Z' || *end == 'z') {
+    ++end;
+  } else if (*end == '+' || *end == '-') {
+    int sign = *end == '-' ? -1 : 1;
+    int hh = 0, mm = 0;
+    if (std::sscanf(end + 1, "%2d:%2d", &hh, &mm) != 2 || hh > 23 || mm > 59)
+      return bad();
+    offset_s = sign * (hh * 3600 + mm * 60);
+    end += 6;
+  } else {
+    return bad();
+  }
+  if (*end != '\0')
+    return bad();
+  auto secs = static_cast<int64_t>(timegm(&tm)) - offset_s;
+  return secs * 1000 + ms;
+}
+
+} // namespace dsec::e2b

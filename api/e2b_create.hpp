@@ -1,0 +1,41 @@
+// The options of E2B's create body beyond the template, timeout, metadata and
+// envs (parse_create, e2b_codec.hpp), mapped onto a dsec spec or refused by
+// name: never accepted and ignored. Pure, like the rest of api/.
+//
+//   autoPause true            -> on_timeout "pause" (lifecycle.onTimeout)
+//   autoPauseMemory false     -> refused (a filesystem-only pause)
+//   autoResume {enabled}      -> auto_resume (false when absent, as in E2B:
+//                                a paused sandbox resumes only on connect)
+//   allow_internet_access     -> false: network none; true: every address
+//   network.allowOut/denyOut  -> network.allow (denyOut only as "all traffic",
+//                                0.0.0.0/0, the rest of E2B's model needs a
+//                                deny list dsec does not have)
+//   network.allowPublicTraffic, maskRequestHost: api/e2b_ports.hpp
+//   secure, mcp, volumeMounts, iam, network.rules/egressProxy/httpsPorts and
+//   any field not named here -> 400 naming it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+
+namespace dsec::e2b {
+
+/// Sets `spec`'s lifecycle and network from the create body; invalid_argument
+/// naming the first option dsec does not implement. `tokens`: the node has
+/// API keys, so envd calls need the sandbox's access token (E2B's `secure`).
+[[nodiscard]] status apply_create_options(std::string_view body, sandbox_spec& spec,
+                                          bool tokens);
+
+/// `lifecycle` of E2B's sandbox answer: {"onTimeout": "pause"|"kill",
+/// "autoResume": bool}, as JSON text.
+std::string lifecycle_json(const sandbox_info& info);
+
+/// Unix milliseconds of an RFC 3339 time (`2026-12-04T13:22:46.123Z`, an
+/// offset `+01:00` too), as E2B's startedAfter; invalid_argument otherwise.
+[[nodiscard]] expected<int64_t> parse_rfc3339_ms(std::string_view text, const char* field);
+
+} // namespace dsec::e2b
