@@ -46,7 +46,10 @@ uint64_t stream_table::note_read(const std::string& blob, uint64_t offset, uint6
       s.end = offset + len;
       s.length += len;
       s.used = clock_;
-      if (policy.readahead_max == 0)
+      // Only a stream that has read twice the least readahead reads ahead:
+      // the kernel's own 128 KiB readahead on the FUSE file makes a short
+      // stream of every small file, and those must not fetch more.
+      if (policy.readahead_max == 0 || s.length < 2 * policy.readahead_min)
         return 0;
       return std::clamp<uint64_t>(s.length, policy.readahead_min, policy.readahead_max);
     }

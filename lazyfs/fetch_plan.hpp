@@ -8,9 +8,12 @@
 //             become one request; the gap's bytes are fetched again and
 //             dropped. A wider gap splits the request.
 //   readahead a read that starts where an earlier read of the same blob
-//             ended (a stream: a file read front to back, the kernel's own
-//             readahead) also fetches the chunks after it, as many bytes as
-//             the stream has read so far, within [min, max].
+//             ended (a stream: a file read front to back), once the stream
+//             has read twice `readahead_min`, also fetches the chunks after
+//             it, as many bytes as the stream has read so far, within
+//             [min, max]. (The kernel's own 128 KiB readahead on the FUSE
+//             file makes a short stream of every small file: those get no
+//             more.) The daemon caps it at 512 KiB.
 //
 // Pure functions and a small thread-safe table; no I/O. Every chunk still
 // goes through the cache's verification (length, chunk list digest).
@@ -57,8 +60,9 @@ class stream_table {
 
   /// Notes a read of [offset, offset+len) of `blob` and returns how many
   /// bytes after it to read ahead: 0 unless the read continues a stream
-  /// (starts where an earlier read ended), else the stream's length so far
-  /// clamped to [policy.readahead_min, policy.readahead_max].
+  /// (starts where an earlier read ended) and has read 2 x
+  /// policy.readahead_min bytes, else the stream's length so far clamped to
+  /// [policy.readahead_min, policy.readahead_max].
   uint64_t note_read(const std::string& blob, uint64_t offset, uint64_t len,
                      const fetch_policy& policy);
 

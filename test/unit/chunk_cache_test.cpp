@@ -393,12 +393,12 @@ TEST_CASE("missing stretches are joined across short runs of held chunks, not lo
 TEST_CASE("a read that continues a stream reads ahead, growing with the stream",
           "[chunk_cache]") {
   lazyfs::fetch_policy p;
-  p.readahead_min = 128u << 10;
+  p.readahead_min = 64u << 10;
   p.readahead_max = 1u << 20;
   lazyfs::stream_table t{2};
   const std::string a(64, 'a'), b(64, 'b');
   CHECK(t.note_read(a, 0, 64u << 10, p) == 0);                   // a new stream
-  CHECK(t.note_read(a, 64u << 10, 64u << 10, p) == 128u << 10);  // continues: at least min
+  CHECK(t.note_read(a, 64u << 10, 64u << 10, p) == 128u << 10);  // continues: 2x min read
   CHECK(t.note_read(a, 128u << 10, 256u << 10, p) == 384u << 10); // what it has read
   CHECK(t.note_read(b, 128u << 10, 4096, p) == 0);               // another blob: no stream
   CHECK(t.note_read(a, 384u << 10, 1u << 20, p) == 1u << 20);    // capped at max
@@ -407,6 +407,13 @@ TEST_CASE("a read that continues a stream reads ahead, growing with the stream",
   CHECK(t.note_read(b, (128u << 10) + 4096, 4096, p) == 0);
   p.readahead_max = 0;
   CHECK(t.note_read(b, (128u << 10) + 8192, 4096, p) == 0);      // readahead off
+  // A short stream (a small file and the kernel's readahead after it) gets
+  // none until it has read twice the least readahead.
+  p.readahead_max = 1u << 20;
+  p.readahead_min = 128u << 10;
+  CHECK(t.note_read(b, 0, 16u << 10, p) == 0);
+  CHECK(t.note_read(b, 16u << 10, 128u << 10, p) == 0);
+  CHECK(t.note_read(b, 144u << 10, 128u << 10, p) == 272u << 10);
 }
 
 TEST_CASE("blob_fs joins a read's missing chunks across held ones and reads streams ahead",
@@ -432,7 +439,7 @@ TEST_CASE("blob_fs joins a read's missing chunks across held ones and reads stre
   REQUIRE(cache);
   lazyfs::fetch_policy policy;
   policy.max_gap = 8192;  // two chunks
-  policy.readahead_min = 4 * 4096;
+  policy.readahead_min = 4096;
   policy.readahead_max = 8 * 4096;
   lazyfs::blob_fs fs{store, std::shared_ptr<lazyfs::chunk_cache>(std::move(*cache)), fetcher,
                      policy};
@@ -453,18 +460,19 @@ TEST_CASE("blob_fs joins a read's missing chunks across held ones and reads stre
   REQUIRE(fs.read(hex, 19 * 4096, 5 * 4096, out.data()));
   CHECK(fetcher->requests == 6);
   CHECK(out.substr(0, 5 * 4096) == fetcher->blob.substr(19 * 4096, 5 * 4096));
-  // A stream: 40 is new; 41 continues it and fetches 41 plus 4 chunks ahead;
-  // 42..45 are then held and fetch nothing.
+  // A stream: 40 is new; 41 continues it (8 KiB read: twice the least
+  // readahead) and fetches 41 plus 2 chunks ahead (what it has read); 42 and
+  // 43 are then held and fetch nothing.
   REQUIRE(fs.read(hex, 40 * 4096, 4096, out.data()));
   CHECK(fetcher->requests == 7);
   REQUIRE(fs.read(hex, 41 * 4096, 4096, out.data()));
   CHECK(fetcher->requests == 8);
-  for (uint64_t c = 42; c <= 45; ++c) {
+  for (uint64_t c = 42; c <= 43; ++c) {
     REQUIRE(fs.read(hex, c * 4096, 4096, out.data()));
     CHECK(out.substr(0, 4096) == fetcher->blob.substr(c * 4096, 4096));
   }
   CHECK(fetcher->requests == 8);
-  CHECK(fs.cache()->holds(hex, 45));
-  CHECK_FALSE(fs.cache()->holds(hex, 46));
+  CHECK(fs.cache()->holds(hex, 43));
+  CHECK_FALSE(fs.cache()->holds(hex, 44));
   CHECK(fs.cache()->counters().verify_failures == 0);
 }
