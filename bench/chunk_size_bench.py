@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -107,11 +108,23 @@ def measure(args, work, store0, image_name, data_name, port, chunk, files):
         t0 = time.monotonic()
         first = None
         read = 0
-        for rel in files:
-            with open(os.path.join(mnt, rel), "rb") as f:
-                read += len(f.read())
-            if first is None:
-                first = time.monotonic() - t0
+        lock = threading.Lock()
+
+        def reader(part):
+            nonlocal first, read
+            for rel in part:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    n = len(f.read())
+                with lock:
+                    read += n
+                    if first is None:
+                        first = time.monotonic() - t0
+        threads = [threading.Thread(target=reader, args=(files[i::args.readers],))
+                   for i in range(args.readers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
         total = time.monotonic() - t0
         time.sleep(1.2)  # the daemon writes stats.json once a second
         with open(os.path.join(cache, "stats.json")) as f:
@@ -127,6 +140,10 @@ def measure(args, work, store0, image_name, data_name, port, chunk, files):
             "all_reads_ms": round(total * 1000, 1), "bytes_fetched": fetched,
             "fetched_per_read": round(fetched / max(read, 1), 2),
             "fetched_share_of_blob": round(fetched / size, 4), "requests": requests,
+            "readers": args.readers,
+            "ms_per_request": round(stats.get("fetch_us", 0) / 1000 / max(requests, 1), 2),
+            # Readers spend their time waiting on requests: wall time x readers / requests.
+            "reader_ms_per_request": round(total * 1000 * args.readers / max(requests, 1), 2),
             "modelled_1gbit_1ms_ms": round(requests * 1.0 + fetched / 125e6 * 1000, 1)}
 
 
@@ -139,6 +156,9 @@ def main():
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--chunk-kb", default=",".join(str(c >> 10) for c in CHUNK_SIZES),
                     help="candidate chunk sizes in KiB, comma-separated")
+    ap.add_argument("--readers", type=int, default=1,
+                    help="threads reading the picked files at once (per-request latency "
+                         "under concurrency)")
     ap.add_argument("--erofs-opts", default="", help="extra EROFS mount options")
     args = ap.parse_args()
     args.dsec = os.path.abspath(args.dsec)
@@ -167,7 +187,8 @@ def main():
         pick = random.Random(args.seed).sample(files, max(1, int(len(files) * args.share)))
         results = [measure(args, work, store0, image_name, data_name, port, c, pick)
                    for c in (int(k) << 10 for k in args.chunk_kb.split(","))]
-        print(json.dumps({"files": len(files), "share": args.share, "results": results},
+        print(json.dumps({"files": len(files), "share": args.share, "load": os.getloadavg(),
+                          "results": results},
                          indent=1))
     finally:
         if reg:

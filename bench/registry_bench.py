@@ -98,7 +98,7 @@ class RemoteRegistry:
                 self.shaping = (f"tbf rate {rate} each way; no added delay: the kernel lacks "
                                 f"sch_netem ({r.stdout.decode(errors='replace').strip()})")
         storage = os.path.join(work, "registry-data")
-        os.makedirs(storage)
+        os.makedirs(storage, exist_ok=True)
         cfg = os.path.join(work, "registry.yml")
         with open(cfg, "w") as f:
             f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
@@ -235,9 +235,25 @@ class Bench:
         self.reg = None
         self.disk = None
         self.node_flags = ["--insecure-registry", REG]
+        self.published_s = None  # set when kept images were published by an earlier run
 
     def setup(self):
         a = self.a
+        saved = os.path.join(self.work, "images.json")
+        if a.reuse_images:
+            # Images pushed by an earlier --prepare-images run: the registry's
+            # storage is kept, so only the registry starts again.
+            with open(saved) as f:
+                kept = json.load(f)
+            if kept["params"] != [a.images, a.image_mb, a.files, a.seed]:
+                sys.exit(f"registry_bench: {saved} holds other images: {kept['params']}")
+            self.images = kept["images"]
+            self.published_s = kept.get("published_s")
+            self.disk = disk_of(self.work)
+            t = time.monotonic()
+            self.reg = RemoteRegistry(self.work, a.rate, a.delay)
+            self.setup_s = time.monotonic() - t
+            return
         if os.path.exists(self.work):
             unmount_under(self.work)
             shutil.rmtree(self.work)
@@ -262,6 +278,9 @@ class Bench:
             log(f"image {img['ref']}: {len(files)} files, {img['bytes'] >> 20} MiB")
         shutil.rmtree(bb)
         self.setup_s = time.monotonic() - t
+        with open(saved, "w") as f:
+            json.dump({"params": [a.images, a.image_mb, a.files, a.seed],
+                       "images": self.images}, f)
 
     def node(self, name, extra=()):
         state = os.path.join(self.work, name, "state")
@@ -296,6 +315,7 @@ class Bench:
         a = self.a
         jobs = self.jobs(n, a.seed * 1000 + n)
         name = f"{mode}-n{n}"
+        load = [round(x, 2) for x in os.getloadavg()]
         drop_caches()
         rx0 = rx_bytes()
         rd0, wr0 = disk_sectors(self.disk)
@@ -329,7 +349,7 @@ class Bench:
         fetched = rx_bytes() - rx0
         shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
         res = {
-            "mode": mode, "n": n, "completion_s": round(completion, 3),
+            "mode": mode, "n": n, "completion_s": round(completion, 3), "loadavg_before": load,
             "prepare_s": round(prep_s, 3), "failures": len(fails), "first_failures": fails[:3],
             "registry_bytes": fetched, "local_bytes_du": written_local,
             "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
@@ -462,6 +482,14 @@ def main():
     p.add_argument("--quick", action="store_true",
                    help="2 images of 32 MiB, 400 files, N=16: a smoke run")
     p.add_argument("--out", default=None)
+    p.add_argument("--prepare-images", action="store_true",
+                   help="only make and push the images, keep them in --work, and stop")
+    p.add_argument("--reuse-images", action="store_true",
+                   help="run on the images a --prepare-images run left in --work (and the "
+                        "conversions a --keep run published)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the images and published conversions in --work for a "
+                        "--reuse-images run")
     a = p.parse_args()
     if a.quick:
         a.images, a.image_mb, a.files, a.n = 2, 32, 400, "16"
@@ -472,6 +500,11 @@ def main():
             sys.exit("registry_bench: needs docker-registry, skopeo and tc (bash scripts/deps.sh)")
     ns = [int(x) for x in a.n.split(",")]
     modes = a.modes.split(",")
+    if a.reuse_images and "convert" in modes and os.path.exists(
+            os.path.join(a.work, "images.json")) and json.load(
+            open(os.path.join(a.work, "images.json"))).get("published_s") is not None:
+        sys.exit("registry_bench: the kept images were published already; convert must run "
+                 "before any conversion is published (make new images)")
     date = datetime.date.today().isoformat()
     out = a.out or os.path.join(ROOT, "bench/results",
                                 f"registry-{date}{'-quick' if a.quick else ''}.json")
@@ -481,14 +514,30 @@ def main():
     try:
         b.setup()
         log(f"setup (images pushed) {b.setup_s:.1f}s")
+        if a.prepare_images:
+            b.reg.teardown()
+            b.reg = None
+            log(f"images kept in {a.work}: run again with --reuse-images")
+            return
         # convert first: once a conversion is published, a node takes it
         # instead of converting (that is the point), so convert must run before.
         for n in ns:
             if "convert" in modes:
                 results.append(b.run_mode("convert", n))
         if "full" in modes or "ondemand" in modes:
-            publish_s = b.publish()
-            log(f"publish (convert once, push the conversion) {publish_s}s")
+            if b.published_s is not None:
+                publish_s = b.published_s
+                log(f"conversions published by an earlier run ({publish_s}s)")
+            else:
+                publish_s = b.publish()
+                log(f"publish (convert once, push the conversion) {publish_s}s")
+                if a.keep:
+                    saved = os.path.join(a.work, "images.json")
+                    with open(saved) as f:
+                        kept = json.load(f)
+                    kept["published_s"] = publish_s
+                    with open(saved, "w") as f:
+                        json.dump(kept, f)
             cold = b.cold_first_exec()
             log(f"cold node: {json.dumps(cold)}")
         for n in ns:
@@ -498,11 +547,13 @@ def main():
     finally:
         if b.reg:
             b.reg.teardown()
-        unmount_under(a.work)
-        shutil.rmtree(a.work, ignore_errors=True)
+        if not (a.prepare_images or a.keep):
+            unmount_under(a.work)
+            shutil.rmtree(a.work, ignore_errors=True)
     report = {
         "bench": "registry_bench", "date": date, "host": os.uname().nodename,
         "cpus": os.cpu_count(), "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
+        "dsec_bin": a.dsec_bin, "reused_images": a.reuse_images,
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "workers": a.workers, "rate": a.rate,
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},

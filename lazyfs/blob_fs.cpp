@@ -148,8 +148,11 @@ std::string blob_name_hex(const std::string& name) {
 }
 
 blob_fs::blob_fs(std::string store_root, std::shared_ptr<chunk_cache> cache,
-                 std::shared_ptr<range_fetcher> fetcher)
-  : store_root_(std::move(store_root)), cache_(std::move(cache)), fetcher_(std::move(fetcher)) {
+                 std::shared_ptr<range_fetcher> fetcher, fetch_policy policy)
+  : store_root_(std::move(store_root)),
+    cache_(std::move(cache)),
+    fetcher_(std::move(fetcher)),
+    policy_(policy) {
 }
 
 expected<std::shared_ptr<const blob_fs::source_state>> blob_fs::lookup(const std::string& hex) {
@@ -196,9 +199,9 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     return size_t{0};
   len = size_t(std::min<uint64_t>(len, src.size - offset));
   const uint64_t chunk = src.chunk_size;
+  const uint64_t chunks = (src.size + chunk - 1) / chunk;
   auto fetcher = fetcher_;
-  std::vector<chunk_request> run;
-  for (uint64_t index = offset / chunk; index * chunk < offset + len; ++index) {
+  auto make = [&](uint64_t index) {
     chunk_request req;
     req.blob = hex;
     req.index = index;
@@ -208,16 +211,35 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     req.fetch = [fetcher, state, start, length = req.length]() {
       return fetcher->fetch(*state->src, start, length);
     };
-    run.push_back(std::move(req));
+    return req;
+  };
+  const uint64_t first = offset / chunk, last = (offset + len - 1) / chunk;
+  std::vector<chunk_request> run;
+  bool misses = false;
+  for (uint64_t index = first; index <= last; ++index) {
+    run.push_back(make(index));
+    misses = misses || !cache_->holds(hex, index);
   }
+  // A read that continues a stream and misses also fetches what follows it
+  // (fetch_plan.hpp); one that finds its chunks held fetches nothing.
+  auto ahead = streams_.note_read(hex, offset, len, policy_);
+  if (misses && ahead > 0)
+    for (uint64_t index = last + 1;
+         index < chunks && index * chunk < offset + len + ahead; ++index)
+      run.push_back(make(index));
   // A read that spans chunks (a file's extent, the kernel's readahead)
-  // fetches its missing ones in one request per stretch, not one per chunk.
-  if (run.size() > 1)
-    cache_->fetch_missing(run, [&](const chunk_request& first, uint64_t length) {
-      return fetcher->fetch(*state->src, first.index * chunk, uint32_t(length));
-    });
+  // fetches its missing ones in one request per span, not one per chunk.
+  if (misses && run.size() > 1)
+    cache_->fetch_missing(
+        run,
+        [&](const chunk_request& first_req, uint64_t length) {
+          return fetcher->fetch(*state->src, first_req.index * chunk, uint32_t(length));
+        },
+        policy_.max_gap);
   size_t done = 0;
   for (const auto& req : run) {
+    if (req.index > last)
+      break;
     uint64_t pos = offset + done;
     auto in_chunk = uint32_t(pos - req.index * chunk);
     auto take = uint32_t(std::min<uint64_t>(len - done, req.length - in_chunk));

@@ -21,6 +21,7 @@
 
 #include "core/error.hpp"
 #include "lazyfs/chunk_cache.hpp"
+#include "lazyfs/fetch_plan.hpp"
 #include "registry/lazy_source.hpp"
 
 namespace dsec::lazyfs {
@@ -38,9 +39,10 @@ class range_fetcher {
 class blob_fs {
  public:
   /// A file system over the sources registered in `store_root`, reading
-  /// through `cache` and `fetcher`.
+  /// through `cache` and `fetcher`, making range requests as `policy`
+  /// says (merging across held chunks, readahead of streams).
   blob_fs(std::string store_root, std::shared_ptr<chunk_cache> cache,
-          std::shared_ptr<range_fetcher> fetcher);
+          std::shared_ptr<range_fetcher> fetcher, fetch_policy policy = {});
 
   /// Mounts at `mount_dir` (read-only, allow_other) and serves on several
   /// threads until the mount is unmounted or the process gets SIGTERM,
@@ -89,6 +91,8 @@ class blob_fs {
   std::string store_root_;
   std::shared_ptr<chunk_cache> cache_;
   std::shared_ptr<range_fetcher> fetcher_;
+  fetch_policy policy_;
+  stream_table streams_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const source_state>> sources_;
   std::atomic<int64_t> open_files_{0};

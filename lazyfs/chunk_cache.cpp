@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "layers/digest.hpp"
+#include "lazyfs/fetch_plan.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
@@ -364,64 +365,76 @@ chunk_cache::complete(const chunk_request& req, const std::shared_ptr<inflight>&
 }
 
 void chunk_cache::fetch_missing(const std::vector<chunk_request>& run,
-                                const range_fetch& fetch_range) {
+                                const range_fetch& fetch_range, uint64_t max_gap) {
+  if (run.empty())
+    return;
   // Claim every chunk nobody holds, fetches or recently failed.
-  std::vector<std::pair<const chunk_request*, std::shared_ptr<inflight>>> claimed;
+  std::vector<std::shared_ptr<inflight>> claimed(run.size());
+  std::vector<bool> missing(run.size(), false);
+  bool any = false;
   {
     std::lock_guard<std::mutex> guard{mu_};
     auto now = std::chrono::steady_clock::now();
-    for (const auto& req : run) {
-      key k{req.blob, req.index};
+    for (size_t i = 0; i < run.size(); ++i) {
+      key k{run[i].blob, run[i].index};
       if (entries_.count(k) || inflight_.count(k))
         continue;
       if (auto f = failed_.find(k);
           f != failed_.end() && now - f->second.first < retry_.failure_hold)
         continue;
-      auto flight = std::make_shared<inflight>();
-      inflight_[k] = flight;
-      claimed.emplace_back(&req, std::move(flight));
+      claimed[i] = std::make_shared<inflight>();
+      inflight_[k] = claimed[i];
+      missing[i] = true;
+      any = true;
     }
   }
-  // Each stretch of consecutive claimed chunks is one range request.
-  for (size_t a = 0; a < claimed.size();) {
-    size_t b = a + 1;
-    uint64_t length = claimed[a].first->length;
-    while (b < claimed.size() && claimed[b].first->index == claimed[b - 1].first->index + 1) {
-      length += claimed[b].first->length;
-      ++b;
-    }
-    if (b - a == 1) {
-      (void)complete(*claimed[a].first, claimed[a].second, fetch_verified(*claimed[a].first));
-      a = b;
+  if (!any)
+    return;
+  // One range request per planned span: consecutive claimed chunks, joined
+  // across short runs of chunks held elsewhere (their bytes are dropped).
+  const uint64_t chunk = run.front().length;
+  for (const auto& span : plan_spans(run.front().index, missing, chunk, max_gap)) {
+    size_t a = size_t(span.first - run.front().index), b = size_t(span.last - run.front().index);
+    if (a == b) {
+      (void)complete(run[a], claimed[a], fetch_verified(run[a]));
       continue;
     }
+    uint64_t length = 0;
+    for (size_t i = a; i <= b; ++i)
+      length += run[i].length;
     auto got = fetch_attempts(
-        "chunks " + std::to_string(claimed[a].first->index) + ".."
-          + std::to_string(claimed[b - 1].first->index) + " of blob sha256:"
-          + claimed[a].first->blob,
-        [&] { return fetch_range(*claimed[a].first, length); },
+        "chunks " + std::to_string(span.first) + ".." + std::to_string(span.last)
+          + " of blob sha256:" + run[a].blob,
+        [&] { return fetch_range(run[a], length); },
         [&](const std::string& got) {
           return got.size() == length ? std::string{}
                                       : "answered " + std::to_string(got.size())
                                           + " bytes, the chunks have " + std::to_string(length);
         });
     uint64_t pos = 0;
-    for (size_t i = a; i < b; ++i) {
-      const auto& req = *claimed[i].first;
+    for (size_t i = a; i <= b; ++i) {
+      const auto& req = run[i];
+      uint64_t at = pos;
+      pos += req.length;
+      if (!claimed[i])
+        continue;  // held or fetched by another reader: a gap we joined across
       if (!got) {
-        (void)complete(req, claimed[i].second, got.err());
+        (void)complete(req, claimed[i], got.err());
         continue;
       }
-      auto piece = got->substr(pos, req.length);
-      pos += req.length;
-      // A chunk the stretch got wrong is fetched again on its own.
+      auto piece = got->substr(at, req.length);
+      // A chunk the span got wrong is fetched again on its own.
       if (auto why = verify(req, piece); !why.empty())
-        (void)complete(req, claimed[i].second, fetch_verified(req));
+        (void)complete(req, claimed[i], fetch_verified(req));
       else
-        (void)complete(req, claimed[i].second, std::move(piece));
+        (void)complete(req, claimed[i], std::move(piece));
     }
-    a = b;
   }
+}
+
+bool chunk_cache::holds(const std::string& blob, uint64_t index) const {
+  std::lock_guard<std::mutex> guard{mu_};
+  return entries_.count(key{blob, index}) != 0;
 }
 
 cache_counters chunk_cache::counters() const {

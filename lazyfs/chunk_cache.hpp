@@ -115,15 +115,22 @@ class chunk_cache {
 
   /// Fetches the chunks of `run` (consecutive chunks of one blob, in order)
   /// that are neither cached, being fetched nor recently failed, with one
-  /// range request per stretch of such chunks instead of one per chunk, and
-  /// the retries of read(). Each chunk is verified and stored as read() would
-  /// (one that the stretch got wrong is fetched again on its own); readers of
-  /// those chunks wait for it meanwhile. read() then serves them. Blocking.
-  void fetch_missing(const std::vector<chunk_request>& run, const range_fetch& fetch_range);
+  /// range request per span instead of one per chunk: a stretch of such
+  /// chunks, joined with the next one when the chunks between them (held
+  /// here or fetched by another reader) come to at most `max_gap` bytes
+  /// (lazyfs/fetch_plan.hpp; those bytes are fetched again and dropped).
+  /// Each chunk is verified and stored as read() would (one that the span
+  /// got wrong is fetched again on its own), with the retries of read();
+  /// readers of those chunks wait for it meanwhile. read() then serves them.
+  /// Blocking.
+  void fetch_missing(const std::vector<chunk_request>& run, const range_fetch& fetch_range,
+                     uint64_t max_gap = 0);
 
   // -- observers --------------------------------------------------------------
 
   [[nodiscard]] cache_counters counters() const;
+  /// Whether chunk `index` of blob `blob` (hex) is held now (no LRU touch).
+  [[nodiscard]] bool holds(const std::string& blob, uint64_t index) const;
   [[nodiscard]] uint64_t budget_bytes() const { return budget_; }
   [[nodiscard]] const std::string& dir() const { return dir_; }
 

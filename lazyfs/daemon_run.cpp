@@ -125,8 +125,12 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
     std::cerr << who << ": " << cache.err().message << std::endl;
     return 1;
   }
+  // Streams read at most 512 KiB ahead: past a file's end the bytes are
+  // waste, and a burst of sandboxes reads many files each.
+  fetch_policy policy;
+  policy.readahead_max = 512u << 10;
   auto fs = std::make_shared<blob_fs>(opts.store_root, std::shared_ptr<chunk_cache>(std::move(*cache)),
-                                      std::move(fetcher));
+                                      std::move(fetcher), policy);
   auto stats_path = opts.cache_dir + "/stats.json";
   nlohmann::json info = {{"pid", ::getpid()}, {"cache", opts.cache_dir}, {"stats", stats_path}};
   if (auto st = sys::write_file_atomic(lazy + "/daemon.json", info.dump() + "\n"); !st) {

@@ -24,7 +24,11 @@ namespace dsec::registry {
 namespace {
 
 constexpr size_t max_error_body = 64u << 10;
-constexpr size_t max_idle_handles = 8;
+// Each idle handle keeps its connection open: the lazy blob daemon reads on
+// up to 32 FUSE threads, and a handle freed past this bound would close its
+// connection, so the next range request would open a new one (a new TCP, and
+// TLS, handshake on a registry that is already the bottleneck).
+constexpr size_t max_idle_handles = 64;
 constexpr const char* system_bundles[] = {
   "/etc/ssl/certs/ca-certificates.crt",  // Debian, Ubuntu
   "/etc/pki/tls/certs/ca-bundle.crt",    // Fedora, RHEL

@@ -362,3 +362,117 @@ TEST_CASE("the daemon's stats round-trip and render as dsec_lazy_* metrics", "[c
   CHECK(text.find("# TYPE dsec_lazy_cache_bytes gauge") != std::string::npos);
   CHECK(lazyfs::read_stats(dir.path + "/none.json").err().code == errc::not_found);
 }
+
+TEST_CASE("missing stretches are joined across short runs of held chunks, not long ones",
+          "[chunk_cache]") {
+  using lazyfs::chunk_span;
+  using lazyfs::plan_spans;
+  const uint64_t k16 = 16u << 10, gap = 64u << 10;  // a 64 KiB gap is 4 chunks
+  // Nothing missing: no request.
+  CHECK(plan_spans(10, {false, false, false}, k16, gap).empty());
+  // One stretch.
+  CHECK(plan_spans(10, {false, true, true, false}, k16, gap)
+        == std::vector<chunk_span>{{11, 12}});
+  // A gap of 4 held chunks (64 KiB) is fetched again to save a request ...
+  CHECK(plan_spans(0, {true, false, false, false, false, true}, k16, gap)
+        == std::vector<chunk_span>{{0, 5}});
+  // ... one of 5 (80 KiB) is not.
+  CHECK(plan_spans(0, {true, false, false, false, false, false, true}, k16, gap)
+        == std::vector<chunk_span>{{0, 0}, {6, 6}});
+  // Held chunks at the ends are never fetched.
+  CHECK(plan_spans(0, {false, true, false, true, false, false}, k16, gap)
+        == std::vector<chunk_span>{{1, 3}});
+  // No gap allowed: one request per stretch, as before.
+  CHECK(plan_spans(0, {true, false, true}, k16, 0)
+        == std::vector<chunk_span>{{0, 0}, {2, 2}});
+  // The rule is in bytes: with 128 KiB chunks a single held chunk is too wide.
+  CHECK(plan_spans(0, {true, false, true}, 128u << 10, gap)
+        == std::vector<chunk_span>{{0, 0}, {2, 2}});
+}
+
+TEST_CASE("a read that continues a stream reads ahead, growing with the stream",
+          "[chunk_cache]") {
+  lazyfs::fetch_policy p;
+  p.readahead_min = 64u << 10;
+  p.readahead_max = 1u << 20;
+  lazyfs::stream_table t{2};
+  const std::string a(64, 'a'), b(64, 'b');
+  CHECK(t.note_read(a, 0, 64u << 10, p) == 0);                   // a new stream
+  CHECK(t.note_read(a, 64u << 10, 64u << 10, p) == 128u << 10);  // continues: 2x min read
+  CHECK(t.note_read(a, 128u << 10, 256u << 10, p) == 384u << 10); // what it has read
+  CHECK(t.note_read(b, 128u << 10, 4096, p) == 0);               // another blob: no stream
+  CHECK(t.note_read(a, 384u << 10, 1u << 20, p) == 1u << 20);    // capped at max
+  // Two slots: a third stream replaces the least recently used (b's).
+  CHECK(t.note_read(a, 9u << 20, 4096, p) == 0);
+  CHECK(t.note_read(b, (128u << 10) + 4096, 4096, p) == 0);
+  p.readahead_max = 0;
+  CHECK(t.note_read(b, (128u << 10) + 8192, 4096, p) == 0);      // readahead off
+  // A short stream (a small file and the kernel's readahead after it) gets
+  // none until it has read twice the least readahead.
+  p.readahead_max = 1u << 20;
+  p.readahead_min = 128u << 10;
+  CHECK(t.note_read(b, 0, 16u << 10, p) == 0);
+  CHECK(t.note_read(b, 16u << 10, 128u << 10, p) == 0);
+  CHECK(t.note_read(b, 144u << 10, 128u << 10, p) == 272u << 10);
+}
+
+TEST_CASE("blob_fs joins a read's missing chunks across held ones and reads streams ahead",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto store = dir.path + "/store";
+  auto fetcher = std::make_shared<memory_fetcher>();
+  for (int i = 0; i < 64 * 4096; ++i)
+    fetcher->blob += char('a' + (i * 7 + i / 4096) % 26);
+  registry::blob_source src;
+  src.registry = "127.0.0.1:5000";
+  src.repository = "t/lazy";
+  src.digest = layers::sha256_string(fetcher->blob);
+  src.size = fetcher->blob.size();
+  src.chunk_size = 4096;
+  REQUIRE(registry::register_blob_source(store, src));
+  REQUIRE(sys::write_file_atomic(dir.path + "/whole", fetcher->blob));
+  auto list = registry::make_chunk_list(dir.path + "/whole", 4096);
+  REQUIRE(list);
+  REQUIRE(registry::save_chunk_list(store, src.digest, *list));
+  auto hex = layers::digest_hex(src.digest);
+  auto cache = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
+  REQUIRE(cache);
+  lazyfs::fetch_policy policy;
+  policy.max_gap = 8192;  // two chunks
+  policy.readahead_min = 4096;
+  policy.readahead_max = 8 * 4096;
+  lazyfs::blob_fs fs{store, std::shared_ptr<lazyfs::chunk_cache>(std::move(*cache)), fetcher,
+                     policy};
+  std::string out(16 * 4096, '\0');
+  // Chunks 2 and 5 held; a read of chunks 0..9 is one request (gaps of one
+  // chunk), and every byte is right (each chunk verified).
+  REQUIRE(fs.read(hex, 2 * 4096, 10, out.data()));
+  REQUIRE(fs.read(hex, 5 * 4096, 10, out.data()));
+  REQUIRE(fetcher->requests == 2);
+  auto n = fs.read(hex, 0, 10 * 4096, out.data());
+  REQUIRE(n);
+  CHECK(out.substr(0, *n) == fetcher->blob.substr(0, 10 * 4096));
+  CHECK(fetcher->requests == 3);
+  // Chunks 20..22 held: a gap of three is too wide, so chunks 19 and 23 are
+  // two requests. (A new stream: no readahead.)
+  REQUIRE(fs.read(hex, 20 * 4096, 3 * 4096, out.data()));
+  REQUIRE(fetcher->requests == 4);
+  REQUIRE(fs.read(hex, 19 * 4096, 5 * 4096, out.data()));
+  CHECK(fetcher->requests == 6);
+  CHECK(out.substr(0, 5 * 4096) == fetcher->blob.substr(19 * 4096, 5 * 4096));
+  // A stream: 40 is new; 41 continues it (8 KiB read: twice the least
+  // readahead) and fetches 41 plus 2 chunks ahead (what it has read); 42 and
+  // 43 are then held and fetch nothing.
+  REQUIRE(fs.read(hex, 40 * 4096, 4096, out.data()));
+  CHECK(fetcher->requests == 7);
+  REQUIRE(fs.read(hex, 41 * 4096, 4096, out.data()));
+  CHECK(fetcher->requests == 8);
+  for (uint64_t c = 42; c <= 43; ++c) {
+    REQUIRE(fs.read(hex, c * 4096, 4096, out.data()));
+    CHECK(out.substr(0, 4096) == fetcher->blob.substr(c * 4096, 4096));
+  }
+  CHECK(fetcher->requests == 8);
+  CHECK(fs.cache()->holds(hex, 43));
+  CHECK_FALSE(fs.cache()->holds(hex, 44));
+  CHECK(fs.cache()->counters().verify_failures == 0);
+}

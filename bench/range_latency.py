@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Per-request cost of a lazy read's HTTP Range request to a loopback
+docker-registry: the same 16 KiB ranges of one pushed blob, asked over one
+kept-alive connection per client thread against a new TCP connection per
+request, with 1 and with 16 client threads. Tells how much of a lazy
+fetch's time is the connection and how many range requests per second the
+registry itself can answer on this host. Prints JSON.
+
+  python3 bench/range_latency.py [--requests 2000] [--threads 1,16] [--kb 16]
+"""
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import random
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+from chunk_size_bench import push_blob, start_registry  # noqa: E402  (same directory)
+
+
+def ranges(n, size, kb, seed):
+    rng = random.Random(seed)
+    step = kb << 10
+    return [rng.randrange(0, size // step) * step for _ in range(n)]
+
+
+def run(port, path, offsets, kb, threads, keep_alive):
+    lat = []
+    lock = threading.Lock()
+    parts = [offsets[i::threads] for i in range(threads)]
+
+    def worker(offs):
+        conn = None
+        mine = []
+        for off in offs:
+            if conn is None or not keep_alive:
+                if conn:
+                    conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.connect()
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            t = time.perf_counter()
+            conn.request("GET", path, headers={"Range": f"bytes={off}-{off + (kb << 10) - 1}"})
+            r = conn.getresponse()
+            body = r.read()
+            mine.append(time.perf_counter() - t)
+            assert r.status == 206 and len(body) == kb << 10, (r.status, len(body))
+        if conn:
+            conn.close()
+        with lock:
+            lat.extend(mine)
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=worker, args=(p,)) for p in parts]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall = time.perf_counter() - t0
+    lat.sort()
+    return {"threads": threads, "keep_alive": keep_alive, "requests": len(lat),
+            "p50_ms": round(lat[len(lat) // 2] * 1000, 3),
+            "p90_ms": round(lat[int(len(lat) * 0.9)] * 1000, 3),
+            "requests_per_s": round(len(lat) / wall, 1)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--threads", default="1,16")
+    ap.add_argument("--kb", type=int, default=16)
+    ap.add_argument("--blob-mb", type=int, default=64)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="dsec-range-latency-")
+    reg = None
+    try:
+        reg, port = start_registry(work)
+        data = os.urandom(args.blob_mb << 20)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blob = os.path.join(work, "blob")
+        with open(blob, "wb") as f:
+            f.write(data)
+        push_blob(port, "measure/latency", blob, digest)
+        path = f"/v2/measure/latency/blobs/{digest}"
+        offsets = ranges(args.requests, len(data), args.kb, 7)
+        out = []
+        for threads in (int(t) for t in args.threads.split(",")):
+            for keep in (True, False):
+                out.append(run(port, path, offsets, args.kb, threads, keep))
+        print(json.dumps({"range_kb": args.kb, "load": os.getloadavg(), "results": out},
+                         indent=1))
+    finally:
+        if reg:
+            reg.terminate()
+            reg.wait()
+        subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+// Range request planning for lazy reads (see fetch_plan.hpp).
+#include "lazyfs/fetch_plan.hpp"
+
+#include <algorithm>
+
+namespace dsec::lazyfs {
+
+std::vector<chunk_span> plan_spans(uint64_t first, const std::vector<bool>& missing,
+                                   uint64_t chunk_size, uint64_t max_gap) {
+  std::vector<chunk_span> out;
+  const uint64_t gap_chunks = chunk_size == 0 ? 0 : max_gap / chunk_size;
+  size_t i = 0;
+  while (i < missing.size()) {
+    if (!missing[i]) {
+      ++i;
+      continue;
+    }
+    size_t end = i;  // last missing chunk of this span
+    size_t j = i + 1;
+    while (j < missing.size()) {
+      if (missing[j]) {
+        end = j++;
+        continue;
+      }
+      // A run of held chunks: join across it if it is short and another
+      // missing chunk follows.
+      size_t k = j;
+      while (k < missing.size() && !missing[k])
+        ++k;
+      if (k == missing.size() || k - j > gap_chunks)
+        break;
+      j = k;
+    }
+    out.push_back({first + i, first + end});
+    i = end + 1;
+  }
+  return out;
+}
+
+uint64_t stream_table::note_read(const std::string& blob, uint64_t offset, uint64_t len,
+                                 const fetch_policy& policy) {
+  std::lock_guard<std::mutex> guard{mu_};
+  ++clock_;
+  for (auto& s : streams_) {
+    if (s.blob == blob && s.end == offset) {
+      s.end = offset + len;
+      s.length += len;
+      s.used = clock_;
+      // Only a stream that has read twice the least readahead reads ahead:
+      // the kernel's own 128 KiB readahead on the FUSE file makes a short
+      // stream of every small file, and those must not fetch more.
+      if (policy.readahead_max == 0 || s.length < 2 * policy.readahead_min)
+        return 0;
+      return std::clamp<uint64_t>(s.length, policy.readahead_min, policy.readahead_max);
+    }
+  }
+  stream fresh{blob, offset + len, len, clock_};
+  if (streams_.size() < slots_) {
+    streams_.push_back(std::move(fresh));
+  } else {
+    auto oldest = std::min_element(streams_.begin(), streams_.end(),
+                                   [](const stream& a, const stream& b) { return a.used < b.used; });
+    *oldest = std::move(fresh);
+  }
+  return 0;
+}
+
+} // namespace dsec::lazyfs

@@ -1,0 +1,82 @@
+// Which range requests a lazy read makes: the rules that turn the chunks a
+// read (and its readahead) touches into as few HTTP Range requests as make
+// sense, since on a busy registry each request costs far more than the bytes
+// it carries.
+//
+//   merge     stretches of missing chunks separated by at most `max_gap`
+//             bytes of chunks the cache holds (or another reader is fetching)
+//             become one request; the gap's bytes are fetched again and
+//             dropped. A wider gap splits the request.
+//   readahead a read that starts where an earlier read of the same blob
+//             ended (a stream: a file read front to back), once the stream
+//             has read twice `readahead_min`, also fetches the chunks after
+//             it, as many bytes as the stream has read so far, within
+//             [min, max]. (The kernel's own 128 KiB readahead on the FUSE
+//             file makes a short stream of every small file: those get no
+//             more.) The daemon caps it at 512 KiB.
+//
+// Pure functions and a small thread-safe table; no I/O. Every chunk still
+// goes through the cache's verification (length, chunk list digest).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dsec::lazyfs {
+
+/// The read policy of the lazy blob daemon (constants in the daemon; tests
+/// set their own).
+struct fetch_policy {
+  /// Largest run of held chunks, in bytes, that a request fetches again to
+  /// join the missing stretches on both sides of it.
+  uint64_t max_gap = 64u << 10;
+  /// Readahead of a stream: at least `readahead_min`, at most
+  /// `readahead_max` bytes, else what the stream has read so far. 0: none.
+  uint64_t readahead_min = 128u << 10;
+  uint64_t readahead_max = 1u << 20;
+};
+
+/// One range request: chunks [first, last] of a blob.
+struct chunk_span {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  bool operator==(const chunk_span& o) const { return first == o.first && last == o.last; }
+};
+
+/// The requests for the chunks `first`, `first`+1, ... whose `missing[i]`
+/// is true, chunks of `chunk_size` bytes: consecutive missing chunks are one
+/// span, and two spans are joined when the held chunks between them amount
+/// to at most `max_gap` bytes. Spans come in order and never start or end
+/// on a held chunk.
+std::vector<chunk_span> plan_spans(uint64_t first, const std::vector<bool>& missing,
+                                   uint64_t chunk_size, uint64_t max_gap);
+
+/// Recent read streams of the blobs of one daemon, to decide readahead.
+class stream_table {
+ public:
+  explicit stream_table(size_t slots = 64) : slots_(slots) {}
+
+  /// Notes a read of [offset, offset+len) of `blob` and returns how many
+  /// bytes after it to read ahead: 0 unless the read continues a stream
+  /// (starts where an earlier read ended) and has read 2 x
+  /// policy.readahead_min bytes, else the stream's length so far clamped to
+  /// [policy.readahead_min, policy.readahead_max].
+  uint64_t note_read(const std::string& blob, uint64_t offset, uint64_t len,
+                     const fetch_policy& policy);
+
+ private:
+  struct stream {
+    std::string blob;
+    uint64_t end = 0;
+    uint64_t length = 0;
+    uint64_t used = 0;  ///< last use, for replacing the oldest
+  };
+  size_t slots_;
+  std::mutex mu_;
+  std::vector<stream> streams_;
+  uint64_t clock_ = 0;
+};
+
+} // namespace dsec::lazyfs
