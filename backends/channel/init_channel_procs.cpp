@@ -73,7 +73,7 @@ void init_channel::cpu_time(std::function<void(expected<int64_t>)> done) {
     v = version_;
   }
   if (v < 4) // an older init drops a frame it does not know
-    return done(unsupported(what + ": its init speaks protocol version " + std::to_string(v)
+    return done(invalid_argument(what + ": its init speaks protocol version " + std::to_string(v)
                             + ", before cpu_query"));
   send_query([](uint32_t id) { return proto::writer(proto::msg::cpu_query, id).finish(); },
              [done = std::move(done), what](const proto::header* h, std::string_view body,
