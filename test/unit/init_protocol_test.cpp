@@ -320,6 +320,16 @@ TEST_CASE("init protocol: hello round trip and version agreement", "[init][proto
 
 namespace {
 
+/// How a mismatch names this build's versions: "vN (vMIN-vN)".
+std::string node_versions() {
+  auto v = std::to_string(proto::version);
+  return "v" + v + " (v" + std::to_string(proto::min_version) + "-v" + v + ")";
+}
+
+} // namespace
+
+namespace {
+
 /// One end of a socketpair played by a fake init on its own thread.
 struct fake_init {
   int node_end = -1, init_end = -1;
@@ -403,7 +413,8 @@ TEST_CASE("init channel: the node and init agree on a version at connect",
     auto st = ch->start();
     init.join();
     REQUIRE_FALSE(st);
-    CHECK(st.err().message.find("init protocol mismatch: node speaks v2 (v1-v2), init speaks v9")
+    CHECK(st.err().message.find("init protocol mismatch: node speaks " + node_versions()
+                                + ", init speaks v9")
           != std::string::npos);
     CHECK(st.err().message.find("n1.hello") != std::string::npos);
   }
@@ -442,7 +453,7 @@ TEST_CASE("init channel: the node and init agree on a version at connect",
     auto st = ch->start();
     init.join();
     REQUIRE_FALSE(st);
-    CHECK(st.err().message.find("node speaks v2 (v1-v2), init speaks v1 (v1-v1)")
+    CHECK(st.err().message.find("node speaks " + node_versions() + ", init speaks v1 (v1-v1)")
           != std::string::npos);
   }
 }
@@ -489,7 +500,8 @@ TEST_CASE("init channel: a recovered init answers hello when it runs again",
     cb.on_done = [&](expected<exec_result> r) { failed.set_value(r.err()); };
     ch->exec(std::move(req), std::move(cb));
     auto err = failed.get_future().get();
-    CHECK(err.message.find("init protocol mismatch: node speaks v2 (v1-v2), init speaks v9")
+    CHECK(err.message.find("init protocol mismatch: node speaks " + node_versions()
+                           + ", init speaks v9")
           != std::string::npos);
     (void)ch->shut();
   }
