@@ -6,19 +6,11 @@ import time
 
 import pytest
 
-from dsec_harness import BUSYBOX, _finish_node, start_node, wait_for
-from test_microvm import BOOT_TIMEOUT_S, QEMU, guest_kernel  # noqa: F401
+from dsec_harness import BUSYBOX, wait_for
+from test_microvm import QEMU, guest_kernel, vm_node  # noqa: F401
 
 pytestmark = pytest.mark.skipif(QEMU is None,
                                 reason="qemu-system-x86_64 is not installed on this machine")
-
-
-@pytest.fixture(scope="module")
-def vm_node(dsec_bin, store, guest_kernel):  # noqa: F811
-    n = start_node(dsec_bin, store, DSEC_GUEST_DIR=guest_kernel,
-                   DSEC_VM_BOOT_TIMEOUT_S=BOOT_TIMEOUT_S)
-    yield n
-    _finish_node(n)
 
 
 def test_an_idle_microvm_is_paused_and_a_call_resumes_it(vm_node):
