@@ -29,6 +29,8 @@
 #include "layers/dockerfile.hpp"
 #include "layers/mount_cache.hpp"
 #include "layers/store.hpp"
+#include "core/image_reference.hpp"
+#include "registry/image_index.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"
 
@@ -47,7 +49,8 @@ constexpr const char* usage_text =
   "  whose layer store is --store (or --state-dir/store, default /var/lib/dsec/store).\n"
   "  Each RUN runs in a sandbox without network unless --network; steps are cached as\n"
   "  build/<key>@1 (--no-cache rebuilds them); the context defaults to the Dockerfile's\n"
-  "  directory. The result is one layer whose exec defaults are ENV, WORKDIR and USER.\n";
+  "  directory. The result is one layer whose exec defaults are ENV, WORKDIR and USER.\n"
+  "  FROM takes a layer ref or an image reference; the node pulls an image it lacks.\n";
 
 /// Where the copied files travel inside a step's sandbox (removed in the
 /// same step, so no layer keeps it).
@@ -278,7 +281,8 @@ status run_copy(const build& b, const step_sandbox& sb, const df::step& s,
 
 status run_command(const step_sandbox& sb, const df::step& s) {
   auto where = "Dockerfile line " + std::to_string(s.line) + ": " + s.text;
-  if (!s.config.workdir.empty()) { // WORKDIR exists for RUN, as Docker makes it
+  // WORKDIR exists for RUN, as Docker makes it ("/" always does).
+  if (!s.config.workdir.empty() && s.config.workdir != "/") {
     auto mk = sb.exec({"mkdir", "-p", "--", s.config.workdir}, {}, "/", "0");
     if (!mk || mk->value("exit_code", 1) != 0)
       return internal_error(where + ": create WORKDIR " + s.config.workdir + ": "
@@ -429,6 +433,37 @@ status run_steps(const build& b, const df::plan& plan, std::vector<std::string>&
   return {};
 }
 
+/// FROM of an image reference: the node resolves it as a create that names
+/// the image does (one pull per image, with the node's registry settings;
+/// no registry call when its store already has it), and the store's
+/// images.json then says which layer the image became.
+expected<std::string> layer_of_image(const build& b, const std::string& text) {
+  auto ref = registry::parse_image_reference(text);
+  if (!ref)
+    return error{ref.err().code, "FROM " + text + ": " + ref.err().message};
+  auto canonical = ref->str();
+  auto known = registry::find_image(b.st, canonical);
+  if (!known)
+    return known.err();
+  if (*known)
+    return (*known)->layer;
+  std::cerr << "Pulling " << canonical << " on the node\n";
+  json spec = {{"image", text}, {"ttl_s", 600}, {"labels", {{"dsec-build", "1"}}},
+               {"network", {{"mode", "none"}}}};
+  auto sb = call_json(b, "POST", "/v1/sandboxes", spec.dump());
+  if (!sb)
+    return error{sb.err().code, "FROM " + text + ": " + sb.err().message};
+  (void)rest_call(b.a, "DELETE", "/v1/sandboxes/" + url_encode(sb->value("id", "")));
+  known = registry::find_image(b.st, canonical);
+  if (!known)
+    return known.err();
+  if (!*known)
+    return not_found("FROM " + text + ": the node pulled the image, but store " + b.st.root()
+                     + " has no record of it (the node's store must be this command's:"
+                       " pass --store or --state-dir)");
+  return (*known)->layer;
+}
+
 int fail_build(const error& e) {
   std::cerr << "dsec layer build: " << e.message << " [" << to_string(e.code) << "]\n";
   return 1;
@@ -494,10 +529,17 @@ int run_dockerfile_build(const std::vector<std::string>& words) {
   auto from = df::base_of(*ins, build_args);
   if (!from)
     return fail_build(from.err());
-  if (!layers::parse_ref(*from))
-    return fail_build(invalid_argument(
-      "FROM " + *from + ": only layer refs (name@version) are supported: pull the image as a"
-                        " layer first and name that layer in FROM"));
+  if (!layers::parse_ref(*from)) {
+    if (!registry::looks_like_image_reference(*from))
+      return fail_build(invalid_argument(
+        "FROM " + *from + ": neither a layer ref (name@version) nor an image reference"
+                          " (REGISTRY/REPO:TAG or REPO@sha256:HEX)"));
+    auto layer = layer_of_image(b, *from);
+    if (!layer)
+      return fail_build(layer.err());
+    std::cerr << "FROM " << *from << ": layer " << *layer << "\n";
+    *from = *layer;
+  }
   auto base = b.st.resolve(*from);
   if (!base)
     return fail_build({base.err().code, "FROM " + *from + ": " + base.err().message

@@ -206,6 +206,44 @@ def test_cli_create_image(dsec_bin, inode, reg, layout):
     assert p.returncode != 0 and "team/cli:nope" in p.stderr, p
 
 
+def test_dockerfile_from_an_image_pulls_it_once_on_the_node(dsec_bin, inode, reg, layout,
+                                                           tmp_path):
+    ref = reg.push(layout, "team/dockerfile", "1")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "Dockerfile").write_text(f"FROM {ref}\nRUN cp /image-only.txt /built-on-it.txt\n")
+
+    def build(version):
+        return subprocess.run([dsec_bin, "layer", "build", "--dockerfile", str(ctx / "Dockerfile"),
+                               "--name", "app/on-image", "--version", version,
+                               "--store", inode.store, "--rest", inode.rest],
+                              capture_output=True, text=True, timeout=600)
+    p = build("1")
+    assert p.returncode == 0, p.stderr
+    assert f"Pulling {ref}" in p.stderr and "FROM " + ref + ": layer img/" in p.stderr, p.stderr
+    status, info = inode.client.create(["app/on-image@1"])
+    assert status == 201, info
+    try:
+        r = inode.client.sh(info["id"], "cat /built-on-it.txt")
+        assert r["exit_code"] == 0 and r["stdout"] == IMAGE_TEXT, r
+    finally:
+        inode.client.delete(info["id"])
+    # The image is now in the store: a rebuild asks no registry, its step is cached.
+    p = build("2")
+    assert p.returncode == 0, p.stderr
+    assert "Pulling" not in p.stderr and "CACHED" in p.stderr, p.stderr
+    assert pulls(inode, ref) == 1
+    # A reference the registry lacks names it; a FROM that is neither is refused.
+    (ctx / "Dockerfile").write_text(f"FROM {reg.host}/team/dockerfile:nope\nRUN true\n")
+    p = build("3")
+    assert p.returncode != 0 and "team/dockerfile:nope" in p.stderr, p.stderr
+    (ctx / "Dockerfile").write_text("FROM just-a-name\nRUN true\n")
+    p = build("4")
+    assert p.returncode != 0 and "neither a layer ref" in p.stderr, p.stderr
+    status, out = inode.client.list({"dsec-build": "1"})
+    assert status == 200 and out["sandboxes"] == [], out
+
+
 # -- E2B ----------------------------------------------------------------------------------
 
 
