@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Images from a registry, DSec's experiment: on-demand reads against full
-pulls, with the registry remote (its own network namespace behind tc netem,
+pulls, with the registry remote (its own network namespace behind tc shaping,
 1 Gbit/s and 1 ms each way by default).
 
 M images (each >= 200 MB: a busybox layer they all share plus a python-like
@@ -8,8 +8,18 @@ tree of thousands of files of mixed sizes, random incompressible bytes, zstd
 layers) are pushed to a real registry (Debian's docker-registry, CNCF
 distribution). A burst of N sandboxes is created from them through a real
 `dsec node` over REST (`{"image": REF}` or the layer a pull made), each
-sandbox reading a random 4-13 % (by bytes) of its image's files. Modes, each
-on a fresh node (empty store, empty chunk cache, page cache dropped):
+sandbox reading a random 4-13 % (by bytes) of its image's files, whole files,
+in one of two read patterns (--patterns, each run side by side):
+
+  random    each sandbox reads its own random files: sandboxes of one image
+            share almost nothing (the worst case for on-demand reads).
+  shared    each image has one order of its files (what its task touches
+            first); each sandbox reads the first 4-13 % of it, so sandboxes
+            of one image read largely the same files, as sandboxes of a task
+            image that run the same harness do.
+
+Modes, each on a fresh node (empty store, empty chunk cache, page cache
+dropped):
 
   convert   pull + convert on this node: the first create of each image pulls
             its layers whole and builds the EROFS layer here (--no-publish,
@@ -17,7 +27,8 @@ on a fresh node (empty store, empty chunk cache, page cache dropped):
             later creates wait on that one pull.
   full      full pull of the converted layer before the burst: `dsec layer
             pull` of the conversion another node published (metadata image
-            and whole data blob), then the burst over the local layer.
+            and whole data blob; 4 images at a time), then the burst over the
+            local layers.
   ondemand  the node finds the published conversion, fetches only its
             metadata image and reads data chunks when sandboxes touch them
             (the lazy blob daemon, HTTP range requests, chunk cache).
@@ -302,19 +313,23 @@ class Bench:
             node.stop(ids)
             shutil.rmtree(os.path.join(self.work, "publisher"), ignore_errors=True)
 
-    def jobs(self, n, seed):
+    def jobs(self, n, seed, pattern):
         rng = random.Random(seed)
         out = []
         for i in range(n):
             k = i % len(self.images)
-            paths, got = pick_reads(rng, self.images[k]["files"])
+            files = self.images[k]["files"]
+            if pattern == "shared":
+                paths, got = shared_reads(rng, files, random.Random(self.a.seed * 7919 + k))
+            else:
+                paths, got = pick_reads(rng, files)
             out.append((k, paths, got))
         return out
 
-    def run_mode(self, mode, n):
+    def run_mode(self, mode, n, pattern):
         a = self.a
-        jobs = self.jobs(n, a.seed * 1000 + n)
-        name = f"{mode}-n{n}"
+        jobs = self.jobs(n, a.seed * 1000 + n, pattern)
+        name = f"{mode}-n{n}-{pattern}"
         load = [round(x, 2) for x in os.getloadavg()]
         drop_caches()
         rx0 = rx_bytes()
@@ -325,14 +340,15 @@ class Bench:
         try:
             t0 = time.monotonic()
             if mode == "full":
-                refs = []
-                for img in self.images:
+                def pull(img):
                     conv = img["manifest"].replace("sha256:", "sha256-") + ".dsec"
                     out = subprocess.run([a.dsec_bin, "layer", "pull",
                                           f"{REG}/{img['repo']}:{conv}", "--store", store,
                                           "--insecure-registry", REG, "--json"],
                                          stdout=subprocess.PIPE, check=True).stdout
-                    refs.append(json.loads(out)["ref"])
+                    return json.loads(out)["ref"]
+                with cf.ThreadPoolExecutor(4) as ex:
+                    refs = list(ex.map(pull, self.images))
                 prep_s = time.monotonic() - t0
                 spec = lambda k: {"layers": [refs[k]]}  # noqa: E731
             else:
@@ -349,7 +365,7 @@ class Bench:
         fetched = rx_bytes() - rx0
         shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
         res = {
-            "mode": mode, "n": n, "completion_s": round(completion, 3), "loadavg_before": load,
+            "mode": mode, "n": n, "pattern": pattern, "completion_s": round(completion, 3), "loadavg_before": load,
             "prepare_s": round(prep_s, 3), "failures": len(fails), "first_failures": fails[:3],
             "registry_bytes": fetched, "local_bytes_du": written_local,
             "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
@@ -401,7 +417,8 @@ class Bench:
 
 NOTES = [
     "The registry is Debian's docker-registry (CNCF distribution 2.8) in its own network "
-    "namespace; both veth ends are shaped with tc netem (rate and delay in params), so every "
+    "namespace; both veth ends are shaped with tc (netem where the kernel has it, else tbf: see "
+    "shaping), so every "
     "byte a node fetches crosses a 'remote' link. registry_bytes counts what crossed it.",
     "One node per mode, fresh each time (empty store and chunk cache, page cache dropped): "
     "'each node pulls each image' is this node's share of a cluster-wide burst.",
@@ -411,14 +428,31 @@ NOTES = [
     "published metadata image and reads data chunks by HTTP range requests through the lazy "
     "blob daemon as sandboxes touch them.",
     "Each sandbox reads a random 4-13 % of its image's bytes (whole files), as in the DSec "
-    "report; workers creates+reads are in flight at once.",
+    "report; workers creates+reads are in flight at once. pattern random: its own random "
+    "files; pattern shared: the first 4-13 % of one per-image order of the files.",
 ]
+
+
+def shared_reads(rng, files, image_rng):
+    """The first 4-13 % (by bytes, rng) of the image's one order of its files
+    (image_rng, the same for every sandbox of the image)."""
+    order = list(range(len(files)))
+    image_rng.shuffle(order)
+    want = rng.uniform(0.04, 0.13) * sum(s for _, s in files)
+    out, got = [], 0
+    for i in order:
+        if got >= want:
+            break
+        out.append(files[i][0])
+        got += files[i][1]
+    return out, got
 
 
 def summarize(results):
     out = {}
-    for n in sorted({r["n"] for r in results}):
-        by = {r["mode"]: r for r in results if r["n"] == n}
+    for n, pattern in sorted({(r["n"], r.get("pattern", "random")) for r in results}):
+        by = {r["mode"]: r for r in results
+              if r["n"] == n and r.get("pattern", "random") == pattern}
         s = {}
         od = by.get("ondemand")
         for base in ("full", "convert"):
@@ -429,7 +463,7 @@ def summarize(results):
                     1 - od["registry_bytes"] / max(1, b["registry_bytes"]), 3)
                 s[f"write_reduction_vs_{base}_du"] = round(
                     1 - od["local_bytes_du"] / max(1, b["local_bytes_du"]), 3)
-        out[str(n)] = s
+        out[f"{n}-{pattern}"] = s
     return out
 
 
@@ -442,7 +476,7 @@ def plot(report, path):
         log("matplotlib not installed (apt-get install python3-matplotlib): no plot")
         return None
     res = report["results"]
-    ns = sorted({r["n"] for r in res})
+    ns = sorted({(r["n"], r.get("pattern", "random")) for r in res})
     modes = [m for m in ("convert", "full", "ondemand") if any(r["mode"] == m for r in res)]
     panels = (("completion_s", "completion time (s)", 1),
               ("registry_bytes", "fetched from registry (MiB)", 2**20),
@@ -452,12 +486,12 @@ def plot(report, path):
     for i, m in enumerate(modes):
         xs = [j + i * w for j in range(len(ns))]
         for ax, (key, _, div) in zip(axes, panels):
-            vals = [next((r[key] for r in res if r["n"] == n and r["mode"] == m), 0) / div
-                    for n in ns]
+            vals = [next((r[key] for r in res if (r["n"], r.get("pattern", "random")) == n
+                          and r["mode"] == m), 0) / div for n in ns]
             ax.bar(xs, vals, w, label=m)
     for ax, (_, title, _) in zip(axes, panels):
         ax.set_xticks([j + w * (len(modes) - 1) / 2 for j in range(len(ns))])
-        ax.set_xticklabels([f"N={n}" for n in ns])
+        ax.set_xticklabels([f"N={n} {pat}" for n, pat in ns])
         ax.set_title(title)
         ax.legend()
     fig.suptitle("images from a shaped registry: on-demand vs full pull vs pull+convert per node")
@@ -479,6 +513,8 @@ def main():
     p.add_argument("--rate", default="1gbit", help="tc netem rate of the registry link")
     p.add_argument("--delay", default="1ms", help="tc netem delay, each way")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--patterns", default="random,shared",
+                   help="read patterns, comma-separated: random, shared (see above)")
     p.add_argument("--quick", action="store_true",
                    help="2 images of 32 MiB, 400 files, N=16: a smoke run")
     p.add_argument("--out", default=None)
@@ -500,6 +536,10 @@ def main():
             sys.exit("registry_bench: needs docker-registry, skopeo and tc (bash scripts/deps.sh)")
     ns = [int(x) for x in a.n.split(",")]
     modes = a.modes.split(",")
+    patterns = a.patterns.split(",")
+    if not set(patterns) <= {"random", "shared"} or not set(modes) <= {"convert", "full",
+                                                                       "ondemand"}:
+        sys.exit(f"registry_bench: unknown pattern or mode in {patterns} {modes}")
     if a.reuse_images and "convert" in modes and os.path.exists(
             os.path.join(a.work, "images.json")) and json.load(
             open(os.path.join(a.work, "images.json"))).get("published_s") is not None:
@@ -523,7 +563,8 @@ def main():
         # instead of converting (that is the point), so convert must run before.
         for n in ns:
             if "convert" in modes:
-                results.append(b.run_mode("convert", n))
+                for pat in patterns:
+                    results.append(b.run_mode("convert", n, pat))
         if "full" in modes or "ondemand" in modes:
             if b.published_s is not None:
                 publish_s = b.published_s
@@ -541,9 +582,10 @@ def main():
             cold = b.cold_first_exec()
             log(f"cold node: {json.dumps(cold)}")
         for n in ns:
-            for m in modes:
-                if m != "convert":
-                    results.append(b.run_mode(m, n))
+            for pat in patterns:
+                for m in modes:
+                    if m != "convert":
+                        results.append(b.run_mode(m, n, pat))
     finally:
         if b.reg:
             b.reg.teardown()
@@ -555,7 +597,7 @@ def main():
         "cpus": os.cpu_count(), "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
         "dsec_bin": a.dsec_bin, "reused_images": a.reuse_images,
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
-                   "n": ns, "modes": modes, "workers": a.workers, "rate": a.rate,
+                   "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
