@@ -21,6 +21,7 @@
 #include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
+#include "policy/request_owner.hpp" // issue 28: one owner per request_id
 
 namespace dsec {
 
@@ -78,7 +79,7 @@ caf::result<T> forward(placement_actor_ptr self, const std::string& node, caf::d
 
 /// Where a call about sandbox `id` goes.
 struct route {
-  enum { local, remote, lost, bad } kind;
+  enum { local, remote, lost, bad, unreachable } kind;
   std::string node;
   error err;
 };
@@ -98,7 +99,17 @@ route route_of(placement_actor_ptr self, const std::string& id) {
                       + " is not a member of this cluster")};
   if (m->state == "dead" || m->state == "left")
     return {route::lost, node,
-            unavailable("sandbox " + id + " is lost: its node " + node + " is " + m->state)};
+            unavailable("sandbox " + id + " is lost: its node " + node + " is " + m->state
+                        + (m->state == "dead" ? " (unreachable: crashed, or cut off by a"
+                                                " partition)"
+                                              : ""))};
+  // A suspect misses gossip probes: fail now, retryably, rather than wait
+  // for an answer that may never come (issue 28: within 2 s, naming it).
+  if (m->state == "suspect")
+    return {route::unreachable, node,
+            unavailable("sandbox " + id + ": its node " + node
+                        + " is unreachable (it misses gossip probes: stalled or cut off by a"
+                          " partition); retry")};
   return {route::remote, node, {}};
 }
 
@@ -205,9 +216,18 @@ caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& 
   if (st.view.size() <= 1) // alone (or no view yet): serve locally
     return self->delegate(st.lifecycle, create_atom::value, std::move(spec));
   auto w = std::make_shared<create_walk>();
-  w->order = spec.request_id.empty()
-               ? placement::plan(st.view, self_id(self), spec, st.placed, st.policy, st.rng)
-               : placement::rendezvous(st.view, spec.request_id);
+  if (!spec.request_id.empty()) {
+    // Only the key's owner may create it (policy/request_owner.hpp).
+    auto* owner = placement::request_owner(st.view, spec.request_id);
+    if (!owner)
+      return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));
+    auto why = placement::owner_unreachable(*owner, spec.request_id);
+    if (!why.empty())
+      return to_caf(unavailable(why));
+    w->order = {owner->id};
+  } else {
+    w->order = placement::plan(st.view, self_id(self), spec, st.placed, st.policy, st.rng);
+  }
   if (w->order.empty())
     return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));
   if (w->order.size() > st.policy.max_attempts)
@@ -275,6 +295,34 @@ std::vector<member_info> nodes_view(placement_actor_ptr self) {
   return out;
 }
 
+/// Why calls to `node` failed when gossip holds it `state`.
+std::string unreachable_text(const std::string& node, const std::string& state) {
+  if (state == "left")
+    return "node " + node + " left the cluster";
+  return "node " + node + " is unreachable (" + state
+         + " in this node's view: crashed, stalled or cut off by a partition); retry";
+}
+
+// A suspect's calls in flight get this long to be answered (a false suspicion
+// under loss is refuted within a probe round or two) before they fail; with
+// suspicion itself under a second on a LAN, calls end within 2 s (issue 28).
+// Longer waits out more refutations but holds callers of a cut-off node.
+constexpr auto suspect_grace = std::chrono::milliseconds{500};
+
+/// Fails the calls to `node` after suspect_grace if it is still suspect.
+void fail_if_still_suspect(placement_actor_ptr self, const std::string& node) {
+  if (!self->state.suspect_checks.insert(node).second)
+    return; // one check at a time per node
+  auto check = [self, node] {
+    self->state.suspect_checks.erase(node);
+    auto* m = find_member(self, node);
+    if (m && m->state == "suspect")
+      self->state.peers.drop(node, unavailable(unreachable_text(node, "suspect")));
+  };
+  self->delayed_send(self, caf::duration{suspect_grace}, cont_atom::value,
+                     continuation{std::move(check)});
+}
+
 void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   auto& st = self->state;
   // A node's fresh report already counts the creates we sent it.
@@ -288,7 +336,9 @@ void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   for (auto& id : st.peers.nodes()) {
     auto* m = find_member(self, id);
     if (!m || m->state == "dead" || m->state == "left")
-      st.peers.drop(id, unavailable("node " + id + " left the cluster or died"));
+      st.peers.drop(id, unavailable(unreachable_text(id, m ? m->state : "gone")));
+    else if (m->state == "suspect")
+      fail_if_still_suspect(self, id);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,8 @@ struct placement_state {
   std::map<std::string, int64_t> placed;
   placement::policy policy;
   std::mt19937_64 rng{std::random_device{}()};
+  /// Suspect peers with a pending check of their calls in flight (issue 28).
+  std::set<std::string> suspect_checks;
 };
 
 using placement_actor_ptr = placement_actor::stateful_pointer<placement_state>;
