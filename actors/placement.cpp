@@ -383,8 +383,16 @@ auto sandbox_rows(placement_actor_ptr self) {
       return routed<sandbox_info>(self, id, timeout, info_atom::value, id);
     },
     [self, timeout](destroy_atom, std::string& id) -> caf::result<bool> {
-      if (route_of(self, id).kind == route::lost)
-        return false; // idempotent: it is gone with its node
+      auto r = route_of(self, id);
+      if (r.kind == route::lost) {
+        // A dead node may be alive behind a partition and bring the sandbox
+        // back at the heal: "deleted: false" would be a lie the caller acts
+        // on (issue 28). Retryable 503 until it is back or forgotten.
+        auto* m = find_member(self, r.node);
+        if (m && m->state == "dead")
+          return to_caf(r.err);
+        return false; // idempotent: it left with its node
+      }
       return routed<bool>(self, id, timeout, destroy_atom::value, id);
     },
     [self](cancel_atom, const std::string& id, uint64_t token) {

@@ -55,7 +55,9 @@ def check(history, cluster, run_tag):
             elif _lost(r):
                 lost_rids.add(r.get("rid"))
         elif r["op"] == "delete":
-            if _ok(r):
+            # 200 {"deleted": false} says nothing was there to delete: if the
+            # sandbox then shows up, that answer was wrong (a leak).
+            if _ok(r) and isinstance(r["answer"], dict) and r["answer"].get("deleted"):
                 deleted.add(r["sid"])
             elif _lost(r):
                 maybe.add(r["sid"])
@@ -169,6 +171,10 @@ def check(history, cluster, run_tag):
                                       for f in r.get("faults", [])):
             bad.append(f"hang: {r['op']} on {r.get('sid')} through {r['node']} took "
                        f"{took:.1f}s under faults {r.get('faults')}")
+
+    for e in events:
+        if e["kind"] == "workload-error":
+            bad.append(f"workload: worker {e['worker']} {e['op']}: {e['error']}")
 
     # -- membership ----------------------------------------------------------------
     for e in events:

@@ -3,6 +3,8 @@
 # CI test (test_faults.py, every kind once) and by bench/faults.py (longer
 # runs, a JSON history summary).
 import json
+import os
+import shutil
 import time
 
 import checker
@@ -42,6 +44,12 @@ def run(cluster, seed, kinds=None, rounds=1, hold_s=8.0, quiet_s=4.0, workers=3,
     if history_path:
         with open(history_path, "w") as f:
             json.dump({"summary": summary, **history}, f, indent=1, default=str)
+        if violations:  # the nodes' logs go with the history
+            logs = history_path + ".logs"
+            os.makedirs(logs, exist_ok=True)
+            for n in cluster.nodes:
+                if os.path.exists(n.log_path):
+                    shutil.copy(n.log_path, os.path.join(logs, n.node_id + ".log"))
     cleanup(cluster, tag, place_ids)
     return summary, violations
 

@@ -56,7 +56,7 @@ class History:
             return {"calls": list(self.calls), "events": list(self.events)}
 
 
-def call(node, history, op, method, path, body=None, raw=False, sid=None, **extra):
+def call(node, history, op, method, url, body=None, raw=False, sid=None, **extra):
     """One HTTP call through `node`, recorded. Returns (status, answer)."""
     with history.lock:
         faults = sorted(history.active)
@@ -70,7 +70,7 @@ def call(node, history, op, method, path, body=None, raw=False, sid=None, **extr
             hdrs["Content-Type"] = "application/json"
         elif body is not None:
             hdrs["Content-Type"] = "application/octet-stream"
-        conn.request(method, path, body=body, headers=hdrs)
+        conn.request(method, url, body=body, headers=hdrs)
         r = conn.getresponse()
         data = r.read()
         status = r.status
