@@ -53,8 +53,18 @@ void ask_peer(placement_actor_ptr self, const std::string& node, caf::duration t
   auto* m = find_member(self, node);
   if (!m)
     return done(not_found("node " + node + " is not a member of this cluster"));
-  self->state.peers.template ask<T>(self, node, m->address, connect_timeout, timeout,
-                                    std::move(done), std::move(xs)...);
+  // Watched while it waits (actors/peer_watch.hpp): a cut gossip cannot see
+  // fails it within 2 s instead of at its deadline.
+  auto& st = self->state;
+  auto ticket = st.watch.begin(node);
+  auto finish = [self, node, ticket, done = std::move(done)](expected<T> r) {
+    self->state.watch.end(node, ticket);
+    done(std::move(r));
+  };
+  st.watch.watch(self, st.peers, node, m->address);
+  st.peers.template ask<T>(self, node, m->address, connect_timeout, timeout,
+                           std::function<void(expected<T>)>{std::move(finish)},
+                           std::move(xs)...);
 }
 
 /// Forwards a call about one sandbox to its remote owner; the answer goes to
@@ -319,7 +329,7 @@ void fail_if_still_suspect(placement_actor_ptr self, const std::string& node) {
     if (m && m->state == "suspect")
       self->state.peers.drop(node, unavailable(unreachable_text(node, "suspect")));
   };
-  self->delayed_send(self, caf::duration{suspect_grace}, cont_atom::value,
+  self->delayed_send(self, suspect_grace, cont_atom::value,
                      continuation{std::move(check)});
 }
 
