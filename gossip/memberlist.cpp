@@ -142,7 +142,24 @@ status memberlist::handle_packet(const std::string& from, const bytes& data, tim
     else if (auto* a = std::get_if<ack_msg>(&m))
       on_ack(*a);
   }
+  tell_the_dead(from);
   return {};
+}
+
+void memberlist::tell_the_dead(const std::string& from) {
+  // A packet from a member we hold dead: it is back (a healed partition). Our
+  // state tells it so at once, and it refutes (issue 28: converged within
+  // 10 s of a heal) instead of waiting for a push/pull (20 s). Self-limiting:
+  // once it refuted it is no longer dead here.
+  if (leaving_ || counts_[static_cast<size_t>(member_state::dead)] == 0)
+    return;
+  for (const auto& id : ids_) {
+    const member& m = members_.at(id).m;
+    if (m.address == from && m.state == member_state::dead) {
+      send_stream(from, local_state(false, false));
+      return;
+    }
+  }
 }
 
 status memberlist::handle_stream(const std::string& from, const bytes& data, time_ms now) {
