@@ -187,9 +187,12 @@ def check(history, cluster, run_tag):
         if r["op"] == "probe-create-full":
             if _ok(r):
                 bad.append(f"disk: a create on full node {r['node']} succeeded: {r['answer']}")
-            elif r["status"] in (500, "error") or r["status"] == 504:
-                bad.append(f"disk: a create on full node {r['node']} answered {r['status']} "
-                           f"(not a clear refusal): {r['answer']}")
+            else:
+                msg = r["answer"].get("error", {}).get("message", "") \
+                    if isinstance(r["answer"], dict) else str(r["answer"])
+                if r["status"] not in (429, 503) or "full" not in msg:
+                    bad.append(f"disk: a create on full node {r['node']} answered "
+                               f"{r['status']} (not a clear, retryable refusal): {msg}")
         if r["op"] == "probe-exec-full" and not _ok(r):
             bad.append(f"disk: {r['sid']} on full node {r['node']} stopped serving: "
                        f"{r['status']} {r['answer']}")
