@@ -19,6 +19,7 @@
 #   disk       a full node refused creates clearly (not 5xx-internal), kept
 #              serving its sandboxes, and created again once freed
 #   reset      every sandbox held before a whole-cluster restart is adopted
+import time
 import urllib.parse
 
 UNREACHABLE_BOUND_S = 2.0
@@ -38,6 +39,17 @@ def _ok(rec):
 def _lost(rec):
     """The answer never came: the call may or may not have happened."""
     return rec["status"] == "error" or rec["status"] == 504
+
+
+def retrying(fn, bound_s=20.0):
+    """fn() -> (status, out), retried while it answers 503 (retryable: a peer
+    link still recovering from a heal, e.g. TCP's retransmission backoff)."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        status, out = fn()
+        if status != 503 or time.monotonic() > deadline:
+            return status, out
+        time.sleep(0.5)
 
 
 def check(history, cluster, run_tag):
@@ -65,7 +77,7 @@ def check(history, cluster, run_tag):
     # -- the cluster's state through every node -----------------------------------
     listed = {}
     for n in nodes:
-        status, out = n.client.list({"dsf": run_tag})
+        status, out = retrying(lambda: n.client.list({"dsf": run_tag}))
         if status != 200:
             bad.append(f"leaks: list through {n.node_id} answered {status}: {out}")
             continue
@@ -92,7 +104,7 @@ def check(history, cluster, run_tag):
             bad.append(f"answered: {sid} (request_id {rid}) is not listed by any node")
             continue
         for n in nodes:
-            status, out = n.client.exec(sid, "echo ok", timeout=30)
+            status, out = retrying(lambda: n.client.exec(sid, "echo ok", timeout=30))
             if status != 200 or out.get("stdout") != "ok\n":
                 bad.append(f"answered: exec on {sid} through {n.node_id}: {status} {out}")
 
@@ -145,7 +157,7 @@ def check(history, cluster, run_tag):
         if not allowed:
             continue
         n = nodes[0]
-        status, data = n.client.get_file(sid, "/tmp/dsf.txt")
+        status, data = retrying(lambda: n.client.get_file(sid, "/tmp/dsf.txt"))
         got = data.decode(errors="replace") if status == 200 else None
         if got not in allowed and not (got is None and not done):
             bad.append(f"files: {sid} reads {got!r}; the history allows {sorted(allowed)}")

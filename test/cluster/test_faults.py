@@ -30,6 +30,17 @@ def wait(pred, timeout, what):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def retrying(fn, bound_s=20.0):
+    """fn() -> (status, out), retried while 503: right after a heal a peer link
+    may still wait out TCP's retransmission backoff, and 503 says retry."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        status, out = fn()
+        if status != 503 or time.monotonic() > deadline:
+            return status, out
+        time.sleep(0.5)
+
+
 def heal_and_converge(c):
     c.heal()
     t0 = time.monotonic()
@@ -67,7 +78,8 @@ def test_a_call_across_a_cut_fails_fast_with_503_naming_the_node(cluster):
         entry.client.delete(other)
     finally:
         heal_and_converge(c)
-    assert entry.client.sh(sid, "echo after")["stdout"] == "after\n"
+    status, out = retrying(lambda: entry.client.exec(sid, "echo after"))
+    assert status == 200 and out["stdout"] == "after\n", (status, out)
     entry.client.delete(sid)
 
 
@@ -105,7 +117,7 @@ def test_a_request_id_never_makes_two_sandboxes_across_a_partition(cluster):
     for rid, (body, got) in answers.items():
         made_id = next(g[2]["id"] for g in got if g[0] == 201)
         for n in c.nodes:
-            status, out = n.client.call("POST", "/v1/sandboxes", body)
+            status, out = retrying(lambda: n.client.call("POST", "/v1/sandboxes", body))
             assert status in (200, 201) and out["id"] == made_id, (n.node_id, status, out)
         status, out = c.nodes[0].client.list({"rid": rid})
         assert [s["id"] for s in out["sandboxes"]] == [made_id], out
@@ -120,7 +132,8 @@ def test_a_killed_group_spares_sandboxes_and_the_restart_adopts_them(cluster):
     victim.kill9()  # the whole process group of the node
     victim.start()
     wait(c.converged, 30, "the restarted node to rejoin")
-    assert c.nodes[0].client.sh(sid, "cat /tmp/k")["stdout"] == "kept\n"
+    status, out = retrying(lambda: c.nodes[0].client.exec(sid, "cat /tmp/k"))
+    assert status == 200 and out["stdout"] == "kept\n", (status, out)
     c.nodes[0].client.delete(sid)
 
 
