@@ -91,9 +91,14 @@ def test_a_request_id_never_makes_two_sandboxes_across_a_partition(cluster):
     c.partition([majority, minority])
     answers = {}
     try:
-        wait(lambda: all(s in ("suspect", "dead") for i, s in c.states(majority[0]).items()
-                         if i in {n.node_id for n in minority}), 15,
-             "the majority to suspect the minority")
+        def cut_seen():
+            for side, other in ((majority, minority), (minority, majority)):
+                far = {n.node_id for n in other}
+                if not all(s in ("suspect", "dead") for i, s in c.states(side[0]).items()
+                           if i in far):
+                    return False
+            return True
+        wait(cut_seen, 15, "each side to suspect the other")
         for rid in rids:
             body = {"layers": ["base/busybox@1"], "memory_mb": 64, "request_id": rid,
                     "labels": {"t": tag, "rid": rid}}
