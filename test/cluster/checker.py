@@ -64,8 +64,10 @@ def check(history, cluster, run_tag):
         if r["op"] in CREATE_OPS:
             if _ok(r) and isinstance(r["answer"], dict):
                 answered[r["answer"]["id"]] = r.get("rid")
-            elif _lost(r):
-                lost_rids.add(r.get("rid"))
+            elif _lost(r) or r["status"] == 503:
+                # A 503 from a forwarded create whose answer was cut off may
+                # have created it: the request_id (retried) tells.
+                lost_rids.add(r.get("rid") or r.get("answer", {}).get("rid"))
         elif r["op"] == "delete":
             # 200 {"deleted": false} says nothing was there to delete: if the
             # sandbox then shows up, that answer was wrong (a leak).
