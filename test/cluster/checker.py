@@ -67,7 +67,7 @@ def check(history, cluster, run_tag):
             elif _lost(r) or r["status"] == 503:
                 # A 503 from a forwarded create whose answer was cut off may
                 # have created it: the request_id (retried) tells.
-                lost_rids.add(r.get("rid") or r.get("answer", {}).get("rid"))
+                lost_rids.add(r.get("rid"))
         elif r["op"] == "delete":
             # 200 {"deleted": false} says nothing was there to delete: if the
             # sandbox then shows up, that answer was wrong (a leak).
