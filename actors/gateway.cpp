@@ -55,6 +55,9 @@ void reply_error(const http_call& c, const error& err, int status_override = 0) 
   a.body = codec::encode(err);
   if (err.code == errc::resource_exhausted)
     a.headers.emplace_back("Retry-After", "1");
+  // Unavailable is retryable too: an unreachable owner (issue 28).
+  if (err.code == errc::unavailable)
+    a.headers.emplace_back("Retry-After", "1");
   c->respond(std::move(a));
 }
 

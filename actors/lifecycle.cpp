@@ -13,6 +13,7 @@
 #include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
 #include "actors/caf_error.hpp"
+#include "actors/disk_admission.hpp" // issue 28
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox.hpp"
@@ -51,6 +52,8 @@ error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
     return resource_exhausted("create: node " + node + " holds "
                               + std::to_string(st.sandboxes.size())
                               + " sandboxes, its limit; retry later or elsewhere");
+  if (auto full = disk_admission_error(node, st.ctx->config.state_dir))
+    return full; // issue 28: a full state volume refuses clearly
   return {};
 }
 

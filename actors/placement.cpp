@@ -21,6 +21,7 @@
 #include "core/session_inspect.hpp" // shell sessions (issue 26 part 2)
 #include "core/inspect.hpp"
 #include "core/inspect_job.hpp"
+#include "policy/request_owner.hpp" // issue 28: one owner per request_id
 
 namespace dsec {
 
@@ -52,8 +53,18 @@ void ask_peer(placement_actor_ptr self, const std::string& node, caf::duration t
   auto* m = find_member(self, node);
   if (!m)
     return done(not_found("node " + node + " is not a member of this cluster"));
-  self->state.peers.template ask<T>(self, node, m->address, connect_timeout, timeout,
-                                    std::move(done), std::move(xs)...);
+  // Watched while it waits (actors/peer_watch.hpp): a cut gossip cannot see
+  // fails it within 2 s instead of at its deadline.
+  auto& st = self->state;
+  auto ticket = st.watch.begin(node);
+  auto finish = [self, node, ticket, done = std::move(done)](expected<T> r) {
+    self->state.watch.end(node, ticket);
+    done(std::move(r));
+  };
+  st.watch.watch(self, st.peers, node, m->address);
+  st.peers.template ask<T>(self, node, m->address, connect_timeout, timeout,
+                           std::function<void(expected<T>)>{std::move(finish)},
+                           std::move(xs)...);
 }
 
 /// Forwards a call about one sandbox to its remote owner; the answer goes to
@@ -78,7 +89,7 @@ caf::result<T> forward(placement_actor_ptr self, const std::string& node, caf::d
 
 /// Where a call about sandbox `id` goes.
 struct route {
-  enum { local, remote, lost, bad } kind;
+  enum { local, remote, lost, bad, unreachable } kind;
   std::string node;
   error err;
 };
@@ -98,7 +109,17 @@ route route_of(placement_actor_ptr self, const std::string& id) {
                       + " is not a member of this cluster")};
   if (m->state == "dead" || m->state == "left")
     return {route::lost, node,
-            unavailable("sandbox " + id + " is lost: its node " + node + " is " + m->state)};
+            unavailable("sandbox " + id + " is lost: its node " + node + " is " + m->state
+                        + (m->state == "dead" ? " (unreachable: crashed, or cut off by a"
+                                                " partition)"
+                                              : ""))};
+  // A suspect misses gossip probes: fail now, retryably, rather than wait
+  // for an answer that may never come (issue 28: within 2 s, naming it).
+  if (m->state == "suspect")
+    return {route::unreachable, node,
+            unavailable("sandbox " + id + ": its node " + node
+                        + " is unreachable (it misses gossip probes: stalled or cut off by a"
+                          " partition); retry")};
   return {route::remote, node, {}};
 }
 
@@ -205,9 +226,18 @@ caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& 
   if (st.view.size() <= 1) // alone (or no view yet): serve locally
     return self->delegate(st.lifecycle, create_atom::value, std::move(spec));
   auto w = std::make_shared<create_walk>();
-  w->order = spec.request_id.empty()
-               ? placement::plan(st.view, self_id(self), spec, st.placed, st.policy, st.rng)
-               : placement::rendezvous(st.view, spec.request_id);
+  if (!spec.request_id.empty()) {
+    // Only the key's owner may create it (policy/request_owner.hpp).
+    auto* owner = placement::request_owner(st.view, spec.request_id);
+    if (!owner)
+      return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));
+    auto why = placement::owner_unreachable(*owner, spec.request_id);
+    if (!why.empty())
+      return to_caf(unavailable(why));
+    w->order = {owner->id};
+  } else {
+    w->order = placement::plan(st.view, self_id(self), spec, st.placed, st.policy, st.rng);
+  }
   if (w->order.empty())
     return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));
   if (w->order.size() > st.policy.max_attempts)
@@ -275,6 +305,34 @@ std::vector<member_info> nodes_view(placement_actor_ptr self) {
   return out;
 }
 
+/// Why calls to `node` failed when gossip holds it `state`.
+std::string unreachable_text(const std::string& node, const std::string& state) {
+  if (state == "left")
+    return "node " + node + " left the cluster";
+  return "node " + node + " is unreachable (" + state
+         + " in this node's view: crashed, stalled or cut off by a partition); retry";
+}
+
+// A suspect's calls in flight get this long to be answered (a false suspicion
+// under loss is refuted within a probe round or two) before they fail; with
+// suspicion itself under a second on a LAN, calls end within 2 s (issue 28).
+// Longer waits out more refutations but holds callers of a cut-off node.
+constexpr auto suspect_grace = std::chrono::milliseconds{500};
+
+/// Fails the calls to `node` after suspect_grace if it is still suspect.
+void fail_if_still_suspect(placement_actor_ptr self, const std::string& node) {
+  if (!self->state.suspect_checks.insert(node).second)
+    return; // one check at a time per node
+  auto check = [self, node] {
+    self->state.suspect_checks.erase(node);
+    auto* m = find_member(self, node);
+    if (m && m->state == "suspect")
+      self->state.peers.drop(node, unavailable(unreachable_text(node, "suspect")));
+  };
+  self->delayed_send(self, suspect_grace, cont_atom::value,
+                     continuation{std::move(check)});
+}
+
 void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   auto& st = self->state;
   // A node's fresh report already counts the creates we sent it.
@@ -288,7 +346,9 @@ void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   for (auto& id : st.peers.nodes()) {
     auto* m = find_member(self, id);
     if (!m || m->state == "dead" || m->state == "left")
-      st.peers.drop(id, unavailable("node " + id + " left the cluster or died"));
+      st.peers.drop(id, unavailable(unreachable_text(id, m ? m->state : "gone")));
+    else if (m->state == "suspect")
+      fail_if_still_suspect(self, id);
   }
 }
 
@@ -333,8 +393,16 @@ auto sandbox_rows(placement_actor_ptr self) {
       return routed<sandbox_info>(self, id, timeout, info_atom::value, id);
     },
     [self, timeout](destroy_atom, std::string& id) -> caf::result<bool> {
-      if (route_of(self, id).kind == route::lost)
-        return false; // idempotent: it is gone with its node
+      auto r = route_of(self, id);
+      if (r.kind == route::lost) {
+        // A dead node may be alive behind a partition and bring the sandbox
+        // back at the heal: "deleted: false" would be a lie the caller acts
+        // on (issue 28). Retryable 503 until it is back or forgotten.
+        auto* m = find_member(self, r.node);
+        if (m && m->state == "dead")
+          return to_caf(r.err);
+        return false; // idempotent: it left with its node
+      }
       return routed<bool>(self, id, timeout, destroy_atom::value, id);
     },
     [self](cancel_atom, const std::string& id, uint64_t token) {

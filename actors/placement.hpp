@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/peer_links.hpp"
+#include "actors/peer_watch.hpp"
 #include "policy/placement_policy.hpp"
 
 namespace dsec {
@@ -52,6 +54,10 @@ struct placement_state {
   std::map<std::string, int64_t> placed;
   placement::policy policy;
   std::mt19937_64 rng{std::random_device{}()};
+  /// Suspect peers with a pending check of their calls in flight (issue 28).
+  std::set<std::string> suspect_checks;
+  /// Liveness checks of peers while calls to them wait (issue 28).
+  peer_watch watch;
 };
 
 using placement_actor_ptr = placement_actor::stateful_pointer<placement_state>;

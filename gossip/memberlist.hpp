@@ -180,6 +180,10 @@ class memberlist {
   void send_with_piggyback(const std::string& to, const message& m);
   void send_stream(const std::string& to, const message& m);
   std::vector<bytes> take_broadcasts(size_t budget);
+  /// A packet came from `from`: if we hold that member dead, send it our state.
+  void tell_the_dead(const std::string& from);
+  /// Now and then, our state to a member we hold dead (a healed partition).
+  void sync_with_dead();
 
   config cfg_;
   transport& net_;

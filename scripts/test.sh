@@ -26,3 +26,6 @@ echo "== end-to-end tests"
 
 echo "== security tests: red team, isolation, seccomp, protected paths, network policy"
 /usr/bin/python3 -m pytest test/security -q -p no:cacheprovider
+
+echo "== fault harness: 5 nodes in network namespaces, a seeded run of every fault kind"
+/usr/bin/python3 -m pytest test/cluster -q -p no:cacheprovider

@@ -200,6 +200,10 @@ constexpr int exit_join_failed = 125, exit_fds_failed = 126, exit_exec_failed = 
 // dup2 calls below cannot clobber each other.
 int child_main(void* p) {
   auto* a = static_cast<child_args*>(p);
+  // A session (and process group) of its own: a signal to the node's group
+  // (`kill -9 -PGID`, Ctrl-C or Ctrl-\ in the node's terminal) must not
+  // reach the sandbox, which outlives the node and is adopted by its restart.
+  ::setsid();
   // "0" names the writer itself: the whole (one-task) process moves.
   for (size_t i = 0; i < a->n_join; ++i)
     if (::write(a->join[i], "0", 1) != 1)

@@ -17,6 +17,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/placement.hpp"
+#include "policy/request_owner.hpp" // issue 28
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
@@ -36,6 +37,8 @@ struct seen {
   /// Info and exec are taken and never answered (a stuck node).
   bool hang = false;
   std::vector<caf::response_promise> held;
+  /// Status is taken and never answered either (a cut connection, issue 28).
+  bool hang_status = false;
 };
 
 /// This node's lifecycle, scripted: every sandbox it knows runs.
@@ -94,8 +97,12 @@ caf::behavior fake_lifecycle(caf::event_based_actor* self, std::shared_ptr<seen>
       r.done = {s->node + ".s1"};
       return r;
     },
-    [s](status_atom) {
+    [self, s](status_atom) -> caf::result<node_status> {
       s->calls.push_back("status");
+      if (s->hang_status) {
+        s->held.push_back(self->make_response_promise());
+        return s->held.back();
+      }
       node_status ns;
       ns.node_id = s->node;
       ns.sandboxes = 7;
@@ -194,13 +201,19 @@ TEST_CASE_METHOD(fixture, "ids that name no member, or no id at all, are refused
   CHECK(s->calls.empty()); // none of them reached the lifecycle
 }
 
-TEST_CASE_METHOD(fixture, "a sandbox whose owner died is lost: info says so, destroy is a no-op",
+TEST_CASE_METHOD(fixture, "a sandbox whose owner died is lost: info says so, destroy is a 503",
                  "[actor][placement]") {
   view({{"n-b", "dead"}});
   auto info = ask<sandbox_info>(info_atom::value, std::string{"n-b.s9"});
   REQUIRE(info.ok());
   CHECK(info->state == sandbox_state::lost);
   CHECK(info->node == "n-b");
+  // Dead may be alive behind a partition (issue 28): not "deleted: false".
+  auto dead = ask<bool>(destroy_atom::value, std::string{"n-b.s9"});
+  REQUIRE_FALSE(dead.ok());
+  CHECK(dead.err().code == errc::unavailable);
+  CHECK(dead.err().message.find("n-b") != std::string::npos);
+  view({{"n-b", "left"}});
   auto gone = ask<bool>(destroy_atom::value, std::string{"n-b.s9"});
   REQUIRE(gone.ok());
   CHECK_FALSE(*gone);
@@ -452,4 +465,80 @@ TEST_CASE("protocol_mismatch accepts a peer that speaks at least this node's cal
         == "the peer publishes 2 calls and lacks 1 of this node's 3; first missing: b");
   CHECK(protocol_mismatch(mine, {})
         == "the peer publishes an untyped actor, this node expects 3 calls");
+}
+
+// -- issue 28: unreachable owners ------------------------------------------------
+
+TEST_CASE_METHOD(fixture, "a suspect owner fails calls at once with a 503 naming it unreachable",
+                 "[actor][placement]") {
+  view({{"n-b", "suspect"}});
+  auto ran = ask<exec_result>(exec_atom::value, std::string{"n-b.s9"}, exec_request{},
+                              uint64_t{0});
+  REQUIRE_FALSE(ran.ok());
+  CHECK(ran.err().code == errc::unavailable);
+  CHECK(ran.err().message.find("node n-b is unreachable") != std::string::npos);
+  CHECK(s->calls.empty());
+}
+
+TEST_CASE_METHOD(fixture, "a request_id whose owner is unreachable is refused, never made here",
+                 "[actor][placement]") {
+  view({{"n-b", "suspect"}});
+  std::vector<member_info> v(2);
+  v[0].id = "n-a";
+  v[0].state = "alive";
+  v[1].id = "n-b";
+  v[1].state = "suspect";
+  std::string theirs, ours;
+  for (int i = 0; theirs.empty() || ours.empty(); ++i) {
+    auto key = "key-" + std::to_string(i);
+    (placement::request_owner(v, key)->id == "n-b" ? theirs : ours) = key;
+  }
+  sandbox_spec spec;
+  spec.request_id = theirs;
+  auto r = ask<sandbox_info>(create_atom::value, spec);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("belongs to node n-b, which is unreachable") != std::string::npos);
+  CHECK(r.err().message.find(theirs) != std::string::npos);
+  CHECK(s->calls.empty());
+  spec.request_id = ours;
+  REQUIRE(ask<sandbox_info>(create_atom::value, spec).ok());
+  CHECK(s->calls == std::vector<std::string>{"create"});
+}
+
+TEST_CASE_METHOD(two_nodes, "a call over a cut connection fails within 2 s naming the node",
+                 "[actor][placement][peers]") {
+  b.s->hang = true;
+  b.s->hang_status = true; // nothing comes back over the connection
+  auto pending = test::send_only<exec_result>(*sys, a.front, exec_atom::value,
+                                              std::string{"n-b.s1"}, exec_request{}, uint64_t{0});
+  sched->run();
+  CHECK_FALSE(pending->has_value());
+  sched->advance_time(peer_watch::after); // the check asks n-b for its status
+  sched->run();
+  CHECK(b.s->calls == std::vector<std::string>{"exec n-b.s1 0", "status"});
+  CHECK_FALSE(pending->has_value());
+  sched->advance_time(peer_watch::within); // no answer: the calls fail
+  sched->run();
+  REQUIRE(pending->has_value());
+  auto& r = **pending;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.err().code == errc::unavailable);
+  CHECK(r.err().message.find("node n-b is unreachable") != std::string::npos);
+  static_assert(peer_watch::after + peer_watch::within <= std::chrono::seconds(2));
+}
+
+TEST_CASE_METHOD(two_nodes, "a slow peer that answers its status check keeps the call waiting",
+                 "[actor][placement][peers]") {
+  b.s->hang = true; // exec hangs, status answers
+  auto pending = test::send_only<exec_result>(*sys, a.front, exec_atom::value,
+                                              std::string{"n-b.s1"}, exec_request{}, uint64_t{0});
+  sched->run();
+  for (int i = 0; i < 3; ++i) {
+    sched->advance_time(peer_watch::after);
+    sched->run();
+    sched->advance_time(peer_watch::within);
+    sched->run();
+  }
+  CHECK_FALSE(pending->has_value());
 }

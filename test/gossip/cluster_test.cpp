@@ -152,3 +152,27 @@ TEST_CASE("halves partitioned past the reap timeout merge again after healing", 
   // The far half reconnects through its seed on its next push/pull.
   CHECK(sim.run_until([&] { return sim.all_see_all_alive(); }, 60s, 100ms));
 }
+
+TEST_CASE("halves partitioned for 8 s converge within 10 s of the heal (issue 28)",
+          "[gossip][cluster]") {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    INFO("seed " << seed);
+    simulation sim(lan(seed));
+    sim.start_cluster(5);
+    REQUIRE(sim.run_until([&] { return sim.all_see_all_alive(); }, 2s, 10ms));
+    sim.run_for(2s);
+    // 3 against 2: each side declares the other dead within the 8 s.
+    for (size_t a = 0; a < 3; ++a)
+      for (size_t b = 3; b < 5; ++b)
+        sim.net().cut(sim.node(a).self().address, sim.node(b).self().address);
+    sim.run_for(8s);
+    CHECK(sim.node(0).count(member_state::alive) == 3);
+    CHECK(sim.node(4).count(member_state::alive) == 2);
+    for (size_t a = 0; a < 3; ++a)
+      for (size_t b = 3; b < 5; ++b)
+        sim.net().heal(sim.node(a).self().address, sim.node(b).self().address);
+    time_ms start = sim.now();
+    REQUIRE(sim.run_until([&] { return sim.all_see_all_alive(); }, 30s, 10ms));
+    CHECK(sim.now() - start <= 10s);
+  }
+}
