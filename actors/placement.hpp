@@ -32,6 +32,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
 #include "actors/peer_links.hpp"
+#include "policy/placement_ledger.hpp"
 #include "policy/placement_policy.hpp"
 
 namespace dsec {
@@ -49,7 +50,7 @@ struct placement_state {
   /// Connections to peers' placement actors (actors/peer_links.hpp).
   peer_links<placement_actor> peers;
   /// Creates sent to each node since its last load report (anti-herding).
-  std::map<std::string, int64_t> placed;
+  placement::ledger placed;
   placement::policy policy;
   std::mt19937_64 rng{std::random_device{}()};
 };
