@@ -4,7 +4,8 @@
 
     /usr/bin/python3 bench/create_profile.py --dsec-bin build/cmd/dsec \
         --store /var/lib/dsec-test/store [--n 3200] [--batch 800] \
-        [--concurrency 16] [--perf-seconds 20] [--variants "now=;old=ENV=VAL"] [--out F]
+        [--concurrency 16] [--perf-seconds 20] [--out F] \
+        [--variants "all=DSEC_RECLAIM_SAMPLES=1000000;capped="]
 
 One private node (bench/density.py's Node, reclaim off) fills to --n busybox
 sandboxes, each with one idle `sleep` (density.py's make_sandbox), 16 in flight,
@@ -13,7 +14,8 @@ its sandboxes' cgroups) are recorded, so the last batch's rate over the first's
 is the ratio issue 28 asks to keep >= 0.8. With --perf-seconds, `perf record -a
 -g` runs for that long at the start of the first and of the last batch, and the
 hottest kernel and user symbols of the node's and its sandboxes' tasks are
-kept in the JSON (perf's raw data stays in /var/tmp). The host's history is
+kept in the JSON (perf's raw data stays in /var/tmp, named in the JSON, for
+`perf report -g`; delete it when done). The host's history is
 recorded too: uptime, memory cgroups alive (with dying ones), and how many
 cgroups the memory hierarchy has made since boot (the inode number of a probe
 directory), since a host that ran thousands of sandboxes is the case measured.
@@ -108,7 +110,7 @@ def run_variant(args, name, env_extra):
             if perf:
                 perf.wait()
                 row["profile"] = perf_top(data)
-                os.unlink(data)
+                row["perf_data"] = data  # kept for `perf report -i` (delete when done)
             batches.append(row)
             print(json.dumps({"variant": name, **{k: v for k, v in row.items()
                                                    if k != "profile"}}), flush=True)
