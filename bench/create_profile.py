@@ -78,9 +78,10 @@ def perf_top(data, limit=25):
     return rows
 
 
-def run_variant(args, name, env_extra):
+def run_variant(args, name, env_extra, node_args):
     for k, v in env_extra.items():
         os.environ[k] = v
+    args.off_args = "--no-reclaim " + node_args
     node = density.Node(args, "off")
     for k in env_extra:
         os.environ.pop(k, None)
@@ -117,8 +118,12 @@ def run_variant(args, name, env_extra):
     finally:
         pool.shutdown(wait=True)
         node.stop()
+        try:  # density.Node leaves its log beside the state dir
+            os.unlink(node.state + ".log")
+        except OSError:
+            pass
     first, last = batches[0]["creates_per_s"], batches[-1]["creates_per_s"]
-    return {"variant": name, "env": env_extra, "batches": batches,
+    return {"variant": name, "env": env_extra, "node_args": node_args, "batches": batches,
             "last_over_first": round(last / first, 3) if first else None}
 
 
@@ -131,21 +136,23 @@ def main():
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--perf-seconds", type=float, default=0)
     ap.add_argument("--variants", default="now=",
-                    help="name=ENV=VAL,ENV=VAL;name2=... (each a node run, in order)")
+                    help="name=ENV=VAL,ENV=VAL[@node flags];name2=... (each a node run, "
+                         "in order)")
     ap.add_argument("--out")
     args = ap.parse_args()
     # density.Node reads these.
     args.reclaim_args, args.off_args, args.retry_429_s = "", "--no-reclaim", 0
     variants = []
     for v in filter(None, args.variants.split(";")):
-        name, _, envs = v.partition("=")
+        name, _, rest = v.partition("=")
+        envs, _, flags = rest.partition("@")
         env = dict(e.split("=", 1) for e in envs.split(",") if e)
-        variants.append((name, env))
+        variants.append((name, env, flags))
     report = {"date": datetime.datetime.utcnow().isoformat(timespec="seconds") + "Z",
               "n": args.n, "batch": args.batch, "concurrency": args.concurrency,
               "host_before": host_history(), "runs": []}
-    for name, env in variants:
-        report["runs"].append(run_variant(args, name, env))
+    for name, env, flags in variants:
+        report["runs"].append(run_variant(args, name, env, flags))
         report["runs"][-1]["host_after"] = host_history()
     out = args.out or os.path.join(
         density.REPO, "bench/results",
