@@ -25,6 +25,7 @@
 #include "actors/image_fetch.hpp"
 #include "actors/lifecycle.hpp"
 #include "actors/node_supervisor.hpp"
+#include "actors/reclaim.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
 #include "backends/policy/cpu_class.hpp"
@@ -249,6 +250,8 @@ expected<node_context_ptr> make_context(node_config cfg) {
       return st.err();
   // Checked before anything is mounted: a node that cannot start leaves
   // nothing behind (the quota volume below is a loop mount).
+  if (auto n = reclaim_samples_env(); !n)
+    return n.err();
   auto init_path = find_init();
   if (!sys::exists(init_path))
     return unavailable("node: the sandbox init binary " + init_path

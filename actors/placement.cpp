@@ -190,7 +190,7 @@ void try_next(placement_actor_ptr self, walk_ptr w) {
   auto target = w->order[w->next++];
   auto spec = w->spec;
   spec.node = target; // pinned: the target serves it or refuses, never forwards
-  ++self->state.placed[target];
+  self->state.placed.sent(target);
   auto done = [self, w](expected<sandbox_info> r) {
     if (r)
       return w->rp.deliver(std::move(*r));
@@ -236,7 +236,8 @@ caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& 
       return to_caf(unavailable(why));
     w->order = {owner->id};
   } else {
-    w->order = placement::plan(st.view, self_id(self), spec, st.placed, st.policy, st.rng);
+    w->order = placement::plan(st.view, self_id(self), spec, st.placed.counts(), st.policy,
+                                     st.rng);
   }
   if (w->order.empty())
     return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));
@@ -336,11 +337,7 @@ void fail_if_still_suspect(placement_actor_ptr self, const std::string& node) {
 void on_view(placement_actor_ptr self, std::vector<member_info>& view) {
   auto& st = self->state;
   // A node's fresh report already counts the creates we sent it.
-  for (auto& m : view) {
-    auto* old = find_member(self, m.id);
-    if (!old || old->sandboxes != m.sandboxes || old->creating != m.creating)
-      st.placed.erase(m.id);
-  }
+  st.placed.on_view(st.view, view);
   st.view = std::move(view);
   // Links to members that died or left fail their calls now, not at TCP timeout.
   for (auto& id : st.peers.nodes()) {

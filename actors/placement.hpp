@@ -34,6 +34,7 @@
 #include "actors/node_context.hpp"
 #include "actors/peer_links.hpp"
 #include "actors/peer_watch.hpp"
+#include "policy/placement_ledger.hpp"
 #include "policy/placement_policy.hpp"
 
 namespace dsec {
@@ -51,7 +52,7 @@ struct placement_state {
   /// Connections to peers' placement actors (actors/peer_links.hpp).
   peer_links<placement_actor> peers;
   /// Creates sent to each node since its last load report (anti-herding).
-  std::map<std::string, int64_t> placed;
+  placement::ledger placed;
   placement::policy policy;
   std::mt19937_64 rng{std::random_device{}()};
   /// Suspect peers with a pending check of their calls in flight (issue 28).

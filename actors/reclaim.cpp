@@ -8,6 +8,7 @@
 #include "actors/reclaim.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -205,13 +206,18 @@ void on_sampled(reclaim_actor_ptr self, pool_result& res, promises waiters) {
                });
 }
 
-/// Samples every running sandbox with a backend, and the host, on the pool.
+/// Samples the running sandboxes with a backend that are due (all of them up
+/// to tun.max_samples_per_pass, else the longest unmeasured), and the host,
+/// on the pool.
 void sample_all(reclaim_actor_ptr self, promises waiters) {
   auto& st = self->state;
-  std::vector<std::pair<std::string, std::weak_ptr<backends::sandbox>>> targets;
+  std::map<std::string, reclaim::tracked> running;
   for (auto& [id, e] : st.sandboxes)
     if (e.state == sandbox_state::running && !e.sb.expired())
-      targets.emplace_back(id, e.sb);
+      running.emplace_hint(running.end(), id, e.t);
+  std::vector<std::pair<std::string, std::weak_ptr<backends::sandbox>>> targets;
+  for (auto& id : reclaim::pick_samples(running, st.opt.tun))
+    targets.emplace_back(id, st.sandboxes[id].sb);
   auto read_host = st.opt.read_host;
   run_blocking(self, *st.ctx->pool,
                pool_job(std::move(targets), read_host,
@@ -303,7 +309,22 @@ reclaim_options reclaim_options_from(const node_config& cfg) {
     o.tun.idle_ms = cfg.reclaim_idle_ms; // else the default only names who is idle
   o.clock = now_ms;
   o.read_host = read_proc_meminfo;
+  if (auto n = reclaim_samples_env(); n && *n > 0)
+    o.tun.max_samples_per_pass = *n;
   return o;
+}
+
+expected<size_t> reclaim_samples_env() {
+  const char* v = std::getenv("DSEC_RECLAIM_SAMPLES");
+  if (!v)
+    return size_t{0};
+  char* end = nullptr;
+  long long n = std::strtoll(v, &end, 10);
+  if (*v == '\0' || *end != '\0' || n <= 0)
+    return invalid_argument(std::string{"node: DSEC_RECLAIM_SAMPLES must be a positive whole "
+                                        "number (sandboxes measured per reclaim pass), not \""}
+                            + v + "\"");
+  return static_cast<size_t>(n);
 }
 
 reclaim_actor::behavior_type reclaim_behavior(reclaim_actor_ptr self, node_context_ptr ctx,

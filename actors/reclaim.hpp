@@ -54,6 +54,13 @@ struct reclaim_options {
 /// /proc/meminfo.
 reclaim_options reclaim_options_from(const node_config& cfg);
 
+/// DSEC_RECLAIM_SAMPLES=N, the sandboxes a pass measures at most
+/// (reclaim::tunables::max_samples_per_pass; bench/create_profile.py measures
+/// the cap against measuring all, as density.py does the launch template with
+/// DSEC_FLAT_OFF): 0 when unset, invalid_argument when not a positive whole
+/// number (the node refuses to start).
+expected<size_t> reclaim_samples_env();
+
 /// What the reclaim actor keeps per sandbox.
 struct reclaim_entry {
   reclaim::tracked t;

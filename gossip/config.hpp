@@ -93,6 +93,16 @@ struct config {
   size_t max_layers_in_report = 8;
   /// Emit `updated` events for load changes (placement may just read members()).
   bool load_events = true;
+  /// Cap of the minimum suspicion timeout's node scale (log10 N). The scale
+  /// is memberlist's allowance for a refutation to reach everyone; at 200 ms
+  /// gossip with fanout 3 it reaches 1,000 nodes in ~7 rounds (1.4 s), so
+  /// past 3 s the scale only delays real deaths: uncapped, 160 simulated
+  /// nodes marked a killed node dead after 6.75 s (7.55 s at 5% loss); capped,
+  /// see bench/README.md (scale unit). Never below suspicion_mult x
+  /// probe_interval (2.8 s, the small-cluster minimum that outlasts a 2 s
+  /// stall). Lower kills slow-to-refute healthy nodes in large clusters under
+  /// loss; higher slows detection in clusters past ~30 nodes.
+  time_ms suspicion_min_cap = 3s;
 };
 
 } // namespace dsec::gossip

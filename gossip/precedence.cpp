@@ -76,7 +76,8 @@ void memberlist::apply_suspect(const member_update_msg& m, time_ms now) {
   e->m.incarnation = m.incarnation;
   set_state(*e, member_state::suspect, now);
   size_t n = live_count();
-  time_ms min = suspicion_min_timeout(cfg_.suspicion_mult, n, cfg_.probe_interval);
+  time_ms min = suspicion_min_timeout(cfg_.suspicion_mult, n, cfg_.probe_interval,
+                                      cfg_.suspicion_min_cap);
   time_ms max{static_cast<int64_t>(static_cast<double>(min.count()) * cfg_.suspicion_max_timeout_mult)};
   size_t k = suspicion_expected_confirmations(cfg_.suspicion_confirmations, n);
   e->suspect = std::make_unique<suspicion>(m.from, k, min, max, now);

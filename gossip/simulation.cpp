@@ -181,10 +181,14 @@ void simulation::publish_load(size_t i) {
   if (cfg_.load_interval.count() <= 0 || n.left)
     return;
   load_report r;
-  r.free_memory_mb = 16384 - rng_() % 8192;
-  r.cpu_load = static_cast<double>(rng_() % 1000) / 1000.0;
-  r.sandboxes = static_cast<uint32_t>(rng_() % 200);
-  r.creating = static_cast<uint32_t>(rng_() % 8);
+  if (load_source) {
+    r = load_source(i);
+  } else {
+    r.free_memory_mb = 16384 - rng_() % 8192;
+    r.cpu_load = static_cast<double>(rng_() % 1000) / 1000.0;
+    r.sandboxes = static_cast<uint32_t>(rng_() % 200);
+    r.creating = static_cast<uint32_t>(rng_() % 8);
+  }
   n.list->set_local_load(std::move(r), now_);
   n.next_load = now_ + cfg_.load_interval;
 }

@@ -86,6 +86,11 @@ class simulation {
   /// Called with (node index, event) for every event any node emits.
   std::function<void(size_t, const event&)> on_event;
 
+  /// What node i reports as its load at each load_interval; unset = random
+  /// figures (membership-only runs). The scale-unit run (bench/gossip) sets
+  /// it to its model of each node's sandboxes.
+  std::function<load_report(size_t)> load_source;
+
  private:
   struct sim_node {
     std::string id;

@@ -12,6 +12,12 @@ time_ms suspicion_min_timeout(double mult, size_t n, time_ms probe_interval) {
   return time_ms{static_cast<int64_t>(std::floor(ms))};
 }
 
+time_ms suspicion_min_timeout(double mult, size_t n, time_ms probe_interval, time_ms cap) {
+  time_ms scaled = suspicion_min_timeout(mult, n, probe_interval);
+  time_ms floor = suspicion_min_timeout(mult, 1, probe_interval);
+  return std::max(floor, std::min(scaled, cap));
+}
+
 time_ms suspicion_timeout(size_t confirmations, size_t k, time_ms min, time_ms max) {
   if (k == 0 || max <= min)
     return min;

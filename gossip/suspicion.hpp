@@ -18,6 +18,11 @@ namespace dsec::gossip {
 /// would shrink the timeout below one refutation round.
 time_ms suspicion_min_timeout(double mult, size_t n, time_ms probe_interval);
 
+/// The minimum with its node scale capped: suspicion_min_timeout, but no
+/// longer than `cap` unless the unscaled minimum (mult * probe_interval)
+/// already is. See config::suspicion_min_cap.
+time_ms suspicion_min_timeout(double mult, size_t n, time_ms probe_interval, time_ms cap);
+
 /// Total timeout after `confirmations` of `k` expected confirmations:
 /// max(min, max - (max - min) * log(C + 1) / log(K + 1)), floored to a
 /// millisecond. With k == 0 the minimum applies at once.

@@ -40,9 +40,13 @@ namespace dsec::placement {
 
 /// Tunables; the defaults fit clusters of 3 to 1,000 nodes.
 struct policy {
-  /// Sample size: 2 already avoids herding (power of two choices); 3 finds
-  /// layer locality more often for little extra scoring.
-  size_t k = 3;
+  /// Sample size (this node and k-1 others): 2 already avoids herding (power
+  /// of two choices). Larger finds layer locality more often but herds on
+  /// stale reports: in the scale-unit simulation (160 nodes, reports every
+  /// 3.2 s, 5,000 creates/s, bench/README.md) k=3 put up to 2.1x the mean on
+  /// one node early in a burst and k=5 3.3x, where k=2 stays at 1.6-1.7x,
+  /// which is what picking nodes at random gives there.
+  size_t k = 2;
   /// Hop limit: nodes tried per create before giving up with 429.
   size_t max_attempts = 8;
 };

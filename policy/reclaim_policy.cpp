@@ -6,6 +6,28 @@
 
 namespace dsec::reclaim {
 
+std::vector<std::string> pick_samples(const std::map<std::string, tracked>& running,
+                                      const tunables& tun) {
+  std::vector<std::pair<int64_t, const std::string*>> by_age;
+  by_age.reserve(running.size());
+  for (auto& [id, t] : running)
+    by_age.emplace_back(t.last_cpu_ns < 0 ? -1 : t.last_sample_ms, &id);
+  size_t n = std::min(by_age.size(), tun.max_samples_per_pass);
+  auto older = [](auto& a, auto& b) {
+    return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+  };
+  if (n < by_age.size())
+    std::nth_element(by_age.begin(), by_age.begin() + static_cast<std::ptrdiff_t>(n),
+                     by_age.end(), older);
+  by_age.resize(n);
+  std::sort(by_age.begin(), by_age.end(), older);
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (auto& [age, id] : by_age)
+    out.push_back(*id);
+  return out;
+}
+
 void observe(tracked& t, const usage_sample& s, int64_t now_ms, const tunables& tun) {
   bool first = t.last_cpu_ns < 0;
   if (!first) {

@@ -6,6 +6,12 @@
 //
 //   dsec-gossip-sim [--sizes=10,30,100,300,1000] [--big] [--loss-seconds=S]
 //                   [--load-interval-ms=MS] [--seed=1]
+//   dsec-gossip-sim --scale-unit [--nodes=160] [--per-node=3200] [--rate=5000]
+//                   [--k=3] [--churn-seconds=30] [--loss-seconds=S] [--seed=1]
+//
+// --scale-unit runs DSec's scale unit instead (bench/gossip/scale_unit.hpp): the
+// real placement policy over each node's gossip view, a burst of creates that
+// fills the cluster, churn with a kill and joins, then loss.
 //
 // Every node must hear every node's load, so load traffic grows as N^2 / interval.
 // By default the interval is max(2 s, N * 20 ms), which keeps the cluster-wide
@@ -14,6 +20,7 @@
 //
 // --big adds N=10000 (memory grows as N^2 member records: ~25 GB, so it is off
 // by default and only sensible on a large machine).
+#include "bench/gossip/scale_unit.hpp"
 #include "gossip/simulation.hpp"
 
 #include <nlohmann/json.hpp>
@@ -39,6 +46,8 @@ struct options {
   time_ms loss_duration{0};
   time_ms load_interval{0};
   uint64_t seed = 1;
+  bool scale_unit = false;
+  dsec::scale::options scale;
 };
 
 bool flag(const char* arg, const char* name, std::string& value) {
@@ -65,6 +74,21 @@ bool parse(int argc, char** argv, options& o) {
       o.load_interval = time_ms(std::stol(v));
     } else if (flag(argv[i], "--seed", v)) {
       o.seed = std::stoull(v);
+      o.scale.seed = o.seed;
+    } else if (std::strcmp(argv[i], "--scale-unit") == 0) {
+      o.scale_unit = true;
+    } else if (flag(argv[i], "--nodes", v)) {
+      o.scale.nodes = std::stoul(v);
+    } else if (flag(argv[i], "--per-node", v)) {
+      o.scale.per_node = std::stoul(v);
+    } else if (flag(argv[i], "--capacity", v)) {
+      o.scale.capacity = std::stoul(v);
+    } else if (flag(argv[i], "--rate", v)) {
+      o.scale.rate = std::stod(v);
+    } else if (flag(argv[i], "--k", v)) {
+      o.scale.policy.k = std::stoul(v);
+    } else if (flag(argv[i], "--churn-seconds", v)) {
+      o.scale.churn_s = std::stol(v);
     } else {
       std::cerr << "dsec-gossip-sim: unknown argument " << argv[i] << "\n";
       return false;
@@ -157,6 +181,15 @@ int main(int argc, char** argv) {
   options o;
   if (!parse(argc, argv, o))
     return 2;
+  if (o.scale_unit) {
+    if (o.loss_duration.count() > 0)
+      o.scale.loss_s = o.loss_duration.count() / 1000;
+    auto wall = std::chrono::steady_clock::now();
+    json report = dsec::scale::run(o.scale);
+    report["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+    std::cout << report.dump(2) << "\n";
+    return 0;
+  }
   config defaults;
   json report;
   report["defaults"] = {

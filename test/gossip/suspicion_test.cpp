@@ -54,3 +54,20 @@ TEST_CASE("a suspicion counts distinct confirmations up to k", "[gossip][suspici
   CHECK_FALSE(s.confirm("e"));  // past k nothing changes
   CHECK(s.confirmations() == 3);
 }
+
+TEST_CASE("the minimum's node scale is capped, never below the unscaled minimum",
+          "[gossip][suspicion]") {
+  struct row { double mult; size_t n; time_ms cap; time_ms want; };
+  const row rows[] = {
+      {14, 5, 3s, 2800ms},     // small clusters: the unscaled minimum
+      {14, 10, 3s, 2800ms},
+      {14, 160, 3s, 3s},       // 6.17 s uncapped: the scale unit
+      {14, 1000, 3s, 3s},
+      {14, 160, 10s, 6171ms},  // a cap above the scaled value changes nothing
+      {14, 160, 1s, 2800ms},   // a cap below the unscaled minimum does not apply
+  };
+  for (const auto& r : rows) {
+    INFO("mult=" << r.mult << " n=" << r.n << " cap=" << r.cap.count());
+    CHECK(suspicion_min_timeout(r.mult, r.n, 200ms, r.cap) == r.want);
+  }
+}

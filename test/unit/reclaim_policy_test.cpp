@@ -2,6 +2,8 @@
 // admission maths. Table-driven, no actors, no clock.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "policy/reclaim_policy.hpp"
 
 using namespace dsec;
@@ -200,4 +202,30 @@ TEST_CASE("admission: the refusal names node, memory, need and headroom", "[recl
                "headroom; retry later or elsewhere");
   CHECK(free_for_sandboxes_mb(in.host, 0, lim) == 0);
   CHECK(free_for_sandboxes_mb(host(16000, 5000), 1000, lim) == 3000);
+}
+
+TEST_CASE("pick_samples: all up to the cap, else the least recently measured, all come round",
+          "[reclaim]") {
+  tunables tun;
+  tun.max_samples_per_pass = 3;
+  std::map<std::string, tracked> running;
+  for (auto id : {"a", "b", "c"})
+    running[id] = tracked{};
+  // Up to the cap: everyone, every pass.
+  CHECK(pick_samples(running, tun) == std::vector<std::string>{"a", "b", "c"});
+  // Past it: never measured first, then the oldest sample.
+  running["a"].last_cpu_ns = 1, running["a"].last_sample_ms = 300;
+  running["b"].last_cpu_ns = 1, running["b"].last_sample_ms = 100;
+  running["c"].last_cpu_ns = 1, running["c"].last_sample_ms = 200;
+  running["d"] = tracked{};
+  running["e"].last_cpu_ns = 1, running["e"].last_sample_ms = 100;
+  CHECK(pick_samples(running, tun) == std::vector<std::string>{"d", "b", "e"});
+  // Passes in a row measure every sandbox within ceil(N / cap) passes.
+  std::set<std::string> seen;
+  for (int64_t now = 1000; now < 1002; ++now)
+    for (auto& id : pick_samples(running, tun)) {
+      seen.insert(id);
+      observe(running[id], at(1, 1), now, tun);
+    }
+  CHECK(seen.size() == running.size());
 }
