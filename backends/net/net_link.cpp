@@ -68,8 +68,12 @@ std::string nft_ruleset(const std::string& table, const std::string& bridge, uin
   // input: a sandbox never reaches the host itself (REST, native, gossip
   // ports, anything else listening), whatever its allow-list says; the eBPF
   // programs refuse it earlier, this is the second wall.
+  // The one exception: the node's DNS resolver on the gateway, port 53.
+  auto gw = ip4(htonl(ntohl(subnet) + 1));
   return "table ip " + table + " {\n"
          "  chain input { type filter hook input priority -10; policy accept;\n"
+         "    iifname \"" + bridge + "\" ip daddr " + gw + " udp dport 53 accept\n"
+         "    iifname \"" + bridge + "\" ip daddr " + gw + " tcp dport 53 accept\n"
          "    iifname \"" + bridge + "\" drop\n  }\n"
          "  chain forward { type filter hook forward priority -10; policy accept;\n"
          "    iifname \"" + bridge + "\" oifname \"" + bridge + "\" drop\n"

@@ -232,6 +232,9 @@ struct denial_counts {
   /// The last few denied targets, newest last ("net 1.2.3.4:443",
   /// "syscall mount", "file /usr/bin/python3"); at most 16.
   std::vector<std::string> recent;
+  /// Names of the allow-list that resolve to nothing now, so their rules
+  /// open nothing ("mirror.test:443 (source pypi): NXDOMAIN").
+  std::vector<std::string> unresolved;
 };
 
 /// What the node measured of one sandbox at one moment (its cgroup

@@ -206,7 +206,7 @@ status validate(const network_policy& policy) {
   // The backend's own parser, so nothing passes here that it would refuse
   // after layers were fetched and mounted. The wording is the gateway's.
   for (auto& e : policy.allow)
-    if (!net::parse_allow_entry(e))
+    if (!net::is_source_name(e) && !net::parse_allow_entry(e))
       return bad("network.allow", "\"" + e.substr(0, 200)
                                     + "\" is not host:port, cidr:port, [v6]:port or domain:port"
                                       " (port 1-65535 or *)");
