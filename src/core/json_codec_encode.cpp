@@ -6,6 +6,7 @@
 
 #include "core/error_kind.hpp"
 #include "core/json_codec.hpp"
+#include "core/egress_sources.hpp"
 #include "core/json_codec_fields.hpp"
 #include "core/json_codec_ttl.hpp"
 #include "core/spec_fields.hpp"
@@ -145,6 +146,12 @@ std::string encode_nodes(const std::vector<member_info>& members) {
                      {"creating", m.creating},
                      {"accepting", m.accepting},
                      {"layers", m.layers}}}});
+  // Egress sources (issue 29): each member's file digest, and whether it is
+  // this node's, so a node with another file stands out.
+  auto mine = net::installed_egress_sources().digest;
+  for (size_t i = 0; i < members.size(); ++i)
+    arr[i]["egress_sources"] = {{"digest", members[i].egress_sources},
+                                {"same_as_this_node", members[i].egress_sources == mine}};
   return dump(json{{"nodes", std::move(arr)}});
 }
 

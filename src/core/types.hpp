@@ -420,6 +420,9 @@ struct member_info {
   bool accepting = true;
   /// Layer refs the member has mounted (bounded list).
   std::vector<std::string> layers;
+  /// Digest of the member's --egress-sources file ("" = none), gossiped so
+  /// a node whose file differs shows in GET /v1/nodes (issue 29).
+  std::string egress_sources;
 };
 
 } // namespace dsec
