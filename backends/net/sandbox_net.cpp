@@ -96,6 +96,7 @@ node_net::~node_net() {
   if (refresher_.joinable())
     refresher_.join();
   resolver_.reset(); // its thread asks us: gone before the rest
+  proxy_.reset();
   link_.reset();     // bridge and nft table
   engine_.reset();   // detach and unload
 }
@@ -104,6 +105,7 @@ void node_net::close_link() {
   std::lock_guard<std::mutex> g(link_m_);
   link_closed_ = true;
   resolver_.reset();
+  proxy_.reset();
   link_.reset();
 }
 
@@ -120,8 +122,14 @@ expected<node_link*> node_net::ensure_link() {
     auto r = dns_resolver::start((*l)->gateway(), 53, upstream_, this);
     if (!r)
       return r.err();
+    auto px = name_proxy::start((*l)->gateway(), this);
+    if (!px)
+      return px.err();
+    if (auto st = (*l)->redirect_named((*px)->port()); !st)
+      return unavailable("node network: name check: " + st.err().message);
     link_ = std::move(*l);
     resolver_ = std::move(*r);
+    proxy_ = std::move(*px);
     if (engine_) {
       // The bridge address is the host too; refresh the deny set at once.
       auto addrs = host_addresses();
@@ -138,15 +146,15 @@ dns_gate::verdict node_net::admit(uint32_t src, const std::string& name) {
   std::lock_guard<std::mutex> g(m_);
   auto it = by_addr_.find(src);
   if (it == by_addr_.end())
-    return verdict::unknown;
+    return dns_gate::verdict::unknown;
   auto* sn = it->second;
   {
     std::lock_guard<std::mutex> sg(sn->m_);
     if (sn->name_allowed_locked(name))
-      return verdict::allow;
+      return dns_gate::verdict::allow;
   }
   sn->count_dns_denial(name);
-  return verdict::refuse;
+  return dns_gate::verdict::refuse;
 }
 
 void node_net::answered(uint32_t src, const dns::message& answer) {
@@ -169,6 +177,67 @@ void node_net::answered(uint32_t src, const dns::message& answer) {
     if (auto st = sn->install_locked(); !st)
       std::cerr << "sandbox " << sn->id_ << ": rules after a DNS answer not installed: "
                 << st.err().message << "\n";
+}
+
+namespace {
+
+bool rule_matches(const allow_entry& e, const addr16& a, uint16_t port) {
+  if (e.port != 0 && e.port != port)
+    return false;
+  for (int bit = 0; bit < e.prefix; ++bit) {
+    uint8_t m = uint8_t(0x80 >> (bit % 8));
+    if ((a[bit / 8] & m) != (e.addr[bit / 8] & m))
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+name_gate::verdict node_net::route(uint32_t src, const addr16& dst, uint16_t port) {
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return name_gate::verdict::unknown;
+  auto* sn = it->second;
+  std::lock_guard<std::mutex> sg(sn->m_);
+  if (sn->released_)
+    return name_gate::verdict::unknown;
+  for (auto& e : sn->entries_)
+    if (e.domain.empty() && rule_matches(e, dst, port))
+      return name_gate::verdict::pass;
+  return name_gate::verdict::check;
+}
+
+bool node_net::allow_name(uint32_t src, const addr16& dst, uint16_t port,
+                          const std::string& name) {
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return false;
+  auto* sn = it->second;
+  {
+    std::lock_guard<std::mutex> sg(sn->m_);
+    if (sn->released_)
+      return false;
+    for (auto& e : sn->entries_) {
+      if (e.domain.empty() || (e.port != 0 && e.port != port))
+        continue;
+      auto d = sn->domains_.find(e.domain);
+      if (d == sn->domains_.end())
+        continue;
+      bool at = std::any_of(d->second.addrs.begin(), d->second.addrs.end(),
+                            [&](auto& x) { return x.first == dst; });
+      bool named = name == e.domain || std::count(d->second.chain.begin(),
+                                                  d->second.chain.end(), name);
+      if (at && named)
+        return true;
+    }
+  }
+  sn->count_denial(std::string{port == 443 ? "sni " : "host "}
+                   + (name.empty() ? "(none)" : name.substr(0, 120)) + " "
+                   + format_addr(dst) + ":" + std::to_string(port));
+  return false;
 }
 
 expected<std::unique_ptr<sandbox_net>> node_net::join(const std::string& id,
@@ -353,9 +422,13 @@ bool sandbox_net::name_allowed_locked(const std::string& name) const {
 }
 
 void sandbox_net::count_dns_denial(const std::string& name) {
+  count_denial("dns " + name.substr(0, 120));
+}
+
+void sandbox_net::count_denial(std::string text) {
   std::lock_guard<std::mutex> g(m_);
   ++dns_denied_;
-  dns_recent_.push_back("dns " + name.substr(0, 120));
+  dns_recent_.push_back(std::move(text));
   if (dns_recent_.size() > 16)
     dns_recent_.erase(dns_recent_.begin());
 }
@@ -381,6 +454,27 @@ status sandbox_net::install_locked() {
   // More than the kernel holds: the rest stays closed (fail closed).
   if (rules.size() > max_rules)
     rules.resize(max_rules);
+  // Addresses of named rules on the web ports go through the name check.
+  std::vector<uint32_t> named;
+  for (auto& e : entries_) {
+    if (e.domain.empty() || (e.port != 0 && e.port != 80 && e.port != 443))
+      continue;
+    auto it = domains_.find(e.domain);
+    if (it == domains_.end())
+      continue;
+    for (auto& a : it->second.addrs)
+      if (a.first[10] == 0xff && a.first[11] == 0xff
+          && std::all_of(a.first.begin(), a.first.begin() + 10, [](uint8_t b) { return !b; })) {
+        uint32_t v4;
+        std::memcpy(&v4, a.first.data() + 12, 4);
+        named.push_back(v4);
+      }
+  }
+  if (!named.empty()) {
+    std::lock_guard<std::mutex> lg(node_->link_m_);
+    if (node_->link_)
+      node_->link_->add_named(named);
+  }
   if (auto st = node_->engine_->put(cg_, rules); !st)
     return st;
   installed_ = std::move(rules);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "backends/net/dns_resolver.hpp"
+#include "backends/net/name_proxy.hpp"
 #include "backends/net/net_allow.hpp"
 #include "backends/net/net_link.hpp"
 #include "backends/net/net_policy.hpp"
@@ -45,7 +46,9 @@ namespace dsec::net {
 
 class sandbox_net;
 
-class node_net : public std::enable_shared_from_this<node_net>, public dns_gate {
+class node_net : public std::enable_shared_from_this<node_net>,
+                 public dns_gate,
+                 public name_gate {
  public:
   /// Loads the programs for the node's sandboxes, whose v2 directories are
   /// <unified_root>/<parent_rel>/<id> (parent_rel = "dsec/<node_id>", no
@@ -74,8 +77,15 @@ class node_net : public std::enable_shared_from_this<node_net>, public dns_gate 
   dns_resolver* resolver() const { return resolver_.get(); }
 
   // dns_gate: who asks, and may it (the resolver's thread).
-  verdict admit(uint32_t src, const std::string& name) override;
+  dns_gate::verdict admit(uint32_t src, const std::string& name) override;
   void answered(uint32_t src, const dns::message& answer) override;
+
+  // name_gate: the SNI/Host check of named rules (the proxy's threads).
+  name_gate::verdict route(uint32_t src, const addr16& dst, uint16_t port) override;
+  bool allow_name(uint32_t src, const addr16& dst, uint16_t port,
+                  const std::string& name) override;
+  /// The name check, null until the first allow-list sandbox (tests).
+  name_proxy* proxy() const { return proxy_.get(); }
 
   /// Removes the bridge and the nft table now, whoever still holds this
   /// object (the backend is going: a sandbox handle kept alive elsewhere
@@ -97,6 +107,7 @@ class node_net : public std::enable_shared_from_this<node_net>, public dns_gate 
   std::unique_ptr<node_link> link_;
   bool link_closed_ = false;
   std::unique_ptr<dns_resolver> resolver_; ///< under link_m_
+  std::unique_ptr<name_proxy> proxy_;      ///< under link_m_
   error upstream_error_;
   sockaddr_in upstream_{};
 
@@ -151,6 +162,8 @@ class sandbox_net {
                     const dns::message& answer);
   bool name_allowed_locked(const std::string& name) const;
   void count_dns_denial(const std::string& name);
+  /// Counts a denial seen in user space ("dns NAME", "sni NAME ip:443").
+  void count_denial(std::string text);
 
   std::shared_ptr<node_net> node_;
   std::string id_;

@@ -141,6 +141,35 @@ def test_source_that_does_not_resolve_opens_nothing_and_says_so(client, peer):
     assert got[1] == "EPERM", got
 
 
+def test_wrong_sni_or_host_on_an_allowed_address_is_closed(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
+    # npm.mirror.test is served by the same mirror peer; pypi's address is
+    # allowed, the name npm is not.
+    got = probe(client, sid, [
+        ["tls", "pypi.mirror.test", peer.pypi],
+        ["tls", "npm.mirror.test", peer.pypi],
+        ["http", "pypi.mirror.test", peer.pypi],
+        ["http", "npm.mirror.test", peer.pypi],
+        ["http", "evil.example", peer.pypi],
+    ])
+    assert got == ["ok:host=pypi.mirror.test", "closed", "ok:host=pypi.mirror.test", "closed",
+                   "closed"], got
+    d = denials(client, sid)
+    assert f"sni npm.mirror.test {peer.pypi}:443" in d["recent"], d
+    assert f"host npm.mirror.test {peer.pypi}:80" in d["recent"], d
+    assert f"host evil.example {peer.pypi}:80" in d["recent"], d
+    assert d["network"] >= 3, d
+
+
+def test_address_rules_are_not_name_checked(client, peer):
+    # The same address by a CIDR rule: any Host passes (the rule names no name).
+    sid = client.create_ok([PYTHON], memory_mb=256,
+                           network={"allow": [f"{peer.pypi}/32:80", f"{peer.pypi}:443"]})
+    got = probe(client, sid, [["http", "anything.example", peer.pypi],
+                              ["tls", "anything.example", peer.pypi]])
+    assert got == ["ok:host=anything.example", "ok:host=anything.example"], got
+
+
 def test_network_none_gets_no_dns(client, peer):
     sid = client.create_ok([PYTHON], memory_mb=256)
     got = probe(client, sid, [["resolve", "pypi.mirror.test"],

@@ -20,16 +20,32 @@ import tempfile
 import textwrap
 import time
 
+# HTTP on 80 and HTTPS on 443 (argv: cert, key): GET / answers with the Host
+# header it got; GET /bytes/N answers N bytes (for the bench).
 HTTP = textwrap.dedent("""
-    import http.server, socketserver, sys
+    import http.server, socketserver, ssl, sys, threading
     class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
         def do_GET(self):
+            if self.path.startswith("/bytes/"):
+                n = int(self.path[7:])
+                self.send_response(200); self.send_header("Content-Length", str(n)); self.end_headers()
+                chunk = b"x" * 65536
+                while n > 0:
+                    self.wfile.write(chunk[:min(n, len(chunk))]); n -= len(chunk)
+                return
             body = ("host=" + str(self.headers.get("Host"))).encode()
             self.send_response(200); self.send_header("Content-Length", str(len(body)))
             self.end_headers(); self.wfile.write(body)
         def log_message(self, *a): pass
     socketserver.ThreadingTCPServer.allow_reuse_address = True
-    socketserver.ThreadingTCPServer(("0.0.0.0", 80), H).serve_forever()
+    socketserver.ThreadingTCPServer.daemon_threads = True
+    plain = socketserver.ThreadingTCPServer(("0.0.0.0", 80), H)
+    tls = socketserver.ThreadingTCPServer(("0.0.0.0", 443), H)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+    tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+    threading.Thread(target=plain.serve_forever, daemon=True).start()
+    tls.serve_forever()
 """)
 
 
@@ -68,12 +84,17 @@ class MirrorPeer:
              "--cname=alias.mirror.test,pypi.mirror.test",
              "--local=/mirror.test/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        cert, key = os.path.join(self.dir, "cert.pem"), os.path.join(self.dir, "key.pem")
+        sh(f"openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=pypi.mirror.test "
+           f"-addext subjectAltName=DNS:pypi.mirror.test,DNS:npm.mirror.test "
+           f"-keyout {key} -out {cert} 2>/dev/null")
         self.procs.append(subprocess.Popen(
-            ["nsenter", f"--net=/run/netns/{self.ns}", "--", "/usr/bin/python3", "-c", HTTP]))
+            ["nsenter", f"--net=/run/netns/{self.ns}", "--", "/usr/bin/python3", "-c", HTTP,
+             cert, key]))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             out = sh(f"nsenter --net=/run/netns/{self.ns} ss -ltnu")
-            if ":53 " in out and ":80 " in out:
+            if ":53 " in out and ":80 " in out and ":443 " in out:
                 return
             time.sleep(0.05)
         self.close()
@@ -86,7 +107,8 @@ class MirrorPeer:
     def sources(self, path):
         """Writes the node's --egress-sources file; returns its path."""
         with open(path, "w") as f:
-            json.dump({"pypi": ["pypi.mirror.test:80"], "npm": ["npm.mirror.test:80"],
+            json.dump({"pypi": ["pypi.mirror.test:80", "pypi.mirror.test:443"],
+                       "npm": ["npm.mirror.test:80"],
                        "alias": ["alias.mirror.test:80"], "ghost": ["ghost.mirror.test:80"]},
                       f, indent=2)
         return path
@@ -117,7 +139,8 @@ class MirrorPeer:
 
 # Runs inside a sandbox: one result per probe.
 #   ["resolve", name]              -> sorted addresses or the gaierror name
-#   ["http", host, ip]             -> "ok:<body>" (GET / with Host: host) or the errno
+#   ["http", host, ip]             -> "ok:<body>" (GET / with Host: host), "closed" or errno
+#   ["tls", sni, ip]               -> "ok:<body>" over TLS with that SNI, "closed" or errno
 #   ["tcp", ip, port]              -> "ok" or the errno name
 #   ["dns", server, name, qtype]   -> rcode as "rcode:N", or "timeout" / errno name
 PROBE = textwrap.dedent("""
@@ -143,7 +166,23 @@ PROBE = textwrap.dedent("""
                     d = s.recv(4096)
                     if not d: break
                     data += d
-                out.append("ok:" + data.split(b"\\r\\n\\r\\n", 1)[-1].decode())
+                out.append("ok:" + data.split(b"\\r\\n\\r\\n", 1)[-1].decode() if data else "closed")
+            elif p[0] == "tls":
+                import ssl
+                ctx = ssl.create_default_context(); ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                raw = socket.create_connection((p[2], 443), timeout=5)
+                try:
+                    s = ctx.wrap_socket(raw, server_hostname=p[1])
+                except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+                    out.append("closed"); continue
+                s.sendall(("GET / HTTP/1.0\\r\\nHost: " + p[1] + "\\r\\n\\r\\n").encode())
+                data = b""
+                while True:
+                    d = s.recv(4096)
+                    if not d: break
+                    data += d
+                out.append("ok:" + data.split(b"\\r\\n\\r\\n", 1)[-1].decode() if data else "closed")
             elif p[0] == "tcp":
                 s = socket.create_connection((p[1], p[2]), timeout=5); s.close(); out.append("ok")
             elif p[0] == "dns":
@@ -152,6 +191,8 @@ PROBE = textwrap.dedent("""
                 out.append("rcode:" + str(s.recv(4096)[3] & 15))
         except socket.timeout:
             out.append("timeout")
+        except ConnectionResetError:
+            out.append("closed")
         except OSError as e:
             out.append(en(e))
     print(json.dumps(out))

@@ -197,3 +197,85 @@ TEST_CASE("fuzz: seeded mutations of good packets never crash the parser", "[dns
   CHECK(refused > 0);
   CHECK(parsed + refused == 20000);
 }
+
+// -- the SNI / Host check's parsers (core/sni.hpp) ---------------------------------
+
+#include "core/sni.hpp"
+
+namespace {
+
+// A minimal TLS 1.2 ClientHello with an SNI extension for `name`.
+bytes client_hello(const std::string& name) {
+  bytes ext_sni;
+  bytes list;
+  list.push_back(0);
+  put16(list, uint16_t(name.size()));
+  list.insert(list.end(), name.begin(), name.end());
+  put16(ext_sni, 0); // server_name
+  put16(ext_sni, uint16_t(list.size() + 2));
+  put16(ext_sni, uint16_t(list.size()));
+  ext_sni.insert(ext_sni.end(), list.begin(), list.end());
+  bytes body = {3, 3};
+  body.insert(body.end(), 32, 0x11); // random
+  body.push_back(0);                 // session id
+  put16(body, 2);
+  put16(body, 0x1301); // one suite
+  body.push_back(1);
+  body.push_back(0); // null compression
+  put16(body, uint16_t(ext_sni.size()));
+  body.insert(body.end(), ext_sni.begin(), ext_sni.end());
+  bytes hs = {1, 0, uint8_t(body.size() >> 8), uint8_t(body.size() & 0xff)};
+  hs.insert(hs.end(), body.begin(), body.end());
+  bytes rec = {22, 3, 1};
+  put16(rec, uint16_t(hs.size()));
+  rec.insert(rec.end(), hs.begin(), hs.end());
+  return rec;
+}
+
+} // namespace
+
+TEST_CASE("the SNI of a ClientHello, piece by piece and malformed", "[sni]") {
+  using r = net::first_bytes_name::result;
+  auto h = client_hello("PyPI.Mirror.test");
+  auto got = net::tls_server_name(h.data(), h.size());
+  CHECK(got.r == r::found);
+  CHECK(got.name == "pypi.mirror.test");
+  for (size_t n = 0; n < h.size(); ++n)
+    CHECK(net::tls_server_name(h.data(), n).r == r::need_more);
+  // Not TLS: known from the first byte, no need to wait for more.
+  bytes http = {'G', 'E', 'T', ' '};
+  CHECK(net::tls_server_name(http.data(), http.size()).r == r::malformed);
+  auto bad = client_hello("evil example"); // a space is no host name
+  CHECK(net::tls_server_name(bad.data(), bad.size()).r == r::malformed);
+  std::mt19937 rng(443);
+  for (int i = 0; i < 5000; ++i) {
+    auto m = h;
+    m[5 + rng() % (m.size() - 5)] = uint8_t(rng());
+    (void)net::tls_server_name(m.data(), m.size()); // never reads past the end
+  }
+}
+
+TEST_CASE("the Host of an HTTP request", "[sni]") {
+  using r = net::first_bytes_name::result;
+  struct row {
+    const char* req;
+    r want;
+    const char* name;
+  };
+  const row rows[] = {
+    {"GET / HTTP/1.1\r\nHost: Pypi.Mirror.Test:80\r\nAccept: */*\r\n\r\n", r::found,
+     "pypi.mirror.test"},
+    {"GET / HTTP/1.0\r\nhost:npm.test\r\n\r\n", r::found, "npm.test"},
+    {"GET / HTTP/1.0\r\n\r\n", r::none, ""},
+    {"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", r::malformed, ""},
+    {"GET / HTTP/1.1\r\nHost: a.test\r\n", r::need_more, ""},
+    {"\x16\x03\x01 hello\r\n\r\n", r::malformed, ""},
+  };
+  for (auto& x : rows) {
+    CAPTURE(x.req);
+    std::string s = x.req;
+    auto got = net::http_host(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    CHECK(got.r == x.want);
+    CHECK(got.name == x.name);
+  }
+}
