@@ -229,7 +229,11 @@ status node_link::redirect_named(uint16_t port) {
                           "insert rule ip " + table_ + " input iifname \"" + bridge_
                             + "\" ip daddr " + gw + " tcp dport " + p + " accept\n"
                             "add rule ip " + table_ + " prerouting iifname \"" + bridge_
-                            + "\" ip daddr @named tcp dport { 80, 443 } redirect to :" + p + "\n");
+                            + "\" ip daddr @named tcp dport { 80, 443 } redirect to :" + p + "\n"
+                            // QUIC would carry its SNI past the check: dropped, so
+                            // clients fall back to TCP, which is checked.
+                            "insert rule ip " + table_ + " forward iifname \"" + bridge_
+                            + "\" ip daddr @named udp dport { 80, 443 } drop\n");
 }
 
 void node_link::add_named(const std::vector<uint32_t>& addrs) {
