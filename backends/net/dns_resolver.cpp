@@ -181,7 +181,9 @@ expected<sockaddr_in> dns_upstream_address() {
         && inet_pton(AF_INET, value.c_str(), &sa.sin_addr) == 1)
       return sa;
   }
-  return unavailable("dns: no IPv4 nameserver in /etc/resolv.conf and no --dns-upstream");
+  // No nameserver line: glibc's default, the local host.
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  return sa;
 }
 
 std::vector<resolved_addr> addresses_for(const dns::message& answer, const std::string& name,

@@ -57,7 +57,8 @@ struct resolved_addr {
 
 /// The node's upstream: --dns-upstream HOST:PORT, else the first
 /// nameserver of /etc/resolv.conf (loopback ones too: the node can reach
-/// them). invalid_argument if the flag's value is not IPv4:PORT.
+/// them), else 127.0.0.1:53 as glibc. invalid_argument if the flag's value
+/// is not IPv4:PORT.
 expected<sockaddr_in> dns_upstream_address();
 
 /// Resolves `name` through `upstream` (A and AAAA, TCP on truncation,

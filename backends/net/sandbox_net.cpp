@@ -415,6 +415,13 @@ bool sandbox_net::learn_locked(const std::string& domain, const std::string& qna
 bool sandbox_net::name_allowed_locked(const std::string& name) const {
   if (released_)
     return false;
+  // Rules that reach every IPv4 or IPv6 address (0.0.0.0/0, ::/0: E2B's
+  // allow_internet_access, layer builds) resolve any name: such a sandbox
+  // can send its data anywhere, so a closed resolver would only break it.
+  for (auto& e : entries_)
+    if (e.domain.empty() && (e.prefix == 0 || (e.prefix == 96 && e.addr[10] == 0xff
+                                                && e.addr[11] == 0xff)))
+      return true;
   for (auto& [domain, l] : domains_)
     if (domain == name || std::count(l.chain.begin(), l.chain.end(), name))
       return true;
