@@ -1,6 +1,8 @@
 // `dsec node` flag parsing.
 #include "cmd/node_cmd.hpp"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <iostream>
 
@@ -328,8 +330,11 @@ int run_node_command(const std::vector<std::string>& words) {
   }
   if (a->has("dns-upstream")) {
     net::set_dns_upstream(a->get("dns-upstream"));
-    if (auto up = parse_host_port(a->get("dns-upstream"), false); !up) {
-      std::cerr << "dsec node: --dns-upstream: " << up.err().message << "\n";
+    auto up = parse_host_port(a->get("dns-upstream"), false);
+    in_addr ip{};
+    if (!up || inet_pton(AF_INET, up->first.c_str(), &ip) != 1) {
+      std::cerr << "dsec node: --dns-upstream " << a->get("dns-upstream")
+                << ": must be IPv4:PORT (the resolver the node asks for its sandboxes)\n";
       return 2;
     }
   }
