@@ -188,3 +188,40 @@ def test_malformed_sources_file_stops_the_node(dsec_bin, store, tmp_path):
     assert r.returncode == 2, r.stdout
     out = r.stdout.decode()
     assert "line 3" in out and '"pypi"[1]' in out and "x.test:99999" in out, out
+
+
+def test_python_names_as_in_dsecs_sdk(sdk, peer):
+    """network={"pypi": True, "npm": False} allows pypi only."""
+    from egress_peer import PROBE
+    sb = sdk.create(["base/python@3.11"], memory_mb=256, network={"pypi": True, "npm": False})
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps([
+            ["http", "pypi.mirror.test", peer.pypi], ["resolve", "npm.mirror.test"]])],
+            timeout_s=120)
+        assert r.exit_code == 0, r
+        assert json.loads(r.stdout) == ["ok:host=pypi.mirror.test", "gaierror"], r.stdout
+        sb.set_network({"npm": True})
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps([["resolve", "npm.mirror.test"]])],
+                    timeout_s=120)
+        assert json.loads(r.stdout) == [[peer.npm]], r.stdout
+    finally:
+        sb.destroy()
+
+
+def test_e2b_allow_out_takes_names(client, peer):
+    status, sb = client.call("POST", "/v2/sandboxes",
+                             {"templateID": "base", "network": {"allowOut": ["pypi"]}})
+    assert status == 201, sb
+    sid = sb["sandboxID"]
+    client.created.append(sid)
+    got = probe(client, sid, [["http", "pypi.mirror.test", peer.pypi],
+                              ["resolve", "npm.mirror.test"]])
+    assert got == ["ok:host=pypi.mirror.test", "gaierror"], got
+
+
+def test_nodes_show_the_sources_digest(client):
+    status, out = client.call("GET", "/v1/nodes")
+    assert status == 200, out
+    me = out["nodes"][0]["egress_sources"]
+    assert len(me["digest"]) == 16 and me["same_as_this_node"] is True, out
