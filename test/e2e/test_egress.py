@@ -86,9 +86,9 @@ def test_names_beside_addresses_and_unknown_names(client, peer):
     status, out = client.create([PYTHON], memory_mb=256, network={"allow": ["pypi", "apt"]})
     assert status == 400, out
     msg = out["error"]["message"]
-    assert 'unknown egress source "apt"' in msg and "known: alias, ghost, npm, pypi" in msg, msg
+    assert 'unknown egress source "apt"' in msg and "known: alias, big, ghost, npm, pypi" in msg, msg
     status, out = set_network(client, sid, ["goproxy"])
-    assert status == 400 and "known: alias, ghost, npm, pypi" in out["error"]["message"], out
+    assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
 
 
 def test_phase_change_applies_at_the_next_connect(client, peer):
@@ -168,6 +168,20 @@ def test_address_rules_are_not_name_checked(client, peer):
     got = probe(client, sid, [["http", "anything.example", peer.pypi],
                               ["tls", "anything.example", peer.pypi]])
     assert got == ["ok:host=anything.example", "ok:host=anything.example"], got
+
+
+def test_truncation_then_tcp_and_edns0(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["big"]})
+    ns = nameserver(client, sid)
+    got = probe(client, sid, [["dnsudp", ns, "big.mirror.test", 1],
+                              ["dnstcp", ns, "big.mirror.test", 1],
+                              ["resolve", "big.mirror.test"]])
+    assert got[0].startswith("rcode:0 tc:1"), got   # 60 A records do not fit 512 bytes
+    assert got[1] == "rcode:0 tc:0 an:60", got      # the stub's retry over TCP
+    assert len(got[2]) == 60, got                   # glibc does the same by itself
+    # The rule holds at most 16 addresses per name (fail closed beyond).
+    d = denials(client, sid)
+    assert d["unresolved"] == [], d
 
 
 def test_network_none_gets_no_dns(client, peer):

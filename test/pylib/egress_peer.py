@@ -10,6 +10,7 @@ Names (all under mirror.test, which only this dnsmasq knows):
   npm.mirror.test    A  .3   (the "npm" source)
   alias.mirror.test  CNAME pypi.mirror.test
   ghost.mirror.test  nothing (the "ghost" source never resolves)
+  big.mirror.test    60 A records (the "big" source: answers over 512 bytes)
 """
 import json
 import os
@@ -82,6 +83,8 @@ class MirrorPeer:
              f"--host-record=pypi.mirror.test,{self.pypi}",
              f"--host-record=npm.mirror.test,{self.npm}",
              "--cname=alias.mirror.test,pypi.mirror.test",
+             # 60 addresses: more than 512 bytes, so UDP without EDNS0 is truncated
+             *[f"--host-record=big.mirror.test,10.124.{self.k}.{100 + i}" for i in range(60)],
              "--local=/mirror.test/"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         cert, key = os.path.join(self.dir, "cert.pem"), os.path.join(self.dir, "key.pem")
@@ -109,7 +112,8 @@ class MirrorPeer:
         with open(path, "w") as f:
             json.dump({"pypi": ["pypi.mirror.test:80", "pypi.mirror.test:443"],
                        "npm": ["npm.mirror.test:80"],
-                       "alias": ["alias.mirror.test:80"], "ghost": ["ghost.mirror.test:80"]},
+                       "alias": ["alias.mirror.test:80"], "ghost": ["ghost.mirror.test:80"],
+                       "big": ["big.mirror.test:80"]},
                       f, indent=2)
         return path
 
@@ -189,6 +193,17 @@ PROBE = textwrap.dedent("""
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
                 s.sendto(query(p[2], p[3]), (p[1], 53))
                 out.append("rcode:" + str(s.recv(4096)[3] & 15))
+            elif p[0] in ("dnsudp", "dnstcp"):  # -> "rcode:N tc:T an:A"
+                q = query(p[2], p[3])
+                if p[0] == "dnsudp":
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+                    s.sendto(q, (p[1], 53)); a = s.recv(65535)
+                else:
+                    s = socket.create_connection((p[1], 53), timeout=3)
+                    s.sendall(struct.pack(">H", len(q)) + q)
+                    n = struct.unpack(">H", s.recv(2))[0]; a = b""
+                    while len(a) < n: a += s.recv(n - len(a))
+                out.append("rcode:%d tc:%d an:%d" % (a[3] & 15, (a[2] >> 1) & 1, a[6] << 8 | a[7]))
         except socket.timeout:
             out.append("timeout")
         except ConnectionResetError:
