@@ -1,20 +1,20 @@
 #!/usr/bin/env python3
 """Egress by name with DNS closed (issue 29), side by side in one run:
 
-  - connect latency to the mirror with a NAMED rule (the "pypi" source: a
-    domain the node resolved, one kernel rule per address) against a CIDR
-    rule for the same mirror, in two sandboxes on one node;
+  - request latency (new TCP connection, GET /, answer) to the mirror with a
+    NAMED rule (the "pypi" source: the address its name resolved to, with
+    the node's Host check on port 80) against a CIDR rule for the mirror's
+    other address (no check), in two sandboxes on one node;
   - DNS answer latency of the node's resolver (the sandbox's nameserver:
     policy check, relay upstream, answer parsed, addresses opened) against
     the same query sent straight to the upstream (dnsmasq, allowed by an
-    address rule for this bench only), from the same sandbox;
-  - a refused lookup (answered by the node without going upstream).
-
-HTTPS throughput with and without an SNI check is NOT measured: the SNI/Host
-check (issue 29 part 3) is not implemented in this build; the JSON says so.
+    address rule for this bench only), from the same sandbox; and a refused
+    lookup (answered by the node without going upstream);
+  - HTTPS download throughput through the SNI check (named rule on 443)
+    against the same server reached by a CIDR rule (no check).
 
   sudo python3 bench/egress_bench.py --dsec build/cmd/dsec \
-      [--store /var/lib/dsec-test/store] [--n 500]
+      [--store /var/lib/dsec-test/store] [--n 300] [--mb 200]
 
 Prints JSON and writes it to bench/results/egress-<date>.json, with the load
 average before and after (the machine is shared: compare the ratios).
@@ -41,15 +41,35 @@ from egress_peer import MirrorPeer  # noqa: E402
 # Runs inside a sandbox: n TCP connects (connect + close) to ip:port, or n
 # A queries of `name` to `server`; prints latency percentiles in ms.
 CLIENT = r'''
-import json, random, socket, struct, sys, time
+import json, random, socket, ssl, struct, sys, time
 mode, n = sys.argv[1], int(sys.argv[2])
 lat = []
-if mode == "connect":
-    ip, port = sys.argv[3], int(sys.argv[4])
+if mode == "get":
+    host, ip = sys.argv[3], sys.argv[4]
+    req = ("GET / HTTP/1.0\r\nHost: " + host + "\r\n\r\n").encode()
     for _ in range(n):
         t = time.perf_counter()
-        s = socket.create_connection((ip, port), timeout=5); s.close()
+        s = socket.create_connection((ip, 80), timeout=10); s.sendall(req)
+        while s.recv(65536): pass
+        s.close()
         lat.append(time.perf_counter() - t)
+elif mode == "https":
+    host, ip, size = sys.argv[3], sys.argv[4], int(sys.argv[5])
+    ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    got = 0
+    t = time.perf_counter()
+    for _ in range(n):
+        s = ctx.wrap_socket(socket.create_connection((ip, 443), timeout=30), server_hostname=host)
+        s.sendall(("GET /bytes/%d HTTP/1.0\r\nHost: %s\r\n\r\n" % (size, host)).encode())
+        while True:
+            d = s.recv(1 << 20)
+            if not d: break
+            got += len(d)
+        s.close()
+    dt = time.perf_counter() - t
+    print(json.dumps({"n": n, "bytes": got, "seconds": round(dt, 3),
+                      "mb_per_s": round(got / dt / 1e6, 1)}))
+    sys.exit(0)
 else:
     server, name = sys.argv[3], sys.argv[4]
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
@@ -83,7 +103,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dsec", default=str(ROOT / "build" / "cmd" / "dsec"))
     ap.add_argument("--store", default="/var/lib/dsec-test/store")
-    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--mb", type=int, default=200, help="HTTPS bytes per mode, MB")
     a = ap.parse_args()
     load_before = os.getloadavg()
     peer = MirrorPeer()
@@ -110,8 +131,10 @@ def main():
         spec = {"layers": ["base/python@3.11"], "memory_mb": 256}
         named = rest.call("POST", "/v1/sandboxes",
                           dict(spec, network={"allow": ["pypi", f"{peer.pypi}:53"]}))["id"]
+        # The mirror's other address, which no named rule reaches: no check.
         cidr = rest.call("POST", "/v1/sandboxes",
-                         dict(spec, network={"allow": [f"{peer.pypi}/32:80"]}))["id"]
+                         dict(spec, network={"allow": [f"{peer.npm}/32:80",
+                                                       f"{peer.npm}/32:443"]}))["id"]
         made += [named, cidr]
         for sid in (named, cidr):
             urllib.request.urlopen(urllib.request.Request(
@@ -122,17 +145,26 @@ def main():
                        )["stdout"].strip()
         out = {"bench": "egress", "date": datetime.datetime.utcnow().isoformat() + "Z",
                "loadavg_before": load_before}
-        out["connect_named_rule"] = run_in(rest, named, ["connect", a.n, peer.pypi, 80])
-        out["connect_cidr_rule"] = run_in(rest, cidr, ["connect", a.n, peer.pypi, 80])
+        out["get_named_rule_host_checked"] = run_in(rest, named,
+                                                    ["get", a.n, "pypi.mirror.test", peer.pypi])
+        out["get_cidr_rule"] = run_in(rest, cidr, ["get", a.n, "npm.mirror.test", peer.npm])
         out["dns_node_resolver"] = run_in(rest, named, ["dns", a.n, ns, "pypi.mirror.test"])
         out["dns_direct_upstream"] = run_in(rest, named, ["dns", a.n, peer.pypi,
                                                           "pypi.mirror.test"])
         out["dns_refused_by_node"] = run_in(rest, named, ["dns", a.n, ns, "x.attacker.test"])
-        out["https_sni_check"] = "not measured: the SNI/Host check is not implemented"
-        c, d = out["connect_named_rule"]["p50_ms"], out["connect_cidr_rule"]["p50_ms"]
-        out["connect_named_over_cidr_p50"] = round(c / d, 3) if d else None
+        size = 10 * 1000 * 1000
+        k = max(1, a.mb * 1000 * 1000 // size)
+        out["https_named_rule_sni_checked"] = run_in(rest, named,
+                                                     ["https", k, "pypi.mirror.test", peer.pypi,
+                                                      size])
+        out["https_cidr_rule"] = run_in(rest, cidr, ["https", k, "npm.mirror.test", peer.npm, size])
+        g, c = out["get_named_rule_host_checked"]["p50_ms"], out["get_cidr_rule"]["p50_ms"]
+        out["get_named_minus_cidr_p50_ms"] = round(g - c, 3)
         r, u = out["dns_node_resolver"]["p50_ms"], out["dns_direct_upstream"]["p50_ms"]
         out["dns_resolver_overhead_p50_ms"] = round(r - u, 3)
+        h1 = out["https_named_rule_sni_checked"]["mb_per_s"]
+        h0 = out["https_cidr_rule"]["mb_per_s"]
+        out["https_sni_check_throughput_ratio"] = round(h1 / h0, 3) if h0 else None
         out["loadavg_after"] = os.getloadavg()
     finally:
         for sid in made:  # a stopped node keeps its sandboxes: delete them first
