@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <fstream>
 
 #include <caf/all.hpp>
@@ -154,11 +153,9 @@ std::vector<member_info> to_member_infos(const std::vector<gossip::member>& memb
     i.sandboxes = m.load.sandboxes;
     i.creating = m.load.creating;
     i.accepting = m.load.accepting;
-    for (auto& l : m.load.layers)
-      if (l.rfind(egress_digest_prefix, 0) == 0)
-        i.egress_sources = l.substr(std::strlen(egress_digest_prefix));
-      else
-        i.layers.push_back(l);
+    // Keeps the "egress-sources:<digest>" entry: GET /v1/nodes shows it
+    // apart (core/json_codec_encode.cpp encode_nodes).
+    i.layers = m.load.layers;
     out.push_back(std::move(i));
   }
   return out;

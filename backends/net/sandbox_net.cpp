@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 namespace dsec::net {
 
@@ -292,9 +293,15 @@ std::string sandbox_net::resolv_conf() const {
 }
 
 expected<bool> sandbox_net::set(const network_policy& policy) {
-  auto entries = parse_allow_list(policy.allow);
-  if (!entries)
-    return entries.err();
+  auto sourced = parse_allow_list_sourced(policy.allow);
+  if (!sourced)
+    return sourced.err();
+  auto entries = std::make_optional<std::vector<allow_entry>>();
+  std::vector<std::string> sources;
+  for (auto& s : *sourced) {
+    entries->push_back(std::move(s.entry));
+    sources.push_back(std::move(s.source));
+  }
   if (!node_->engine_ || cg_ == 0) {
     if (!policy.allow.empty())
       return invalid_argument("set network of " + id_ + ": network.allow needs eBPF on this "
@@ -346,11 +353,14 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
       }
     }
     auto old = std::move(entries_);
+    auto old_sources = std::move(sources_);
     auto old_domains = std::move(domains_);
     entries_ = std::move(*entries);
+    sources_ = std::move(sources);
     domains_ = std::move(domains);
     if (auto st = install_locked(); !st) {
       entries_ = std::move(old);
+      sources_ = std::move(old_sources);
       domains_ = std::move(old_domains);
       return st.err();
     }
@@ -510,18 +520,27 @@ denial_counts sandbox_net::denials() const {
   out.recent.insert(out.recent.end(), dns_recent_.begin(), dns_recent_.end());
   if (out.recent.size() > 16)
     out.recent.erase(out.recent.begin(), out.recent.end() - 16);
-  for (auto& e : entries_) {
+  // Names that resolve to nothing now (their rules open nothing) come
+  // last, always kept: "unresolved NAME:PORT (source S): why".
+  std::vector<std::string> unresolved;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    auto& e = entries_[i];
     if (e.domain.empty())
       continue;
     auto it = domains_.find(e.domain);
     if (it == domains_.end() || !it->second.addrs.empty())
       continue;
-    auto text = e.domain + ":" + (e.port ? std::to_string(e.port) : "*")
-                + (e.source.empty() ? "" : " (source " + e.source + ")") + ": "
+    std::string src = i < sources_.size() ? sources_[i] : std::string{};
+    auto text = "unresolved " + e.domain + ":" + (e.port ? std::to_string(e.port) : "*")
+                + (src.empty() ? "" : " (source " + src + ")") + ": "
                 + (it->second.error.empty() ? "no address" : it->second.error);
-    if (!std::count(out.unresolved.begin(), out.unresolved.end(), text))
-      out.unresolved.push_back(text);
+    if (!std::count(unresolved.begin(), unresolved.end(), text) && unresolved.size() < 8)
+      unresolved.push_back(text);
   }
+  if (out.recent.size() + unresolved.size() > 16)
+    out.recent.erase(out.recent.begin(),
+                     out.recent.begin() + long(out.recent.size() + unresolved.size() - 16));
+  out.recent.insert(out.recent.end(), unresolved.begin(), unresolved.end());
   return out;
 }
 

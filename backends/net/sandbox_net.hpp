@@ -39,6 +39,7 @@
 #include "backends/net/net_allow.hpp"
 #include "backends/net/net_link.hpp"
 #include "backends/net/net_policy.hpp"
+#include "core/egress_sources.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
 
@@ -172,6 +173,7 @@ class sandbox_net {
   mutable std::mutex m_;
   std::vector<allow_entry> entries_;
   std::vector<rule> installed_;
+  std::vector<std::string> sources_; ///< per entries_ entry: its source name or ""
   std::map<std::string, learned> domains_;
   int64_t dns_denied_ = 0;
   std::vector<std::string> dns_recent_;

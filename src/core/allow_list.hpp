@@ -39,9 +39,6 @@ struct allow_entry {
   std::string domain;
   /// Host byte order; 0 = any port (`*`).
   uint16_t port = 0;
-  /// The egress source name this entry came from (core/egress_sources.hpp);
-  /// empty for entries written as addresses or domains.
-  std::string source;
 };
 
 /// Entries per sandbox: each becomes one or more kernel rules (a domain one

@@ -159,8 +159,30 @@ expected<std::vector<allow_entry>> expand_source(const std::string& name) {
     auto e = parse_allow_entry(s);
     if (!e)
       return e.err(); // checked at load; kept for safety
-    e->source = name;
     out.push_back(std::move(*e));
+  }
+  return out;
+}
+
+expected<std::vector<sourced_entry>> parse_allow_list_sourced(
+  const std::vector<std::string>& allow) {
+  if (allow.size() > max_allow_entries)
+    return invalid_argument("network.allow: at most " + std::to_string(max_allow_entries)
+                            + " entries, got " + std::to_string(allow.size()));
+  std::vector<sourced_entry> out;
+  for (auto& s : allow) {
+    if (is_source_name(s)) {
+      auto named = expand_source(s);
+      if (!named)
+        return named.err();
+      for (auto& n : *named)
+        out.push_back({std::move(n), s});
+      continue;
+    }
+    auto e = parse_allow_entry(s);
+    if (!e)
+      return e.err();
+    out.push_back({std::move(*e), ""});
   }
   return out;
 }

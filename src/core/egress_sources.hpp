@@ -57,9 +57,20 @@ egress_sources installed_egress_sources();
 /// (dsec node --egress-sources FILE)": the tail of unknown-name errors.
 std::string known_sources_text();
 
-/// Expands `name` into its parsed entries, each tagged with the source
-/// name; unknown names are an invalid_argument listing the known ones.
+/// Expands `name` into its parsed entries; unknown names are an
+/// invalid_argument listing the known ones.
 expected<std::vector<allow_entry>> expand_source(const std::string& name);
+
+/// One parsed allow-list entry and the egress source it came from ("" for
+/// entries written as addresses or domains).
+struct sourced_entry {
+  allow_entry entry;
+  std::string source;
+};
+
+/// parse_allow_list, keeping which source each entry came from.
+expected<std::vector<sourced_entry>> parse_allow_list_sourced(
+  const std::vector<std::string>& allow);
 
 /// The DNS upstream the node resolves allowed names through
 /// (`--dns-upstream HOST:PORT`); "" = the first nameserver of the host's

@@ -112,8 +112,7 @@ typename Inspector::result_type inspect(Inspector& f, node_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, member_info& x) {
   return f(caf::meta::type_name("dsec::member_info"), x.id, x.address, x.state, x.incarnation,
-           x.free_memory_mb, x.cpu_load, x.sandboxes, x.creating, x.accepting, x.layers,
-           x.egress_sources);
+           x.free_memory_mb, x.cpu_load, x.sandboxes, x.creating, x.accepting, x.layers);
 }
 
 template <class Inspector>

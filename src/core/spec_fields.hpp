@@ -247,8 +247,7 @@ template <>
 struct field_list<denial_counts> {
   static constexpr auto fields = std::make_tuple(
     fld("network", &denial_counts::network), fld("syscall", &denial_counts::syscall),
-    fld("file", &denial_counts::file), fld("recent", &denial_counts::recent),
-    fld("unresolved", &denial_counts::unresolved));
+    fld("file", &denial_counts::file), fld("recent", &denial_counts::recent));
 };
 
 template <>

@@ -232,9 +232,6 @@ struct denial_counts {
   /// The last few denied targets, newest last ("net 1.2.3.4:443",
   /// "syscall mount", "file /usr/bin/python3"); at most 16.
   std::vector<std::string> recent;
-  /// Names of the allow-list that resolve to nothing now, so their rules
-  /// open nothing ("mirror.test:443 (source pypi): NXDOMAIN").
-  std::vector<std::string> unresolved;
 };
 
 /// What the node measured of one sandbox at one moment (its cgroup
@@ -420,9 +417,6 @@ struct member_info {
   bool accepting = true;
   /// Layer refs the member has mounted (bounded list).
   std::vector<std::string> layers;
-  /// Digest of the member's --egress-sources file ("" = none), gossiped so
-  /// a node whose file differs shows in GET /v1/nodes (issue 29).
-  std::string egress_sources;
 };
 
 } // namespace dsec

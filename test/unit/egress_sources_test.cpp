@@ -88,10 +88,14 @@ TEST_CASE("source names expand in network.allow; unknown ones list the known", "
   REQUIRE(list);
   REQUIRE(list->size() == 3);
   CHECK((*list)[0].domain == "pypi.mirror.test");
-  CHECK((*list)[0].source == "pypi");
   CHECK((*list)[1].prefix == 96 + 16);
-  CHECK((*list)[1].source == "pypi");
-  CHECK((*list)[2].source.empty());
+  auto sourced = net::parse_allow_list_sourced({"pypi", "10.0.0.5:443"});
+  REQUIRE(sourced);
+  REQUIRE(sourced->size() == 3);
+  CHECK((*sourced)[0].source == "pypi");
+  CHECK((*sourced)[1].source == "pypi");
+  CHECK((*sourced)[2].source.empty());
+  CHECK((*sourced)[2].entry.port == 443);
 
   auto unknown = net::parse_allow_list({"pypi", "apt"});
   REQUIRE_FALSE(unknown);
