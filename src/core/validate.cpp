@@ -3,6 +3,7 @@
 #include "core/layer_config.hpp"
 
 #include "core/allow_list.hpp"
+#include "core/egress_sources.hpp"
 #include "core/image_reference.hpp"
 #include "core/layer_ref.hpp"
 #include "core/sandbox_path.hpp"
