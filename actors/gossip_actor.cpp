@@ -11,6 +11,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "core/clock.hpp"
+#include "core/egress_sources.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec {
@@ -21,6 +22,9 @@ struct gossip_packet {
 };
 
 namespace {
+
+// Marks the egress sources digest in a load report's layer list (issue 29).
+constexpr const char* egress_digest_prefix = "egress-sources:";
 
 /// Protocol timers are 100 ms and up; 20 ms keeps their error small.
 constexpr auto tick_interval = std::chrono::milliseconds(20);
@@ -116,6 +120,10 @@ void publish_load(gossip_actor_ptr self) {
         r.creating = static_cast<uint32_t>(ns.creating);
         r.accepting = !st.leaving;
         r.layers = ns.layers;
+        // The egress sources digest rides first in the layer list (the
+        // list is cut from its end), so the wire format stays as it was.
+        r.layers.insert(r.layers.begin(),
+                        egress_digest_prefix + net::installed_egress_sources().digest);
         st.members->set_local_load(std::move(r), now());
         after_input(self);
       },
@@ -145,6 +153,8 @@ std::vector<member_info> to_member_infos(const std::vector<gossip::member>& memb
     i.sandboxes = m.load.sandboxes;
     i.creating = m.load.creating;
     i.accepting = m.load.accepting;
+    // Keeps the "egress-sources:<digest>" entry: GET /v1/nodes shows it
+    // apart (core/json_codec_encode.cpp encode_nodes).
     i.layers = m.load.layers;
     out.push_back(std::move(i));
   }

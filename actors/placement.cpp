@@ -14,6 +14,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/job_ops.hpp"
 #include "actors/sandbox_replay.hpp"
+#include "core/egress_sources.hpp"
 #include "core/clock.hpp"
 #include "core/host_port.hpp"
 #include "core/ids.hpp"
@@ -458,6 +459,10 @@ auto cluster_rows(placement_actor_ptr self) {
             view.front().sandboxes = ns.sandboxes;
             view.front().creating = ns.creating;
             view.front().layers = ns.layers;
+            // As gossip carries it (gossip_actor.cpp publish_load, issue 29).
+            view.front().layers.insert(view.front().layers.begin(),
+                                       "egress-sources:"
+                                         + net::installed_egress_sources().digest);
             rp.deliver(std::move(view));
           },
           [self, rp](caf::error&) mutable { rp.deliver(nodes_view(self)); });

@@ -10,6 +10,7 @@
 
 #include "api/e2b_codec_detail.hpp"
 #include "core/allow_list.hpp"
+#include "core/egress_sources.hpp"
 
 namespace dsec::e2b {
 
@@ -83,7 +84,14 @@ status apply_network(const json& j, sandbox_spec& spec) {
     if (!deny->empty() && internet == true)
       return invalid_argument("create sandbox: allow_internet_access true contradicts "
                               "network.denyOut " + std::string{all_traffic});
+    auto sources = net::installed_egress_sources();
     for (auto& a : *allow) {
+      // A name of the node's egress sources (`pypi`) stays a name: the same
+      // rule as dsec's own network.allow.
+      if (sources.by_name.count(a)) {
+        allow_out.push_back(a);
+        continue;
+      }
       auto entry = allow_entry_of(a);
       if (auto p = net::parse_allow_entry(entry); !p)
         return invalid_argument("create sandbox: network.allowOut \"" + a.substr(0, 100)

@@ -1,12 +1,15 @@
 // `dsec node` flag parsing.
 #include "cmd/node_cmd.hpp"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <iostream>
 
 #include "api/api_keys.hpp"
 #include "actors/node.hpp"
 #include "cmd/args.hpp"
+#include "core/egress_sources.hpp"
 #include "core/host_port.hpp"
 #include "registry/registry_options.hpp"
 #include "sys/fs.hpp"
@@ -209,7 +212,12 @@ const char* node_help =
   "  --no-publish               never publish this node's conversions to registries\n"
   "Ports inside sandboxes (/v1/sandboxes/ID/ports/PORT/...):\n"
   "  --sandbox-domain DOMAIN    also route Host PORT-ID.DOMAIN[:port] to that port (E2B's\n"
-  "                             getHost), e.g. localhost or a wildcard DNS name\n";
+  "                             getHost), e.g. localhost or a wildcard DNS name\n"
+  "Egress (network.allow):\n"
+  "  --egress-sources FILE      JSON {\"pypi\": [\"mirror:443\", \"10.0.0.0/8:443\"], ...}:\n"
+  "                             names specs may allow beside addresses\n"
+  "  --dns-upstream IP:PORT     where the node's sandbox resolver asks (default the\n"
+  "                             first nameserver of /etc/resolv.conf)\n";
 
 } // namespace
 
@@ -225,7 +233,8 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--api-key-file FILE] [--insecure] [--registry-auth FILE] "
                      "[--registry-ca FILE] [--insecure-registry HOST ...] "
                      "[--registry-mirror REG=MIRROR[,MIRROR...] ...] [--chunk-cache-mb N] "
-                     "[--no-publish] [--sandbox-domain DOMAIN]";
+                     "[--no-publish] [--sandbox-domain DOMAIN] "
+                     "[--egress-sources FILE] [--dns-upstream IP:PORT]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
@@ -237,7 +246,9 @@ int run_node_command(const std::vector<std::string>& words) {
                        "registry-auth", "registry-ca", "insecure-registry", "registry-mirror",
                        "chunk-cache-mb",
                        // ports (issue 26 part 3)
-                       "sandbox-domain"},
+                       "sandbox-domain",
+                       // egress by name, closed DNS (issue 29)
+                       "egress-sources", "dns-upstream"},
                       {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure", "no-publish",
                        "help"});
   if (!a || !a->positional.empty()) {
@@ -306,6 +317,26 @@ int run_node_command(const std::vector<std::string>& words) {
     for (auto& ch : d)
       ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     cfg.sandbox_domain = d;
+  }
+  // Named egress sources: a file that does not parse stops the node here,
+  // naming its line and field, rather than refusing specs later.
+  if (a->has("egress-sources")) {
+    auto src = net::load_egress_sources(a->get("egress-sources"));
+    if (!src) {
+      std::cerr << "dsec node: --egress-sources: " << src.err().message << "\n";
+      return 2;
+    }
+    net::install_egress_sources(std::move(*src));
+  }
+  if (a->has("dns-upstream")) {
+    net::set_dns_upstream(a->get("dns-upstream"));
+    auto up = parse_host_port(a->get("dns-upstream"), false);
+    in_addr ip{};
+    if (!up || inet_pton(AF_INET, up->first.c_str(), &ip) != 1) {
+      std::cerr << "dsec node: --dns-upstream " << a->get("dns-upstream")
+                << ": must be IPv4:PORT (the resolver the node asks for its sandboxes)\n";
+      return 2;
+    }
   }
   // Peers: comma-separated host:port of any members' --listen.
   for (auto& seed : split_list(a->get("join"))) {

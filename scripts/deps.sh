@@ -16,6 +16,7 @@ packages=(
   libcurl4-openssl-dev docker-registry skopeo apache2-utils # registry pulls and their e2e tests
   openssl python3-jwt python3-cryptography # the e2e registry helper: TLS certs, a Bearer token server
   nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
+  dnsmasq-base # the DNS upstream of the egress tests (test/pylib/egress_peer.py)
 )
 # npm: Debian's package, unless the installed nodejs brings its own (NodeSource's
 # does, and Debian's npm would conflict with it).

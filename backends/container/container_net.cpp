@@ -9,11 +9,12 @@ namespace dsec::backends {
 
 namespace {
 
-// The sandbox resolves names through the host's nameservers, the only DNS
-// servers its policy lets it reach. A protected (read-only) /etc keeps the
-// layer's file; DNS then may not work, but nothing else is affected.
-void write_resolv_conf(int root, const std::string& id) {
-  auto conf = net::sandbox_net::resolv_conf();
+// The sandbox resolves names through the node's resolver, the only DNS
+// server its policy lets it reach (backends/net/dns_resolver.hpp). A
+// protected (read-only) /etc keeps the layer's file; DNS then may not work,
+// but nothing else is affected.
+void write_resolv_conf(const net::sandbox_net& sn, int root, const std::string& id) {
+  auto conf = sn.resolv_conf();
   if (conf.empty())
     return;
   if (auto st = write_in_root(root, "/etc/resolv.conf", conf, 0644); !st)
@@ -43,7 +44,7 @@ status join_network(net::node_net& net, const std::string& id, const network_pol
   if (undo)
     undo->push([n = parts.net.get()] { n->release(); });
   if (parts.net->link().index >= 0 && parts.rootfs)
-    write_resolv_conf(parts.rootfs.get(), id);
+    write_resolv_conf(*parts.net, parts.rootfs.get(), id);
   return {};
 }
 
@@ -57,7 +58,7 @@ status container_sandbox::set_network(const network_policy& policy) {
   if (!made)
     return made.err();
   if (*made && root && *root)
-    write_resolv_conf(root->get(), parts_.id);
+    write_resolv_conf(*parts_.net, root->get(), parts_.id);
   return {};
 }
 

@@ -38,6 +38,16 @@ struct {
   __type(value, struct dsec_policy);
 } policies SEC(".maps");
 
+/* The node's DNS resolver (bridge gateway, port 53 in network order), set
+ * after load: the one host address a sandbox with rules may reach, and only
+ * on that port. Zero port = no resolver yet. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct dsec_dns_server);
+} dns_server SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 16384);
@@ -92,6 +102,11 @@ static __always_inline int check(__u32 a[4], __u16 port) {
   if (!p)
     return 1; /* not a sandbox of this node */
   if (is_local(a))
+    return 1;
+  __u32 zero = 0;
+  struct dsec_dns_server *d = bpf_map_lookup_elem(&dns_server, &zero);
+  if (d && d->port && port == d->port && p->n > 0 && a[0] == d->addr[0] && a[1] == d->addr[1] &&
+      a[2] == d->addr[2] && a[3] == d->addr[3])
     return 1;
   if (!bpf_map_lookup_elem(&host_addrs, (__u32(*)[4])a)) {
     __u32 n = p->n;

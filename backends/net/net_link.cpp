@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "sys/fd.hpp"
@@ -68,8 +69,12 @@ std::string nft_ruleset(const std::string& table, const std::string& bridge, uin
   // input: a sandbox never reaches the host itself (REST, native, gossip
   // ports, anything else listening), whatever its allow-list says; the eBPF
   // programs refuse it earlier, this is the second wall.
+  // The one exception: the node's DNS resolver on the gateway, port 53.
+  auto gw = ip4(htonl(ntohl(subnet) + 1));
   return "table ip " + table + " {\n"
          "  chain input { type filter hook input priority -10; policy accept;\n"
+         "    iifname \"" + bridge + "\" ip daddr " + gw + " udp dport 53 accept\n"
+         "    iifname \"" + bridge + "\" ip daddr " + gw + " tcp dport 53 accept\n"
          "    iifname \"" + bridge + "\" drop\n  }\n"
          "  chain forward { type filter hook forward priority -10; policy accept;\n"
          "    iifname \"" + bridge + "\" oifname \"" + bridge + "\" drop\n"
@@ -78,6 +83,11 @@ std::string nft_ruleset(const std::string& table, const std::string& bridge, uin
          "    oifname \"" + bridge + "\" drop\n  }\n"
          "  chain postrouting { type nat hook postrouting priority 100; policy accept;\n"
          "    ip saddr " + net + " oifname != \"" + bridge + "\" masquerade\n  }\n"
+         // Addresses some sandbox reaches by a named rule: their web ports go
+         // through the node's name check (name_proxy.hpp; rule added with
+         // its port by redirect_named).
+         "  set named { type ipv4_addr; }\n"
+         "  chain prerouting { type nat hook prerouting priority -100; policy accept; }\n"
          "}\n";
 }
 
@@ -210,6 +220,35 @@ void node_link::detach(sandbox_link& l) {
   std::lock_guard<std::mutex> g(m_);
   used_[l.index] = false;
   l.index = -1;
+}
+
+status node_link::redirect_named(uint16_t port) {
+  auto gw = ip4(gateway());
+  auto p = std::to_string(port);
+  return sys::run_checked({"nft", "-f", "-"},
+                          "insert rule ip " + table_ + " input iifname \"" + bridge_
+                            + "\" ip daddr " + gw + " tcp dport " + p + " accept\n"
+                            "add rule ip " + table_ + " prerouting iifname \"" + bridge_
+                            + "\" ip daddr @named tcp dport { 80, 443 } redirect to :" + p + "\n"
+                            // QUIC would carry its SNI past the check: dropped, so
+                            // clients fall back to TCP, which is checked.
+                            "insert rule ip " + table_ + " forward iifname \"" + bridge_
+                            + "\" ip daddr @named udp dport { 80, 443 } drop\n");
+}
+
+void node_link::add_named(const std::vector<uint32_t>& addrs) {
+  std::string elems;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    for (auto a : addrs)
+      if (named_.insert(a).second)
+        elems += (elems.empty() ? "" : ", ") + ip4(a);
+  }
+  if (elems.empty())
+    return;
+  if (auto st = sys::run_checked({"nft", "add", "element", "ip", table_, "named", "{ " + elems + " }"});
+      !st)
+    std::cerr << "node network: name check set: " << st.err().message << "\n";
 }
 
 } // namespace dsec::net

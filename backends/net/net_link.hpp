@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,14 @@ class node_link {
 
   /// The gateway (the bridge's address), network order.
   uint32_t gateway() const;
+
+  /// Sends sandbox TCP to ports 80/443 of the `named` set to the name
+  /// check on the gateway's `port` (name_proxy.hpp), and lets it in.
+  status redirect_named(uint16_t port);
+  /// Adds IPv4 addresses (network order) to the `named` set (kept until
+  /// the node's table goes: a stale one only costs a pass through the
+  /// proxy, which splices what an address rule allows).
+  void add_named(const std::vector<uint32_t>& addrs);
   const std::string& bridge() const { return bridge_; }
   const std::string& nft_table() const { return table_; }
 
@@ -69,6 +78,7 @@ class node_link {
   uint32_t subnet_ = 0; ///< network order, a /20
   std::mutex m_;
   std::vector<bool> used_; ///< host slots 2..4094
+  std::set<uint32_t> named_; ///< in the nft set `named`
 };
 
 /// The IPv4 nameservers of the host's /etc/resolv.conf, network order,

@@ -339,3 +339,17 @@ std::vector<addr16> host_addresses() {
 }
 
 } // namespace dsec::net
+
+namespace dsec::net {
+
+status policy_engine::set_dns_server(const addr16& addr, uint16_t port) {
+  dsec_dns_server v{};
+  std::memcpy(v.addr, addr.data(), 16);
+  v.port = htons(port);
+  __u32 zero = 0;
+  if (bpf_map__update_elem(skel_->maps.dns_server, &zero, sizeof(zero), &v, sizeof(v), BPF_ANY))
+    return sys_error("eBPF dns server", format_addr(addr), errno);
+  return {};
+}
+
+} // namespace dsec::net

@@ -71,6 +71,10 @@ class policy_engine {
   /// Replaces the set of host addresses no sandbox may reach.
   status set_host_addresses(const std::vector<addr16>& addrs);
 
+  /// Lets sandboxes that have rules reach the node's DNS resolver at
+  /// `addr`:`port` (host order) although it is a host address.
+  status set_dns_server(const addr16& addr, uint16_t port);
+
  private:
   explicit policy_engine(dsec_sec_bpf* skel) : skel_(skel) {}
   dsec_sec_bpf* skel_;

@@ -7,43 +7,45 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <optional>
 
 namespace dsec::net {
 
 namespace {
 
-// How often domains and host addresses are re-resolved. DNS answers of
-// CDNs change within minutes; 30 s keeps a sandbox's view close to the
-// resolver's without measurable load (one lookup per domain per sandbox).
-constexpr auto refresh_period = std::chrono::seconds(30);
+using steady = std::chrono::steady_clock;
+
+// How often expiring names and the host's addresses are looked at. Answers
+// live at least min_ttl, so a 5 s tick re-resolves a name before its
+// addresses lapse; each tick costs a map walk and, per expiring name, one
+// upstream query.
+constexpr auto refresh_period = std::chrono::seconds(5);
+// Bounds on how long a resolved address opens a rule: an upstream TTL of 0
+// would make every connect race the refresh, one of days would keep an
+// address a CDN moved away from.
+constexpr auto min_ttl = std::chrono::seconds(5);
+constexpr auto max_ttl = std::chrono::seconds(300);
+// Retry of a name that resolved to nothing.
+constexpr auto retry_unresolved = std::chrono::seconds(10);
 // Addresses kept per domain: a name with more (large CDNs) is cut off,
 // which fails closed (connects to the rest are refused).
 constexpr size_t max_addrs_per_domain = 16;
+// Kernel rules per sandbox (sec_maps.h DSEC_MAX_RULES).
+constexpr size_t max_rules = 128;
 
-expected<std::vector<addr16>> lookup(const std::string& domain) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = ::getaddrinfo(domain.c_str(), nullptr, &hints, &res);
-  if (rc != 0)
-    return invalid_argument("network.allow: cannot resolve \"" + domain + "\": "
-                            + ::gai_strerror(rc));
-  std::vector<addr16> out;
-  for (auto* a = res; a && out.size() < max_addrs_per_domain; a = a->ai_next) {
-    if (a->ai_family == AF_INET) {
-      out.push_back(v4_mapped(reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr.s_addr));
-    } else if (a->ai_family == AF_INET6) {
-      addr16 v;
-      std::memcpy(v.data(), &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
-      out.push_back(v);
-    }
-  }
-  ::freeaddrinfo(res);
-  return out;
+steady::time_point expiry(uint32_t ttl_s) {
+  auto ttl = std::chrono::seconds(ttl_s);
+  return steady::now() + std::min<std::chrono::seconds>(std::max<std::chrono::seconds>(ttl, min_ttl), max_ttl);
+}
+
+std::string ip4(uint32_t be) {
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, &be, buf, sizeof(buf));
+  return buf;
 }
 
 } // namespace
@@ -78,6 +80,10 @@ std::shared_ptr<node_net> node_net::start(const std::string& node_id,
     return n;
   }
   n->engine_ = std::move(*eng);
+  if (auto up = dns_upstream_address())
+    n->upstream_ = *up;
+  else
+    n->upstream_error_ = up.err();
   n->refresher_ = std::thread([raw = n.get()] { raw->refresh_loop(); });
   return n;
 }
@@ -90,13 +96,17 @@ node_net::~node_net() {
   wake_.notify_all();
   if (refresher_.joinable())
     refresher_.join();
-  link_.reset();   // bridge and nft table
-  engine_.reset(); // detach and unload
+  resolver_.reset(); // its thread asks us: gone before the rest
+  proxy_.reset();
+  link_.reset();     // bridge and nft table
+  engine_.reset();   // detach and unload
 }
 
 void node_net::close_link() {
   std::lock_guard<std::mutex> g(link_m_);
   link_closed_ = true;
+  resolver_.reset();
+  proxy_.reset();
   link_.reset();
 }
 
@@ -108,36 +118,127 @@ expected<node_link*> node_net::ensure_link() {
     auto l = node_link::open(node_id_);
     if (!l)
       return l.err();
+    if (upstream_error_)
+      return unavailable("node network: " + upstream_error_.message);
+    auto r = dns_resolver::start((*l)->gateway(), 53, upstream_, this);
+    if (!r)
+      return r.err();
+    auto px = name_proxy::start((*l)->gateway(), this);
+    if (!px)
+      return px.err();
+    if (auto st = (*l)->redirect_named((*px)->port()); !st)
+      return unavailable("node network: name check: " + st.err().message);
     link_ = std::move(*l);
+    resolver_ = std::move(*r);
+    proxy_ = std::move(*px);
     if (engine_) {
       // The bridge address is the host too; refresh the deny set at once.
       auto addrs = host_addresses();
       addrs.push_back(v4_mapped(link_->gateway()));
       (void)engine_->set_host_addresses(addrs);
+      if (auto st = engine_->set_dns_server(v4_mapped(link_->gateway()), 53); !st)
+        return st.err();
     }
   }
   return link_.get();
 }
 
-expected<std::vector<rule>> node_net::resolve(const std::vector<allow_entry>& entries) const {
-  std::vector<rule> out;
-  for (auto& e : entries) {
-    if (e.domain.empty()) {
-      out.push_back({e.addr, e.prefix, e.port});
-      continue;
-    }
-    auto addrs = lookup(e.domain);
-    if (!addrs)
-      return addrs.err();
-    for (auto& a : *addrs)
-      out.push_back({a, 128, e.port});
+dns_gate::verdict node_net::admit(uint32_t src, const std::string& name) {
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return dns_gate::verdict::unknown;
+  auto* sn = it->second;
+  {
+    std::lock_guard<std::mutex> sg(sn->m_);
+    if (sn->name_allowed_locked(name))
+      return dns_gate::verdict::allow;
   }
-  // DNS goes to the nameservers named in the sandbox's /etc/resolv.conf
-  // (the host's, written at link time) and nowhere else.
-  if (!entries.empty())
-    for (auto ns : host_nameservers())
-      out.push_back({v4_mapped(ns), 128, 53});
-  return out;
+  sn->count_dns_denial(name);
+  return dns_gate::verdict::refuse;
+}
+
+void node_net::answered(uint32_t src, const dns::message& answer) {
+  if (answer.questions.empty())
+    return;
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return;
+  auto* sn = it->second;
+  std::lock_guard<std::mutex> sg(sn->m_);
+  if (sn->released_)
+    return;
+  auto& qname = answer.questions[0].name;
+  bool changed = false;
+  for (auto& [domain, l] : sn->domains_)
+    if (domain == qname || std::count(l.chain.begin(), l.chain.end(), qname))
+      changed |= sn->learn_locked(domain, qname, answer);
+  if (changed)
+    if (auto st = sn->install_locked(); !st)
+      std::cerr << "sandbox " << sn->id_ << ": rules after a DNS answer not installed: "
+                << st.err().message << "\n";
+}
+
+namespace {
+
+bool rule_matches(const allow_entry& e, const addr16& a, uint16_t port) {
+  if (e.port != 0 && e.port != port)
+    return false;
+  for (int bit = 0; bit < e.prefix; ++bit) {
+    uint8_t m = uint8_t(0x80 >> (bit % 8));
+    if ((a[bit / 8] & m) != (e.addr[bit / 8] & m))
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+name_gate::verdict node_net::route(uint32_t src, const addr16& dst, uint16_t port) {
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return name_gate::verdict::unknown;
+  auto* sn = it->second;
+  std::lock_guard<std::mutex> sg(sn->m_);
+  if (sn->released_)
+    return name_gate::verdict::unknown;
+  for (auto& e : sn->entries_)
+    if (e.domain.empty() && rule_matches(e, dst, port))
+      return name_gate::verdict::pass;
+  return name_gate::verdict::check;
+}
+
+bool node_net::allow_name(uint32_t src, const addr16& dst, uint16_t port,
+                          const std::string& name) {
+  std::lock_guard<std::mutex> g(m_);
+  auto it = by_addr_.find(src);
+  if (it == by_addr_.end())
+    return false;
+  auto* sn = it->second;
+  {
+    std::lock_guard<std::mutex> sg(sn->m_);
+    if (sn->released_)
+      return false;
+    for (auto& e : sn->entries_) {
+      if (e.domain.empty() || (e.port != 0 && e.port != port))
+        continue;
+      auto d = sn->domains_.find(e.domain);
+      if (d == sn->domains_.end())
+        continue;
+      bool at = std::any_of(d->second.addrs.begin(), d->second.addrs.end(),
+                            [&](auto& x) { return x.first == dst; });
+      bool named = name == e.domain || std::count(d->second.chain.begin(),
+                                                  d->second.chain.end(), name);
+      if (at && named)
+        return true;
+    }
+  }
+  sn->count_denial(std::string{port == 443 ? "sni " : "host "}
+                   + (name.empty() ? "(none)" : name.substr(0, 120)) + " "
+                   + format_addr(dst) + ":" + std::to_string(port));
+  return false;
 }
 
 expected<std::unique_ptr<sandbox_net>> node_net::join(const std::string& id,
@@ -174,6 +275,9 @@ void node_net::refresh_loop() {
         addrs.push_back(v4_mapped(link_->gateway()));
     }
     (void)engine_->set_host_addresses(addrs);
+    // Blocking upstream lookups of expiring names run under m_, so a
+    // release() cannot free a member meanwhile; the resolver's own queries
+    // wait for them (at most 2 s per name, only while the upstream is slow).
     for (auto& [cg, member] : members_)
       member->refresh();
   }
@@ -181,20 +285,23 @@ void node_net::refresh_loop() {
 
 // -- sandbox_net -------------------------------------------------------------------
 
-std::string sandbox_net::resolv_conf() {
-  std::string out;
-  for (auto ns : host_nameservers()) {
-    char buf[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &ns, buf, sizeof(buf)))
-      out += std::string{"nameserver "} + buf + "\n";
-  }
-  return out;
+std::string sandbox_net::resolv_conf() const {
+  std::lock_guard<std::mutex> g(node_->link_m_);
+  if (!node_->link_ || link_.index < 0)
+    return "";
+  return "nameserver " + ip4(node_->link_->gateway()) + "\noptions edns0\n";
 }
 
 expected<bool> sandbox_net::set(const network_policy& policy) {
-  auto entries = parse_allow_list(policy.allow);
-  if (!entries)
-    return entries.err();
+  auto sourced = parse_allow_list_sourced(policy.allow);
+  if (!sourced)
+    return sourced.err();
+  auto entries = std::make_optional<std::vector<allow_entry>>();
+  std::vector<std::string> sources;
+  for (auto& s : *sourced) {
+    entries->push_back(std::move(s.entry));
+    sources.push_back(std::move(s.source));
+  }
   if (!node_->engine_ || cg_ == 0) {
     if (!policy.allow.empty())
       return invalid_argument("set network of " + id_ + ": network.allow needs eBPF on this "
@@ -218,36 +325,176 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
     else
       node_->members_.erase(cg_);
   }
-  std::lock_guard<std::mutex> g(m_);
-  if (released_)
-    return unavailable("set network of " + id_ + ": sandbox destroyed");
   bool made_link = false;
-  if (!entries->empty() && link_.index < 0) {
-    auto nl = node_->ensure_link();
-    if (!nl)
-      return nl.err();
-    auto l = (*nl)->attach(id_, pid_);
-    if (!l)
-      return l.err();
-    link_ = *l;
-    made_link = true;
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (released_)
+      return unavailable("set network of " + id_ + ": sandbox destroyed");
+    if (!entries->empty() && link_.index < 0) {
+      auto nl = node_->ensure_link();
+      if (!nl)
+        return nl.err();
+      auto l = (*nl)->attach(id_, pid_);
+      if (!l)
+        return l.err();
+      link_ = *l;
+      made_link = true;
+    }
+    // Names new to the list are resolved now; names gone are forgotten.
+    std::map<std::string, learned> domains;
+    for (auto& e : *entries) {
+      if (e.domain.empty() || domains.count(e.domain))
+        continue;
+      auto it = domains_.find(e.domain);
+      if (it != domains_.end()) {
+        domains[e.domain] = std::move(it->second);
+      } else {
+        resolve_locked(e.domain, domains[e.domain]);
+      }
+    }
+    auto old = std::move(entries_);
+    auto old_sources = std::move(sources_);
+    auto old_domains = std::move(domains_);
+    entries_ = std::move(*entries);
+    sources_ = std::move(sources);
+    domains_ = std::move(domains);
+    if (auto st = install_locked(); !st) {
+      entries_ = std::move(old);
+      sources_ = std::move(old_sources);
+      domains_ = std::move(old_domains);
+      return st.err();
+    }
   }
-  auto old = std::move(entries_);
-  entries_ = std::move(*entries);
-  if (auto st = install_locked(); !st) {
-    entries_ = std::move(old);
-    return st.err();
+  if (made_link) {
+    std::lock_guard<std::mutex> ng(node_->m_);
+    std::lock_guard<std::mutex> g(m_);
+    if (!released_)
+      node_->by_addr_[link_.addr] = this;
   }
   return made_link;
 }
 
+void sandbox_net::resolve_locked(const std::string& domain, learned& l) {
+  auto addrs = resolve_upstream(node_->upstream_, domain, max_addrs_per_domain);
+  if (!addrs) {
+    l.error = addrs.err().message;
+    l.next_refresh = steady::now() + retry_unresolved;
+    return;
+  }
+  l.error.clear();
+  auto soonest = steady::time_point::max();
+  for (auto& a : *addrs) {
+    auto until = expiry(a.ttl);
+    soonest = std::min(soonest, until);
+    auto it = std::find_if(l.addrs.begin(), l.addrs.end(),
+                           [&](auto& x) { return x.first == a.addr; });
+    if (it != l.addrs.end())
+      it->second = std::max(it->second, until);
+    else if (l.addrs.size() < max_addrs_per_domain)
+      l.addrs.emplace_back(a.addr, until);
+  }
+  // Re-resolve a little before the first address lapses.
+  l.next_refresh = soonest - refresh_period;
+}
+
+bool sandbox_net::learn_locked(const std::string& domain, const std::string& qname,
+                               const dns::message& answer) {
+  auto& l = domains_[domain];
+  std::vector<std::string> chain;
+  auto addrs = addresses_for(answer, qname, &chain);
+  for (auto& c : chain)
+    if (!std::count(l.chain.begin(), l.chain.end(), c) && l.chain.size() < 16)
+      l.chain.push_back(c);
+  bool changed = false;
+  for (auto& a : addrs) {
+    auto until = expiry(a.ttl);
+    auto it = std::find_if(l.addrs.begin(), l.addrs.end(),
+                           [&](auto& x) { return x.first == a.addr; });
+    if (it != l.addrs.end()) {
+      it->second = std::max(it->second, until);
+    } else if (l.addrs.size() < max_addrs_per_domain) {
+      l.addrs.emplace_back(a.addr, until);
+      changed = true;
+    }
+  }
+  if (!addrs.empty())
+    l.error.clear();
+  return changed;
+}
+
+bool sandbox_net::name_allowed_locked(const std::string& name) const {
+  if (released_)
+    return false;
+  // Rules that reach every IPv4 or IPv6 address (0.0.0.0/0, ::/0: E2B's
+  // allow_internet_access, layer builds) resolve any name: such a sandbox
+  // can send its data anywhere, so a closed resolver would only break it.
+  for (auto& e : entries_)
+    if (e.domain.empty() && (e.prefix == 0 || (e.prefix == 96 && e.addr[10] == 0xff
+                                                && e.addr[11] == 0xff)))
+      return true;
+  for (auto& [domain, l] : domains_)
+    if (domain == name || std::count(l.chain.begin(), l.chain.end(), name))
+      return true;
+  return false;
+}
+
+void sandbox_net::count_dns_denial(const std::string& name) {
+  count_denial("dns " + name.substr(0, 120));
+}
+
+void sandbox_net::count_denial(std::string text) {
+  std::lock_guard<std::mutex> g(m_);
+  ++dns_denied_;
+  dns_recent_.push_back(std::move(text));
+  if (dns_recent_.size() > 16)
+    dns_recent_.erase(dns_recent_.begin());
+}
+
 status sandbox_net::install_locked() {
-  auto rules = node_->resolve(entries_);
-  if (!rules)
-    return rules.err();
-  if (auto st = node_->engine_->put(cg_, *rules); !st)
+  std::vector<rule> rules;
+  auto now = steady::now();
+  for (auto& e : entries_) {
+    if (e.domain.empty()) {
+      rules.push_back({e.addr, e.prefix, e.port});
+      continue;
+    }
+    auto it = domains_.find(e.domain);
+    if (it == domains_.end())
+      continue;
+    auto& addrs = it->second.addrs;
+    addrs.erase(std::remove_if(addrs.begin(), addrs.end(),
+                               [&](auto& a) { return a.second <= now; }),
+                addrs.end());
+    for (auto& a : addrs)
+      rules.push_back({a.first, 128, e.port});
+  }
+  // More than the kernel holds: the rest stays closed (fail closed).
+  if (rules.size() > max_rules)
+    rules.resize(max_rules);
+  // Addresses of named rules on the web ports go through the name check.
+  std::vector<uint32_t> named;
+  for (auto& e : entries_) {
+    if (e.domain.empty() || (e.port != 0 && e.port != 80 && e.port != 443))
+      continue;
+    auto it = domains_.find(e.domain);
+    if (it == domains_.end())
+      continue;
+    for (auto& a : it->second.addrs)
+      if (a.first[10] == 0xff && a.first[11] == 0xff
+          && std::all_of(a.first.begin(), a.first.begin() + 10, [](uint8_t b) { return !b; })) {
+        uint32_t v4;
+        std::memcpy(&v4, a.first.data() + 12, 4);
+        named.push_back(v4);
+      }
+  }
+  if (!named.empty()) {
+    std::lock_guard<std::mutex> lg(node_->link_m_);
+    if (node_->link_)
+      node_->link_->add_named(named);
+  }
+  if (auto st = node_->engine_->put(cg_, rules); !st)
     return st;
-  installed_ = std::move(*rules);
+  installed_ = std::move(rules);
   return {};
 }
 
@@ -255,6 +502,10 @@ void sandbox_net::refresh() {
   std::lock_guard<std::mutex> g(m_);
   if (released_)
     return;
+  auto now = steady::now();
+  for (auto& [domain, l] : domains_)
+    if (l.next_refresh <= now)
+      resolve_locked(domain, l);
   if (auto st = install_locked(); !st)
     std::cerr << "sandbox " << id_ << ": keeping the previous network rules: "
               << st.err().message << "\n";
@@ -263,7 +514,34 @@ void sandbox_net::refresh() {
 denial_counts sandbox_net::denials() const {
   if (!node_->engine_ || cg_ == 0)
     return {};
-  return node_->engine_->denials(cg_);
+  auto out = node_->engine_->denials(cg_);
+  std::lock_guard<std::mutex> g(m_);
+  out.network += dns_denied_;
+  out.recent.insert(out.recent.end(), dns_recent_.begin(), dns_recent_.end());
+  if (out.recent.size() > 16)
+    out.recent.erase(out.recent.begin(), out.recent.end() - 16);
+  // Names that resolve to nothing now (their rules open nothing) come
+  // last, always kept: "unresolved NAME:PORT (source S): why".
+  std::vector<std::string> unresolved;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    auto& e = entries_[i];
+    if (e.domain.empty())
+      continue;
+    auto it = domains_.find(e.domain);
+    if (it == domains_.end() || !it->second.addrs.empty())
+      continue;
+    std::string src = i < sources_.size() ? sources_[i] : std::string{};
+    auto text = "unresolved " + e.domain + ":" + (e.port ? std::to_string(e.port) : "*")
+                + (src.empty() ? "" : " (source " + src + ")") + ": "
+                + (it->second.error.empty() ? "no address" : it->second.error);
+    if (!std::count(unresolved.begin(), unresolved.end(), text) && unresolved.size() < 8)
+      unresolved.push_back(text);
+  }
+  if (out.recent.size() + unresolved.size() > 16)
+    out.recent.erase(out.recent.begin(),
+                     out.recent.begin() + long(out.recent.size() + unresolved.size() - 16));
+  out.recent.insert(out.recent.end(), unresolved.begin(), unresolved.end());
+  return out;
 }
 
 void sandbox_net::release() {
@@ -276,6 +554,9 @@ void sandbox_net::release() {
   released_ = true;
   if (ng.owns_lock()) {
     node_->members_.erase(cg_);
+    auto it = node_->by_addr_.find(link_.addr);
+    if (it != node_->by_addr_.end() && it->second == this)
+      node_->by_addr_.erase(it);
     ng.unlock();
     node_->engine_->erase(cg_);
   }

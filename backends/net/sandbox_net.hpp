@@ -1,11 +1,20 @@
 // The network and denial side of sandboxes, as the container backend sees
 // it. node_net is the node-wide part: the eBPF policy_engine (loaded once at
 // node start; if it cannot load, the node runs on and allow-lists are refused
-// naming why), the bridge (made at the first allow-list sandbox, removed with
-// the node), and a refresh thread that re-resolves domain entries and the
-// host's addresses every 30 s. sandbox_net is one sandbox's part: its policy
-// and counter entries, its veth, its parsed allow-list; release() (or the
-// destructor) removes all of them.
+// naming why), the bridge and the node's DNS resolver (made at the first
+// allow-list sandbox, removed with the node), and a refresh thread that
+// re-resolves domain entries whose answers expire and the host's addresses
+// every 5 s. sandbox_net is one sandbox's part: its policy and counter
+// entries, its veth, its parsed allow-list, the addresses its names resolved
+// to; release() (or the destructor) removes all of them.
+//
+// DNS is closed (dns_resolver.hpp): a sandbox's /etc/resolv.conf names the
+// bridge gateway, the only host address it may reach and only on port 53;
+// names its rules allow are resolved upstream and their answers' addresses
+// open the rule (for the record's TTL, between 5 s and 5 min); every other
+// name is REFUSED and counted as a network denial ("dns NAME" in recent).
+// A domain that does not resolve opens nothing and is listed in
+// denials.unresolved.
 //
 // A sandbox in mode "none" also gets a policy entry (loopback only), so its
 // refused connects are counted too; it gets no veth.
@@ -15,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -24,9 +34,12 @@
 #include <thread>
 #include <vector>
 
+#include "backends/net/dns_resolver.hpp"
+#include "backends/net/name_proxy.hpp"
 #include "backends/net/net_allow.hpp"
 #include "backends/net/net_link.hpp"
 #include "backends/net/net_policy.hpp"
+#include "core/egress_sources.hpp"
 #include "core/error.hpp"
 #include "core/types.hpp"
 
@@ -34,7 +47,9 @@ namespace dsec::net {
 
 class sandbox_net;
 
-class node_net : public std::enable_shared_from_this<node_net> {
+class node_net : public std::enable_shared_from_this<node_net>,
+                 public dns_gate,
+                 public name_gate {
  public:
   /// Loads the programs for the node's sandboxes, whose v2 directories are
   /// <unified_root>/<parent_rel>/<id> (parent_rel = "dsec/<node_id>", no
@@ -59,6 +74,20 @@ class node_net : public std::enable_shared_from_this<node_net> {
   /// The bridge, null until the first allow-list sandbox (tests).
   node_link* link() const { return link_.get(); }
 
+  /// The node's resolver, null until the first allow-list sandbox (tests).
+  dns_resolver* resolver() const { return resolver_.get(); }
+
+  // dns_gate: who asks, and may it (the resolver's thread).
+  dns_gate::verdict admit(uint32_t src, const std::string& name) override;
+  void answered(uint32_t src, const dns::message& answer) override;
+
+  // name_gate: the SNI/Host check of named rules (the proxy's threads).
+  name_gate::verdict route(uint32_t src, const addr16& dst, uint16_t port) override;
+  bool allow_name(uint32_t src, const addr16& dst, uint16_t port,
+                  const std::string& name) override;
+  /// The name check, null until the first allow-list sandbox (tests).
+  name_proxy* proxy() const { return proxy_.get(); }
+
   /// Removes the bridge and the nft table now, whoever still holds this
   /// object (the backend is going: a sandbox handle kept alive elsewhere
   /// must not keep them on the host). Later detaches do nothing and no new
@@ -70,11 +99,6 @@ class node_net : public std::enable_shared_from_this<node_net> {
   node_net() = default;
 
   expected<node_link*> ensure_link();
-  /// Rules for `entries`: addresses as they are, each domain as one rule
-  /// per address it resolves to (at most 16), plus port 53 to the host's
-  /// nameservers when the list is not empty. A domain that does not
-  /// resolve is an error (the refresh then keeps the rules it had).
-  expected<std::vector<rule>> resolve(const std::vector<allow_entry>& entries) const;
   void refresh_loop();
 
   std::string node_id_;
@@ -83,11 +107,16 @@ class node_net : public std::enable_shared_from_this<node_net> {
   std::mutex link_m_;
   std::unique_ptr<node_link> link_;
   bool link_closed_ = false;
+  std::unique_ptr<dns_resolver> resolver_; ///< under link_m_
+  std::unique_ptr<name_proxy> proxy_;      ///< under link_m_
+  error upstream_error_;
+  sockaddr_in upstream_{};
 
   std::mutex m_;
   std::condition_variable wake_;
   bool stop_ = false;
   std::map<uint64_t, sandbox_net*> members_; ///< sandboxes with domain entries
+  std::map<uint32_t, sandbox_net*> by_addr_;  ///< sandboxes by veth address
   std::thread refresher_;
 };
 
@@ -108,17 +137,34 @@ class sandbox_net {
 
   uint64_t cgroup_id() const { return cg_; }
   const sandbox_link& link() const { return link_; }
-  /// resolv.conf content naming the host's nameservers ("" if none usable).
-  static std::string resolv_conf();
+  /// resolv.conf content naming the node's resolver ("" without a link).
+  std::string resolv_conf() const;
 
  private:
   friend class node_net;
   sandbox_net(std::shared_ptr<node_net> node, std::string id, uint64_t cg, pid_t pid)
     : node_(std::move(node)), id_(std::move(id)), cg_(cg), pid_(pid) {}
 
-  /// Re-resolves domains and re-installs the rules (refresh thread).
+  /// One domain of the list: the addresses it resolved to, until when.
+  struct learned {
+    std::vector<std::pair<addr16, std::chrono::steady_clock::time_point>> addrs;
+    std::vector<std::string> chain; ///< CNAME chain names seen in answers
+    std::string error;              ///< why it resolves to nothing, if so
+    std::chrono::steady_clock::time_point next_refresh{};
+  };
+
+  /// Re-resolves expiring domains and re-installs the rules (refresh thread).
   void refresh();
   status install_locked();
+  void resolve_locked(const std::string& domain, learned& l);
+  /// Adds the addresses of `answer` for `domain` (its own or a lookup of
+  /// one of its CNAME targets); true if the rules changed.
+  bool learn_locked(const std::string& domain, const std::string& qname,
+                    const dns::message& answer);
+  bool name_allowed_locked(const std::string& name) const;
+  void count_dns_denial(const std::string& name);
+  /// Counts a denial seen in user space ("dns NAME", "sni NAME ip:443").
+  void count_denial(std::string text);
 
   std::shared_ptr<node_net> node_;
   std::string id_;
@@ -127,6 +173,10 @@ class sandbox_net {
   mutable std::mutex m_;
   std::vector<allow_entry> entries_;
   std::vector<rule> installed_;
+  std::vector<std::string> sources_; ///< per entries_ entry: its source name or ""
+  std::map<std::string, learned> domains_;
+  int64_t dns_denied_ = 0;
+  std::vector<std::string> dns_recent_;
   sandbox_link link_;
   bool released_ = false;
 };

@@ -65,4 +65,12 @@ struct dsec_stats {
 #define DSEC_FLAGS_ARG(v) ((((v) >> 8) & 0xfu))
 #define DSEC_FLAGS_HOW 0x1000u
 
+/* The node's DNS resolver: address (16 bytes, network order) and port
+ * (network order); the one host destination sandboxes with rules reach. */
+struct dsec_dns_server {
+  __u32 addr[4];
+  __u16 port;
+  __u16 pad;
+};
+
 #endif

@@ -373,6 +373,12 @@ expected<std::shared_ptr<sandbox>> vm_backend::create(const create_params& p) {
   if (auto st = check_params(p); !st)
     return st.err();
   auto what = "create " + p.id;
+  // The guest has no network device: an allow-list (addresses, domains or
+  // egress source names) would be accepted and open nothing.
+  if (!p.spec.network.allow.empty())
+    return invalid_argument(what + ": network.allow is not supported by the " + name_
+                            + " backend (its guest has no network; allow-lists, egress source "
+                              "names and DNS need the container backend)");
   if (inflight_->stopping())
     return inflight_qemus::stopping_error(what);
   // Decided at node start; only the first creates after it may wait.

@@ -1,6 +1,7 @@
 // Parsing of allow-list entries (grammar in allow_list.hpp): addresses and
 // prefixes through inet_pton, domain names by RFC 1123, ports by hand.
 #include "core/allow_list.hpp"
+#include "core/egress_sources.hpp"
 
 #include <arpa/inet.h>
 
@@ -140,6 +141,14 @@ expected<std::vector<allow_entry>> parse_allow_list(const std::vector<std::strin
                             + " entries, got " + std::to_string(allow.size()));
   std::vector<allow_entry> out;
   for (auto& s : allow) {
+    if (is_source_name(s)) {
+      auto named = expand_source(s);
+      if (!named)
+        return named.err();
+      for (auto& n : *named)
+        out.push_back(std::move(n));
+      continue;
+    }
     auto e = parse_allow_entry(s);
     if (!e)
       return e.err();

@@ -51,6 +51,8 @@ expected<allow_entry> parse_allow_entry(std::string_view s);
 
 /// Parses a whole list (at most max_allow_entries, else invalid_argument
 /// "network.allow: at most 128 entries, got N"); the first bad entry fails it.
+/// An entry that is an egress source name (`pypi`) expands into that
+/// source's entries; an unknown name fails naming the known ones.
 expected<std::vector<allow_entry>> parse_allow_list(const std::vector<std::string>& allow);
 
 /// "1.2.3.4" for v4-mapped addresses, "2001:db8::1" otherwise.

@@ -2,10 +2,13 @@
 // streamed exec events, layers, node status, the cluster view, errors and
 // batch results. Strings that are not valid UTF-8 (command output) are
 // encoded with U+FFFD replacements rather than failing.
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error_kind.hpp"
 #include "core/json_codec.hpp"
+#include "core/egress_sources.hpp"
 #include "core/json_codec_fields.hpp"
 #include "core/json_codec_ttl.hpp"
 #include "core/spec_fields.hpp"
@@ -133,7 +136,21 @@ std::string encode(const error& err) { return dump(to_json(err)); }
 
 std::string encode_nodes(const std::vector<member_info>& members) {
   json arr = json::array();
-  for (auto& m : members)
+  // Egress sources (issue 29): each member gossips its file's digest as the
+  // first entry of its layer list, "egress-sources:<digest>"; it is shown
+  // apart, with whether it is this node's, so a node with another file
+  // stands out.
+  auto mine = net::installed_egress_sources().digest;
+  const std::string prefix = "egress-sources:";
+  for (auto m : members) {
+    std::optional<std::string> digest;
+    for (auto it = m.layers.begin(); it != m.layers.end();)
+      if (it->rfind(prefix, 0) == 0) {
+        digest = it->substr(prefix.size());
+        it = m.layers.erase(it);
+      } else {
+        ++it;
+      }
     arr.push_back({{"id", m.id},
                    {"address", m.address},
                    {"state", m.state},
@@ -145,6 +162,10 @@ std::string encode_nodes(const std::vector<member_info>& members) {
                      {"creating", m.creating},
                      {"accepting", m.accepting},
                      {"layers", m.layers}}}});
+    // null: the member's build predates issue 29 (it gossips no digest).
+    arr.back()["egress_sources"] =
+      digest ? json{{"digest", *digest}, {"same_as_this_node", *digest == mine}} : json(nullptr);
+  }
   return dump(json{{"nodes", std::move(arr)}});
 }
 

@@ -3,6 +3,7 @@
 #include "core/layer_config.hpp"
 
 #include "core/allow_list.hpp"
+#include "core/egress_sources.hpp"
 #include "core/image_reference.hpp"
 #include "core/layer_ref.hpp"
 #include "core/sandbox_path.hpp"
@@ -206,7 +207,7 @@ status validate(const network_policy& policy) {
   // The backend's own parser, so nothing passes here that it would refuse
   // after layers were fetched and mounted. The wording is the gateway's.
   for (auto& e : policy.allow)
-    if (!net::parse_allow_entry(e))
+    if (!net::is_source_name(e) && !net::parse_allow_entry(e))
       return bad("network.allow", "\"" + e.substr(0, 200)
                                     + "\" is not host:port, cidr:port, [v6]:port or domain:port"
                                       " (port 1-65535 or *)");

@@ -229,22 +229,37 @@ TEST_CASE("net: allow-list reaches exactly the allowed peer ports", "[net]") {
   CHECK(links() == before); // the veth went with it (the bridge stays with the node)
 }
 
-// Domain entries resolve through the node's own resolver (getaddrinfo:
-// /etc/hosts, then DNS). The test runs a copy of this program in a private
-// mount namespace whose /etc/hosts names the peer, and the copy checks
-// (test case [.h4domain]) that the name's address is reachable on the
-// listed port only.
+// Domain entries resolve through the node's DNS upstream (issue 29: the
+// first nameserver of /etc/resolv.conf without --dns-upstream). The test
+// runs dnsmasq in the peer's namespace naming the peer, and a copy of this
+// program in a private mount namespace whose /etc/resolv.conf names that
+// dnsmasq; the copy checks (test case [.h4domain]) that the name's address
+// is reachable on the listed port only, and that the sandbox's own lookups
+// of other names are refused and counted.
 TEST_CASE("net: domain entries resolve through the node's resolver", "[net]") {
   if (!is_root())
     return;
   peer pr;
-  auto hosts = w().tmp + "/hosts";
-  std::ofstream(hosts) << "127.0.0.1 localhost\n" << pr.addr() << " h4peer.test\n";
+  auto conf = w().tmp + "/resolv.conf";
+  std::ofstream(conf) << "nameserver " << pr.addr() << "\n";
+  auto dns_pid = sh("nsenter --net=/run/netns/" + pr.ns + " -- dnsmasq --no-daemon --no-resolv "
+                    "--no-hosts --listen-address=" + pr.addr() + " --bind-interfaces "
+                    "--pid-file=" + w().tmp + "/dnsmasq.pid --user=root "
+                    "--host-record=h4peer.test," + pr.addr() + " >/dev/null 2>&1 & echo $!");
+  dns_pid.erase(dns_pid.find_last_not_of("\n") + 1);
+  for (int i = 0; i < 100; ++i) {
+    auto r = sys::run_command({"/bin/sh", "-c", "nsenter --net=/run/netns/" + pr.ns
+                                                  + " ss -lun | grep -c ':53 '"});
+    if (r && r->output != "0\n")
+      break;
+    std::this_thread::sleep_for(milliseconds(30));
+  }
   char self[4096] = {};
   REQUIRE(::readlink("/proc/self/exe", self, sizeof(self) - 1) > 0);
   auto r = sys::run_command({"unshare", "-m", "--propagation", "private", "sh", "-c",
-                             "mount --bind " + hosts + " /etc/hosts && H4_PEER=" + pr.addr()
+                             "mount --bind " + conf + " /etc/resolv.conf && H4_PEER=" + pr.addr()
                              + " exec " + self + " '[.h4domain]'"});
+  ::kill(std::stoi(dns_pid), SIGKILL);
   REQUIRE(r);
   INFO(r->output);
   CHECK(r->exit_code == 0);
@@ -260,10 +275,16 @@ TEST_CASE("net: domain child", "[.h4domain]") {
   auto sb = make(spec);
   CHECK(talk(*sb, addr, 8080) == "echo:hi\n");
   CHECK(talk(*sb, addr, 8081).find("not permitted") != std::string::npos);
+  // The sandbox's resolver answers the allowed name and refuses others.
+  auto ok = run_sh(*sb, "nslookup h4peer.test 2>&1", "", 10).stdout_data;
+  CHECK(ok.find(addr) != std::string::npos);
+  run_sh(*sb, "nslookup exfil-data.attacker.test 2>&1", "", 10);
+  auto d = sb->denials();
+  CHECK(has_recent(d, "dns exfil-data.attacker.test"));
   REQUIRE(sb->destroy());
 }
 
-TEST_CASE("net: a failed create leaves no veth", "[net]") {
+TEST_CASE("net: a name that does not resolve opens nothing and says so", "[net]") {
   if (!is_root())
     return;
   auto before = links();
@@ -271,8 +292,11 @@ TEST_CASE("net: a failed create leaves no veth", "[net]") {
   spec.network.allow = {"no-such-host.invalid:443"};
   auto p = w().params(spec);
   auto r = w().backend->create(p);
-  REQUIRE_FALSE(r);
-  CHECK(r.err().message.find("no-such-host.invalid") != std::string::npos);
+  REQUIRE(r);
+  auto d = (*r)->denials();
+  REQUIRE_FALSE(d.recent.empty());
+  CHECK(d.recent.back().find("unresolved no-such-host.invalid:443: ") == 0);
+  REQUIRE((*r)->destroy());
   require_gone(p.id, p.dir, -1);
   CHECK(links() == before);
 }

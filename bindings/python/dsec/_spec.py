@@ -146,8 +146,27 @@ def labels_arg(labels):
 
 
 def make_network(allow):
-    """set_network(allow) -> the allow-list (None or [] = loopback only)."""
+    """set_network(allow) -> the allow-list (None or [] = loopback only).
+
+    Also takes DSec's SDK form, egress source names to booleans
+    (``{"pypi": True, "npm": False}``): the names set to True."""
+    if is_named_network(allow):
+        return named_network(allow)
     return [] if allow is None else _str_list("allow", allow)
+
+
+def is_named_network(network):
+    return (isinstance(network, Mapping) and len(network) > 0
+            and all(isinstance(v, bool) for v in network.values())
+            and not set(network) & {"mode", "allow"})
+
+
+def named_network(network):
+    """{"pypi": True, "npm": False} -> ["pypi"] (the node checks the names)."""
+    for k in network:
+        if not isinstance(k, str) or not k:
+            raise InvalidArgument(f"network: source names must be non-empty strings, got {k!r}")
+    return [k for k, v in network.items() if v]
 
 
 CPU_CLASSES = ("latency", "batch")
@@ -167,7 +186,9 @@ def make_update(cpu_class, network):
             raise InvalidArgument(f'cpu_class: must be "latency" or "batch", got "{cpu_class}"')
         cls = cpu_class
     allow = None
-    if isinstance(network, Mapping):
+    if is_named_network(network):
+        allow = named_network(network)
+    elif isinstance(network, Mapping):
         unknown = set(network) - {"mode", "allow"}
         if unknown:
             raise InvalidArgument("network: unknown field(s) " + ", ".join(sorted(unknown)))

