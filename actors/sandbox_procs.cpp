@@ -106,6 +106,27 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   l.rp.deliver(e.proc);
 }
 
+/// The node's output budget is full (core/output_budget.hpp): `e` forgets
+/// the oldest `n` bytes of `stream`, and its runs forget them too.
+void drop_oldest(background_entry& e, int32_t stream, size_t n) {
+  auto& r = e.proc.result;
+  auto& kept = stream == 1 ? r.stdout_data : r.stderr_data;
+  n = std::min(n, kept.size());
+  kept = kept.substr(n); // a fresh buffer of the size kept: the old one is freed
+  for (auto it = e.runs.begin(); n > 0 && it != e.runs.end();) {
+    if ((it->first == 1) != (stream == 1)) {
+      ++it;
+      continue;
+    }
+    auto k = std::min(n, it->second);
+    it->second -= k;
+    n -= k;
+    it = it->second == 0 ? e.runs.erase(it) : it + 1;
+  }
+  r.output_dropped_bytes = e.charge.dropped();
+  r.truncated = true;
+}
+
 void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   auto it = self->state.background.find(l.pid);
   if (l.pid == 0 || it == self->state.background.end() || !it->second.proc.running)
@@ -115,7 +136,10 @@ void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   auto& r = e.proc.result;
   if (e.pty)
     return pty_output(e, c);
-  (c.stream == 1 ? r.stdout_data : r.stderr_data) += c.data;
+  auto& kept = c.stream == 1 ? r.stdout_data : r.stderr_data;
+  if (auto drop = e.charge.grow(kept.size(), c.data.size()); drop > 0)
+    drop_oldest(e, c.stream, drop);
+  kept += c.data;
   if (!e.runs.empty() && e.runs.back().first == c.stream)
     e.runs.back().second += c.data.size();
   else
@@ -142,7 +166,7 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     auto& r = e.proc.result;
     r.exit_code = res->exit_code;
     r.timed_out = res->timed_out;
-    r.truncated = res->truncated;
+    r.truncated = res->truncated || r.output_dropped_bytes > 0;
     r.duration_ms = res->duration_ms;
   } else {
     e.proc.result.exit_code = -1;
