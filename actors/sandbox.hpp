@@ -89,6 +89,8 @@ struct background_entry {
   /// What its kept output took from the node's budget, given back when the
   /// record goes (core/output_budget.hpp; issue 29 part 4).
   output_charge charge{&output_budget::node()};
+  /// Its stdout and stderr under that budget (their drop markers).
+  kept_stream streams[2];
 };
 
 /// State of one sandbox actor.

@@ -531,12 +531,9 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
     if (p->cb.keep_output) {
       auto& kept = stream == 1 ? p->result.stdout_data : p->result.stderr_data;
       // The node's output budget is full: this exec keeps its newest bytes.
-      if (auto drop = p->charge.grow(kept.size(), data.size()); drop > 0) {
-        kept = kept.substr(std::min<size_t>(drop, kept.size()));
-        p->result.output_dropped_bytes = p->charge.dropped();
-        p->result.truncated = true;
-      }
-      kept += data;
+      auto& ks = p->streams[stream - 1];
+      (void)ks.append(kept, data, p->charge);
+      p->result.truncated = p->result.truncated || ks.dropped > 0;
     }
     if (p->cb.on_output && !data.empty())
       p->cb.on_output(exec_chunk{stream, std::move(data)});

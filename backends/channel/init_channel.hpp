@@ -164,6 +164,7 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
     /// What `result`'s kept output took from the node's budget, given back
     /// when the exec is answered (core/output_budget.hpp).
     output_charge charge{&output_budget::node()};
+    kept_stream streams[2];
   };
 
   /// The hello exchange of start(), before the loop watches the socket.

@@ -46,8 +46,7 @@ typename Inspector::result_type inspect(Inspector& f, exec_request& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, exec_result& x) {
   return f(caf::meta::type_name("dsec::exec_result"), x.exit_code, x.stdout_data,
-           x.stderr_data, x.timed_out, x.duration_ms, x.truncated, x.node_ms, x.replayed,
-           x.output_dropped_bytes);
+           x.stderr_data, x.timed_out, x.duration_ms, x.truncated, x.node_ms, x.replayed);
 }
 
 template <class Inspector>

@@ -92,7 +92,6 @@ expected<exec_result> decode_exec_result(std::string_view body) {
   r.truncated = value_or<bool>(*j, "truncated", false);
   r.node_ms = value_or<double>(*j, "node_ms", 0);
   r.replayed = value_or<bool>(*j, "replayed", false);
-  r.output_dropped_bytes = value_or<uint64_t>(*j, "output_dropped_bytes", 0);
   return r;
 }
 

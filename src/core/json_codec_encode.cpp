@@ -31,8 +31,7 @@ json to_json(const sandbox_info& s) {
 json to_json(const exec_result& r) {
   return {{"exit_code", r.exit_code}, {"stdout", r.stdout_data},  {"stderr", r.stderr_data},
           {"timed_out", r.timed_out}, {"duration_ms", r.duration_ms}, {"truncated", r.truncated},
-          {"node_ms", r.node_ms}, {"replayed", r.replayed},
-          {"output_dropped_bytes", r.output_dropped_bytes}};
+          {"node_ms", r.node_ms}, {"replayed", r.replayed}};
 }
 
 json to_json(const layer_info& l) {

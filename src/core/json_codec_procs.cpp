@@ -62,8 +62,7 @@ std::string encode(const background_process& p) {
             {"stderr", p.result.stderr_data},
             {"timed_out", p.result.timed_out},
             {"truncated", p.result.truncated},
-            {"duration_ms", p.result.duration_ms},
-            {"output_dropped_bytes", p.result.output_dropped_bytes}};
+            {"duration_ms", p.result.duration_ms}};
   return dump(j);
 }
 
@@ -139,7 +138,6 @@ expected<background_process> decode_background(std::string_view body) {
   p.result.timed_out = j.value("timed_out", false);
   p.result.truncated = j.value("truncated", false);
   p.result.duration_ms = j.value("duration_ms", 0.0);
-  p.result.output_dropped_bytes = j.value("output_dropped_bytes", uint64_t{0});
   return p;
 }
 

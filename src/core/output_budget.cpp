@@ -124,6 +124,31 @@ void output_charge::release() {
   shrink(bytes_);
 }
 
+std::string dropped_marker(uint64_t n) {
+  return "[dsec: " + std::to_string(n) + " bytes of earlier output dropped (node output budget)]\n";
+}
+
+int64_t kept_stream::append(std::string& kept, std::string_view data, output_charge& charge) {
+  auto drop = charge.grow(kept.size() - marker, data.size());
+  if (drop == 0) {
+    kept += data;
+    return 0;
+  }
+  auto before = kept.size();
+  drop = std::min<uint64_t>(drop, kept.size() - marker);
+  dropped += drop;
+  auto m = dropped_marker(dropped);
+  // A fresh buffer of the size kept: the old one is freed, not kept around.
+  std::string next;
+  next.reserve(m.size() + (kept.size() - marker - drop) + data.size());
+  next += m;
+  next.append(kept, marker + drop, std::string::npos);
+  next += data;
+  marker = m.size();
+  kept.swap(next);
+  return int64_t(before + data.size()) - int64_t(kept.size());
+}
+
 void return_big_buffers_at_once() {
   ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
 }

@@ -9,8 +9,9 @@
 // holder does not move its buffer for every chunk. Below `floor` bytes a
 // holder keeps everything even past the budget, so a quiet sandbox's command
 // still shows its last lines while a noisy one filled the node: the bound is
-// the budget plus `floor` per holder with output. Readers see how many bytes
-// were dropped (`output_dropped_bytes`).
+// the budget plus `floor` per holder with output. A reader sees how many
+// bytes were dropped in a marker line that the cut stream begins with
+// (dropped_marker), and `truncated`.
 //
 // Memory goes back to the system when holders go: the budget counts what is
 // released and calls malloc_trim once 16 MiB were freed (off the caller's
@@ -22,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace dsec {
 
@@ -105,6 +107,26 @@ private:
   output_budget* budget_ = nullptr;
   uint64_t bytes_ = 0;
   uint64_t dropped_ = 0;
+};
+
+/// The first line of a kept stream whose oldest bytes were dropped:
+/// "[dsec: N bytes of earlier output dropped (node output budget)]\n".
+[[nodiscard]] std::string dropped_marker(uint64_t n);
+
+/// One kept stream of a command under the budget: the marker it begins
+/// with once its head was dropped, and how much was dropped.
+struct kept_stream {
+  /// Bytes of `dropped_marker` at the start of the stream (0: none).
+  size_t marker = 0;
+  /// Bytes of this stream dropped so far.
+  uint64_t dropped = 0;
+
+  /// Appends `data` to `kept` (this stream's text) under `charge`: when the
+  /// budget is full, drops the oldest bytes first and puts the marker
+  /// first. Answers how many bytes `kept` lost at its front (its marker
+  /// counted: negative when only the marker grew), for callers that index
+  /// the stream, e.g. its runs of interleaved output.
+  int64_t append(std::string& kept, std::string_view data, output_charge& charge);
 };
 
 /// Makes glibc's malloc return buffers of 256 KiB and more to the system at

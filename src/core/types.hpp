@@ -154,9 +154,6 @@ struct exec_result {
   /// True when the answer came from the trajectory log (a step run before),
   /// not from running the command again.
   bool replayed = false;
-  /// Oldest output bytes the node dropped to stay under its kept-output
-  /// budget (core/output_budget.hpp); the streams then begin mid-output.
-  uint64_t output_dropped_bytes = 0;
 };
 
 /// One process inside a sandbox (GET /v1/sandboxes/{id}/processes), as the

@@ -114,6 +114,38 @@ TEST_CASE("no limit keeps everything; moved charges give back once", "[output_bu
   CHECK(none.grow(0, 5 * MiB) == 0);
 }
 
+TEST_CASE("a cut stream begins with a marker counting what it lost", "[output_budget]") {
+  output_budget b;
+  b.set_limit(256 * KiB);
+  output_charge charge(&b);
+  kept_stream ks;
+  std::string kept;
+  uint64_t printed = 0;
+  int64_t lost_total = 0;
+  for (int i = 0; i < 1000; ++i) {
+    std::string chunk(1000, char('a' + i % 26));
+    lost_total += ks.append(kept, chunk, charge);
+    printed += chunk.size();
+    auto body = kept.size() - ks.marker;
+    REQUIRE(body + ks.dropped == printed);
+    REQUIRE(int64_t(printed) - int64_t(kept.size()) == lost_total);
+  }
+  REQUIRE(ks.dropped > 0);
+  CHECK(kept.compare(0, ks.marker, dropped_marker(ks.dropped)) == 0);
+  CHECK(kept.rfind(std::string(1000, char('a' + 999 % 26))) == kept.size() - 1000);
+  CHECK(charge.bytes() == kept.size() - ks.marker);
+  CHECK(b.used() <= 256 * KiB + output_budget::floor);
+  CHECK(dropped_marker(7) == "[dsec: 7 bytes of earlier output dropped (node output budget)]\n");
+  // Under the budget nothing is cut and no marker shows.
+  output_budget roomy;
+  output_charge c2(&roomy);
+  kept_stream k2;
+  std::string s2;
+  CHECK(k2.append(s2, "hello\n", c2) == 0);
+  CHECK(s2 == "hello\n");
+  CHECK(k2.marker == 0);
+}
+
 TEST_CASE("the budget's metrics name limit, held, peak and drops", "[output_budget]") {
   output_budget b;
   b.set_limit(3 * MiB);
