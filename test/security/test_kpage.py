@@ -48,18 +48,25 @@ for pre in {PREFIXES!r}:
             os.close(fd)
         except OSError as e:
             r["errno"] = e.errno
-# Take a mask away: umount, or a bind of the real file over it.
-MNT_DETACH = 2
+# Take a mask away: umount it, mount a fresh procfs without masks, or do
+# that in new user and mount namespaces.
+MNT_DETACH, CLONE_NEWNS, CLONE_NEWUSER = 2, 0x20000, 0x10000000
 libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-libc.mount.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_ulong, ctypes.c_void_p]
+libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_void_p]
 res["umount"] = [libc.umount2(p.encode(), MNT_DETACH) == 0 or ctypes.get_errno()
                  for p in {KPAGE!r}]
-res["bind"] = libc.mount(b"/proc/self/root/proc/kpageflags", b"/tmp", None, 4096, None) == 0 \\
-    or ctypes.get_errno()
+os.makedirs("/tmp/freshproc", exist_ok=True)
+def fresh_proc():
+    if libc.mount(b"proc", b"/tmp/freshproc", b"proc", 0, None) != 0:
+        return ctypes.get_errno()
+    return True  # a procfs of its own at all is the failure
+res["fresh_proc"] = fresh_proc()
+res["unshare"] = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 or ctypes.get_errno()
+res["fresh_proc_userns"] = fresh_proc() if res["unshare"] is True else res["unshare"]
 out(res)
 """)
     for path, r in got.items():
-        if path in ("umount", "bind"):
+        if path in ("umount", "fresh_proc", "unshare", "fresh_proc_userns"):
             continue
         if "errno" in r:  # not there at all on this path is fine too
             assert r["errno"] in (2, 13, 1), (path, r)  # ENOENT, EACCES, EPERM
@@ -67,7 +74,7 @@ out(res)
         assert r["chr"] and r["rdev"] == [1, 3], f"{path} is not /dev/null: {r}"
         assert r["read"] == 0 and r["pread"] == [0, 0, 0], f"{path} gave data: {r}"
     assert all(x is not True for x in got["umount"]), got["umount"]
-    assert got["bind"] is not True, got["bind"]
+    assert got["fresh_proc"] is not True and got["fresh_proc_userns"] is not True, got
     unharmed()
 
 
