@@ -27,6 +27,8 @@
 #include "core/job.hpp"
 #include "core/json_codec.hpp"
 #include "lazyfs/stats.hpp"
+#include "core/output_budget.hpp"
+#include "core/port_scan.hpp"
 
 namespace dsec {
 
@@ -104,6 +106,11 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   if (g.ctx && !g.ctx->lazy_stats_path.empty())
     if (auto lazy = lazyfs::read_stats(g.ctx->lazy_stats_path); lazy)
       out += lazyfs::metrics_text(*lazy, s.node_id);
+  // Kept command output and port scans (issue 29 part 4).
+  out += output_budget::node().metrics_text(s.node_id);
+  add("dsec_port_scans_total", "counter",
+      "Sandboxes whose denied network attempts were reported as a port scan.",
+      static_cast<int64_t>(port_scans_total().load()));
   return out;
 }
 

@@ -584,8 +584,10 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     },
     [self](info_atom) {
       auto& st = self->state;
-      if (st.sb)
+      if (st.sb) {
         st.info.denials = st.sb->denials();
+        observe_port_scan(st.scan, st.info.denials); // issue 29 part 4
+      }
       return st.info;
     },
     // The reclaim actor measures and squeezes the backend sandbox itself,

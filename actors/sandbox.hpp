@@ -27,6 +27,8 @@
 #include "actors/sandbox_ttl.hpp"
 #include "actors/sandbox_idle.hpp"
 #include "core/types.hpp"
+#include "core/output_budget.hpp"
+#include "core/port_scan.hpp"
 
 namespace dsec {
 
@@ -84,6 +86,11 @@ struct background_entry {
   /// A terminal (actors/sandbox_pty.hpp): its output goes out as stream 4
   /// (pty_stream) and only the last pty_scrollback bytes are kept.
   bool pty = false;
+  /// What its kept output took from the node's budget, given back when the
+  /// record goes (core/output_budget.hpp; issue 29 part 4).
+  output_charge charge{&output_budget::node()};
+  /// Its stdout and stderr under that budget (their drop markers).
+  kept_stream streams[2];
 };
 
 /// State of one sandbox actor.
@@ -137,6 +144,8 @@ struct sandbox_actor_state {
   bool released = false;
   /// Its shell sessions (sandbox_session.hpp); null until the first opens.
   std::shared_ptr<session_table> sessions;
+  /// Port-scan detection over its network denials (core/port_scan.hpp).
+  port_scan_watch scan;
 
   /// An actor that ends without having released its sandbox (an abnormal
   /// exit: a bug, an exception, a kill) still releases it: the backend

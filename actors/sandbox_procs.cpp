@@ -106,6 +106,27 @@ void on_started(sandbox_actor_ptr self, launch& l, int32_t pid) {
   l.rp.deliver(e.proc);
 }
 
+/// The node's output budget is full (core/output_budget.hpp): `stream`
+/// lost `lost` bytes at its front (its marker counted); its runs follow.
+void forget_front(background_entry& e, int32_t stream, int64_t lost) {
+  auto same = [stream](const std::pair<int32_t, size_t>& run) {
+    return (run.first == 1) == (stream == 1);
+  };
+  auto it = std::find_if(e.runs.begin(), e.runs.end(), same);
+  if (lost < 0) { // only the marker grew: it belongs to the first run
+    if (it != e.runs.end())
+      it->second += size_t(-lost);
+    return;
+  }
+  for (auto n = size_t(lost); n > 0 && it != e.runs.end();) {
+    auto k = std::min(n, it->second);
+    it->second -= k;
+    n -= k;
+    it = it->second == 0 ? e.runs.erase(it) : it;
+    it = std::find_if(it, e.runs.end(), same);
+  }
+}
+
 void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   auto it = self->state.background.find(l.pid);
   if (l.pid == 0 || it == self->state.background.end() || !it->second.proc.running)
@@ -115,7 +136,11 @@ void on_output(sandbox_actor_ptr self, const launch& l, exec_chunk& c) {
   auto& r = e.proc.result;
   if (e.pty)
     return pty_output(e, c);
-  (c.stream == 1 ? r.stdout_data : r.stderr_data) += c.data;
+  auto& kept = c.stream == 1 ? r.stdout_data : r.stderr_data;
+  auto& ks = e.streams[c.stream == 1 ? 0 : 1];
+  if (auto lost = ks.append(kept, c.data, e.charge); lost != 0)
+    forget_front(e, c.stream, lost);
+  r.truncated = r.truncated || ks.dropped > 0;
   if (!e.runs.empty() && e.runs.back().first == c.stream)
     e.runs.back().second += c.data.size();
   else
@@ -142,7 +167,7 @@ void on_done(sandbox_actor_ptr self, launch& l, expected<exec_result>& res) {
     auto& r = e.proc.result;
     r.exit_code = res->exit_code;
     r.timed_out = res->timed_out;
-    r.truncated = res->truncated;
+    r.truncated = res->truncated || e.streams[0].dropped + e.streams[1].dropped > 0;
     r.duration_ms = res->duration_ms;
   } else {
     e.proc.result.exit_code = -1;

@@ -11,6 +11,7 @@
 #include "cmd/args.hpp"
 #include "core/egress_sources.hpp"
 #include "core/host_port.hpp"
+#include "core/output_budget.hpp"
 #include "registry/registry_options.hpp"
 #include "sys/fs.hpp"
 #include "sys/swap_tier.hpp"
@@ -198,6 +199,22 @@ int parse_registry_flags(const args& a, node_config& cfg) {
   return 0;
 }
 
+/// --output-budget-mb (issue 29 part 4): the node-wide budget for kept
+/// command output, and big buffers handed back to the system at free.
+int apply_output_budget(const args& a) {
+  return_big_buffers_at_once();
+  if (!a.has("output-budget-mb"))
+    return 0;
+  auto n = to_int("output-budget-mb", a.get("output-budget-mb"));
+  if (!n || *n < 0) {
+    std::cerr << "dsec node: --output-budget-mb must be a whole number of MiB (default 256, "
+                 "0 = no bound)\n";
+    return 2;
+  }
+  output_budget::node().set_limit(uint64_t(*n) << 20);
+  return 0;
+}
+
 const char* node_help =
   "Runs a node: the REST and E2B gateway, the native port and the sandboxes.\n"
   "Images from registries (specs with \"image\", dsec create --image):\n"
@@ -218,6 +235,10 @@ const char* node_help =
   "                             names specs may allow beside addresses\n"
   "  --dns-upstream IP:PORT     where the node's sandbox resolver asks (default the\n"
   "                             first nameserver of /etc/resolv.conf)\n";
+  "Kept command output:\n"
+  "  --output-budget-mb N       output all sandboxes' commands keep for readers, in all\n"
+  "                             (default 256; 0 = no bound); past it each command keeps\n"
+  "                             its newest output and drops its oldest\n";
 
 } // namespace
 
@@ -235,6 +256,7 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--registry-mirror REG=MIRROR[,MIRROR...] ...] [--chunk-cache-mb N] "
                      "[--no-publish] [--sandbox-domain DOMAIN] "
                      "[--egress-sources FILE] [--dns-upstream IP:PORT]";
+                     "[--no-publish] [--sandbox-domain DOMAIN] [--output-budget-mb N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
@@ -249,6 +271,8 @@ int run_node_command(const std::vector<std::string>& words) {
                        "sandbox-domain",
                        // egress by name, closed DNS (issue 29)
                        "egress-sources", "dns-upstream"},
+                       // kept command output, node-wide (issue 29 part 4)
+                       "output-budget-mb"},
                       {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure", "no-publish",
                        "help"});
   if (!a || !a->positional.empty()) {
@@ -346,6 +370,8 @@ int run_node_command(const std::vector<std::string>& words) {
     }
     cfg.join.push_back(seed);
   }
+  if (auto rc = apply_output_budget(*a); rc != 0)
+    return rc;
   cfg.advertise = a->get("advertise", cfg.listen);
   // A node on --listen port 0 runs alone (no fixed address to gossip); it
   // needs a real address only to join or when one is given.

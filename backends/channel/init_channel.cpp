@@ -528,8 +528,13 @@ bool init_channel::handle_frame(const proto::header& h, std::string_view body) {
       p->result.truncated = true;
     }
     seen += data.size();
-    if (p->cb.keep_output)
-      (stream == 1 ? p->result.stdout_data : p->result.stderr_data) += data;
+    if (p->cb.keep_output) {
+      auto& kept = stream == 1 ? p->result.stdout_data : p->result.stderr_data;
+      // The node's output budget is full: this exec keeps its newest bytes.
+      auto& ks = p->streams[stream - 1];
+      (void)ks.append(kept, data, p->charge);
+      p->result.truncated = p->result.truncated || ks.dropped > 0;
+    }
     if (p->cb.on_output && !data.empty())
       p->cb.on_output(exec_chunk{stream, std::move(data)});
     return true;

@@ -23,6 +23,7 @@
 #include "backends/backend.hpp"
 #include "backends/channel/io_loop.hpp"
 #include "backends/channel/protocol.hpp"
+#include "core/output_budget.hpp"
 #include "sys/fd.hpp"
 
 namespace dsec::backends {
@@ -160,6 +161,10 @@ class init_channel : public std::enable_shared_from_this<init_channel> {
     exec_callbacks cb;
     exec_result result;
     size_t seen[2] = {0, 0}; ///< output bytes passed on per stream (cap: max_output)
+    /// What `result`'s kept output took from the node's budget, given back
+    /// when the exec is answered (core/output_budget.hpp).
+    output_charge charge{&output_budget::node()};
+    kept_stream streams[2];
   };
 
   /// The hello exchange of start(), before the loop watches the socket.
