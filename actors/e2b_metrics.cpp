@@ -121,6 +121,11 @@ void watch_metrics(const gateway_ref& g, const sandbox_info& info) {
 
 void metrics(const gateway_ref& g, const http_call& c, const std::string& id,
              const std::map<std::string, std::string>& query) {
+  for (auto& [k, v] : query)
+    if (k != "start" && k != "end")
+      return reply_error(c, invalid_argument("metrics of sandbox " + id + ": query parameter "
+                                             + k.substr(0, 64) + " is not implemented by dsec "
+                                             "(it takes start and end)"));
   auto start = seconds_param(query, "start");
   auto end = seconds_param(query, "end");
   if (!start || !end)

@@ -107,6 +107,10 @@ def test_metrics_of_many_sandboxes(e2b_node):
         assert all(m["memTotal"] > 0 and "diskUsed" in m for m in got.values()), got
         status, _, body = c.raw("GET", "/sandboxes/metrics")
         assert status == 400 and "sandbox_ids" in json.loads(body)["message"], body
+        status, _, body = c.raw("GET", f"/sandboxes/{a}/metrics?step=5")
+        assert status == 400 and "step" in json.loads(body)["message"], body
+        status, _, body = c.raw("GET", f"/sandboxes/{a}/metrics?start=yesterday")
+        assert status == 400 and "start" in json.loads(body)["message"], body
     finally:
         c.delete(a)
         c.delete(b)
