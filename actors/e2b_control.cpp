@@ -127,8 +127,11 @@ void create(const gateway_ref& g, const http_call& c) {
       return reply_error(c, l.err());
     return create_from(g, c, std::move(*req), std::move(*l));
   }
+  // Copied before the call: its arguments' order of evaluation is unspecified
+  // and the continuation below moves *req.
+  auto template_id = req->template_id;
   run_blocking(g.self, *g.ctx->pool,
-               [root = g.ctx->store->root(), id = req->template_id] {
+               [root = g.ctx->store->root(), id = std::move(template_id)] {
                  return named_layers(root, id);
                },
                [g, c, req = std::move(*req)](expected<std::optional<layer_list>>& named) mutable {
