@@ -84,9 +84,10 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
         return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
                        "dsec denies everything not allowed; denyOut takes only " +
                          std::string{all_traffic});
-    if (!deny->empty() && internet == true)
-      return invalid_argument(what + ": allow_internet_access true contradicts "
-                              "network.denyOut " + std::string{all_traffic});
+    // denyOut 0.0.0.0/0 closes what allow_internet_access (true by default
+    // in E2B's SDK) opened; allowOut takes precedence over it, as in E2B.
+    if (!deny->empty())
+      internet = false;
     for (auto& a : *allow) {
       auto entry = allow_entry_of(a);
       if (auto p = net::parse_allow_entry(entry); !p)

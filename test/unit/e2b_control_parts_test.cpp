@@ -93,6 +93,12 @@ TEST_CASE("e2b updateNetwork maps onto the allow-list or refuses by name", "[uni
                                 "n1.a");
   REQUIRE(p);
   CHECK(p->allow == std::vector<std::string>{"1.1.1.1:*", "pypi.org:*"});
+  // The SDK's create sends allow_internet_access true with every body:
+  // denyOut all still leaves only allowOut.
+  sandbox_spec s;
+  REQUIRE(apply_create_options(R"({"allow_internet_access":true,"network":{
+                                   "allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"]}})", s, true));
+  CHECK(s.network.allow == std::vector<std::string>{"1.1.1.1:*"});
   p = parse_network_update("{}", "n1.a");
   REQUIRE(p);
   CHECK(p->allow.empty());
