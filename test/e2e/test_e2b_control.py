@@ -119,3 +119,24 @@ def test_metrics_of_many_sandboxes(e2b_node):
 def test_a_signature_for_no_sandbox_is_refused(e2b_node):
     status, _, body = e2b_node.client.raw("GET", "/files?path=/etc/hostname&signature=v1_bogus")
     assert status == 401 and json.loads(body)["message"] == "invalid signature", body
+
+
+def test_fork_makes_up_to_100(e2b_node):
+    """A fork of 100 answers 100 results, each a sandbox of its own (on this
+    node they all fit: busybox, the node's default limits)."""
+    c = e2b_node.client
+    status, sb = c.call("POST", "/v2/sandboxes", {"templateID": "busybox"})
+    assert status == 201, sb
+    sid, made = sb["sandboxID"], []
+    try:
+        c.sh(sid, "echo forked > /state")
+        status, out = c.call("POST", f"/sandboxes/{sid}/fork", {"count": 100, "timeout": 120})
+        assert status == 201 and len(out) == 100, (status, out[:3])
+        made = [r["sandbox"]["sandboxID"] for r in out if "sandbox" in r]
+        assert len(made) == 100, [r for r in out if "error" in r][:3]
+        assert len(set(made)) == 100 and sid not in made
+        assert c.sh(made[-1], "cat /state")["stdout"] == "forked\n"
+    finally:
+        for i in made:
+            c.delete(i)
+        c.delete(sid)
