@@ -16,6 +16,7 @@
 #include "api/e2b_codec.hpp"
 #include "api/e2b_create.hpp"
 #include "api/e2b_ports.hpp"
+#include "api/e2b_snapshots.hpp"
 #include "core/port_route.hpp"
 #include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
@@ -36,14 +37,6 @@ using namespace std::chrono_literals;
 /// placement's waits on a peer, so a slow peer yields placement's error.
 constexpr auto create_timeout = create_wait(hop::front);
 constexpr auto call_timeout = call_wait(hop::front);
-
-void reply_error(const http_call& c, const error& err) {
-  int status = http_status(err.code);
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (status == 429)
-    headers.emplace_back("Retry-After", "1");
-  answer(c, status, error_body(status, err.message), "application/json", std::move(headers));
-}
 
 auto on_error(const http_call& c) {
   return [c](caf::error& err) { reply_error(c, from_caf(err)); };
@@ -90,16 +83,36 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
   auto cfg = g.ctx;
   g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
     .then(
-      [c, cfg](sandbox_info& info) {
+      [g, c, cfg](sandbox_info& info) {
+        watch_metrics(g, info); // E2B's metrics cover the sandbox's life
         answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id), cfg->config.sandbox_domain));
       },
       on_error(c));
 }
 
+using layer_list = std::vector<std::string>;
+
+/// Blocking: the layers a store name gives templateID `id`: an alias of the
+/// store (its one layer), else an E2B snapshot (its whole stack,
+/// api/e2b_snapshots.hpp); nullopt if neither.
+expected<std::optional<layer_list>> named_layers(const std::string& root, const std::string& id) {
+  auto aliases = layers::read_aliases(root);
+  if (!aliases)
+    return aliases.err();
+  if (auto it = aliases->find(id); it != aliases->end())
+    return std::optional<layer_list>{layer_list{it->second}};
+  auto snaps = read_snapshots(root);
+  if (!snaps)
+    return snaps.err();
+  if (auto it = snaps->find(id); it != snaps->end())
+    return std::optional<layer_list>{it->second.layers};
+  return std::optional<layer_list>{};
+}
+
 /// templateID: an image reference (`127.0.0.1:5000/team/py:3.11`, it has a
 /// registry, a tag or a digest: never an alias name nor a layer ref), else an
 /// alias of the node's store (`dsec layer alias`, read on the worker pool; it
-/// wins over the built-in names), else template_layers.
+/// wins over the built-in names), else an E2B snapshot id, else template_layers.
 void create(const gateway_ref& g, const http_call& c) {
   auto req = parse_create(c->body);
   if (!req)
@@ -114,13 +127,18 @@ void create(const gateway_ref& g, const http_call& c) {
       return reply_error(c, l.err());
     return create_from(g, c, std::move(*req), std::move(*l));
   }
+  // Copied before the call: its arguments' order of evaluation is unspecified
+  // and the continuation below moves *req.
+  auto template_id = req->template_id;
   run_blocking(g.self, *g.ctx->pool,
-               [root = g.ctx->store->root()] { return layers::read_aliases(root); },
-               [g, c, req = std::move(*req)](expected<layers::alias_map>& aliases) mutable {
-                 if (!aliases)
-                   return reply_error(c, aliases.err());
-                 if (auto it = aliases->find(req.template_id); it != aliases->end())
-                   return create_from(g, c, std::move(req), {it->second});
+               [root = g.ctx->store->root(), id = std::move(template_id)] {
+                 return named_layers(root, id);
+               },
+               [g, c, req = std::move(*req)](expected<std::optional<layer_list>>& named) mutable {
+                 if (!named)
+                   return reply_error(c, named.err());
+                 if (*named)
+                   return create_from(g, c, std::move(req), std::move(**named));
                  auto l = template_layers(req.template_id);
                  if (!l)
                    return reply_error(c, l.err());
@@ -216,38 +234,14 @@ void connect(const gateway_ref& g, const http_call& c, const std::string& id) {
       on_error(c));
 }
 
-/// A Unix-seconds bound of E2B's metrics query (`start`, `end`), if given.
-expected<std::optional<int64_t>> seconds_param(const std::map<std::string, std::string>& q,
-                                               const char* name) {
-  auto it = q.find(name);
-  if (it == q.end())
-    return std::optional<int64_t>{};
-  auto& v = it->second;
-  if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos)
-    return invalid_argument(std::string{"metrics: "} + name
-                            + " must be Unix seconds, got \"" + v.substr(0, 40) + "\"");
-  return std::optional<int64_t>{std::stoll(v)};
-}
-
-/// GET .../metrics[?start=S&end=E]: one sample of the sandbox's CPU and
-/// memory use now, as E2B's SandboxMetric array; empty when now is outside
-/// [start, end] (dsec keeps no history of samples).
-void metrics(const gateway_ref& g, const http_call& c, const std::string& id,
-             const std::map<std::string, std::string>& query) {
-  auto start = seconds_param(query, "start");
-  auto end = seconds_param(query, "end");
-  if (!start || !end)
-    return reply_error(c, !start ? start.err() : end.err());
-  auto wait = caf::duration{*ops::sbmetrics_op::deadline(ops::waits_of(hop::front))};
-  g.self->request(g.front, wait, sbmetrics_atom::value, id)
-    .then(
-      [c, from = *start, to = *end](sandbox_metric& m) {
-        auto at = m.timestamp_ms / 1000;
-        if ((from && at < *from) || (to && at > *to))
-          return answer(c, 200, "[]");
-        answer(c, 200, encode_metrics(m));
-      },
-      on_error(c));
+/// PUT .../network (E2B's updateNetwork): the sandbox's allow-list replaced
+/// by the body's (api/e2b_create.hpp), 204.
+void update_network(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto policy = parse_network_update(c->body, id);
+  if (!policy)
+    return reply_error(c, policy.err());
+  g.self->request(g.front, call_timeout, network_atom::value, id, std::move(*policy))
+    .then([c](bool) { no_content(c); }, on_error(c));
 }
 
 /// GET .../logs: dsec keeps no sandbox logs apart from the trajectory.
@@ -258,7 +252,8 @@ void logs(const gateway_ref&, const http_call& c, const std::string&) {
 // -- the route table ------------------------------------------------------------
 
 /// E2B's API outside /sandboxes (templates, snapshots, volumes, teams, keys):
-/// not implemented by dsec, answered 501 in E2B's error shape.
+/// E2B's own, answered in its error shape (serve_outside_sandboxes: dsec's
+/// snapshots, else 501).
 bool is_unimplemented_e2b_route(const std::string& first) {
   static const char* const prefixes[] = {"templates", "v3", "snapshots", "volumes", "teams",
                                          "api-keys", "access-tokens", "nodes", "admin"};
@@ -268,6 +263,22 @@ bool is_unimplemented_e2b_route(const std::string& first) {
 void not_implemented(const http_call& c) {
   auto path = c->target.substr(0, c->target.find('?')).substr(0, 200);
   answer(c, 501, error_body(501, c->method + " " + path + " is not implemented by dsec"));
+}
+
+/// E2B's routes outside /sandboxes that dsec serves: its snapshots (GET
+/// /snapshots, DELETE /templates/{snapshot id}); the rest answer 501.
+void serve_outside_sandboxes(const gateway_ref& g, const http_call& c,
+                             const std::vector<std::string>& seg,
+                             const std::map<std::string, std::string>& query) {
+  if (seg.size() == 1 && seg[0] == "snapshots" && c->method == "GET")
+    return list_snapshots(g, c, query);
+  if (seg.size() == 2 && seg[0] == "templates" && c->method == "DELETE") {
+    auto id = url_decode(seg[1]);
+    if (!id || id->empty() || id->size() > 256)
+      return reply_error(c, invalid_argument("delete template: invalid id"));
+    return delete_snapshot(g, c, *id);
+  }
+  not_implemented(c);
 }
 
 using query_map = std::map<std::string, std::string>;
@@ -305,9 +316,20 @@ const control_route control_routes[] = {
   {"POST", 2, "pause", on_sandbox<pause>},
   {"POST", 2, "connect", on_sandbox<connect>},
   {"POST", 2, "resume", on_sandbox<connect>},
+  {"POST", 2, "snapshots", on_sandbox<create_snapshot>},
+  {"POST", 2, "fork", on_sandbox<fork>},
+  {"PUT", 2, "network", on_sandbox<update_network>},
 };
 
 } // namespace
+
+void reply_error(const http_call& c, const error& err) {
+  int status = http_status(err.code);
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (status == 429)
+    headers.emplace_back("Retry-After", "1");
+  answer(c, status, error_body(status, err.message), "application/json", std::move(headers));
+}
 
 std::string access_token(const node_config& cfg, const std::string& id) {
   return cfg.api_keys.empty() ? std::string{} : envd_token(cfg.api_keys.front(), id);
@@ -327,7 +349,10 @@ void serve_control(const gateway_ref& g, const http_call& c, const std::vector<s
         break;
       }
     }
-  if (!path_known || (depth == 1 && seg[1] == "metrics"))
+  if (depth == 1 && seg[1] == "metrics")
+    return c->method == "GET" ? metrics_of_many(g, c, query)
+                              : answer(c, 405, error_body(405, "GET /sandboxes/metrics only"));
+  if (!path_known)
     return not_implemented(c);
   if (!route)
     return answer(c, 405, error_body(405, "method " + c->method + " is not allowed here"));
@@ -352,6 +377,12 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
   bool query_ok = qpos == std::string::npos
                   || parse_query(std::string_view{c->target}.substr(qpos + 1), query);
   const auto& cfg = g.ctx->config;
+  // A signed URL (a secure sandbox's downloadUrl/uploadUrl) carries its
+  // authority in the query, and comes with no header at all.
+  if (path == "/files" && query_ok && query.count("signature")) {
+    serve_signed_files(g, c, path, query);
+    return true;
+  }
   if (auto id = c->header("e2b-sandbox-id"); !id.empty()) {
     bool rpc = path.find(".Process/") != std::string::npos
                || path.find(".Filesystem/") != std::string::npos;
@@ -387,7 +418,7 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
     return true;
   }
   if (e2b_only)
-    return not_implemented(c), true;
+    return serve_outside_sandboxes(g, c, seg, query), true;
   serve_control(g, c, seg, query);
   return true;
 }

@@ -20,6 +20,7 @@
 #include "actors/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
+#include "core/error.hpp"
 
 namespace dsec::e2b {
 
@@ -45,6 +46,39 @@ void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
 
 /// The envd access token the SDK gets for sandbox `id` ("" without keys).
 std::string access_token(const node_config& cfg, const std::string& id);
+
+/// E2B's error answer for a dsec error (its status; 429 with Retry-After).
+void reply_error(const http_call& c, const error& err);
+
+// -- snapshots and fork (e2b_snapshots.cpp) ---------------------------------------
+
+/// POST /sandboxes/{id}/snapshots.
+void create_snapshot(const gateway_ref& g, const http_call& c, const std::string& id);
+/// GET /snapshots.
+void list_snapshots(const gateway_ref& g, const http_call& c,
+                    const std::map<std::string, std::string>& query);
+/// DELETE /templates/{id}: an E2B snapshot.
+void delete_snapshot(const gateway_ref& g, const http_call& c, const std::string& snapshot_id);
+/// POST /sandboxes/{id}/fork.
+void fork(const gateway_ref& g, const http_call& c, const std::string& id);
+
+// -- metrics over time (e2b_metrics.cpp) -------------------------------------------
+
+/// Starts sampling sandbox `info` into the node's history, unless it is already.
+void watch_metrics(const gateway_ref& g, const sandbox_info& info);
+/// GET /sandboxes/{id}/metrics[?start&end].
+void metrics(const gateway_ref& g, const http_call& c, const std::string& id,
+             const std::map<std::string, std::string>& query);
+/// GET /sandboxes/metrics?sandbox_ids=...
+void metrics_of_many(const gateway_ref& g, const http_call& c,
+                     const std::map<std::string, std::string>& query);
+
+// -- signed file URLs (e2b_signed_files.cpp) ---------------------------------------
+
+/// GET/POST /files with a `signature` parameter: E2B's downloadUrl/uploadUrl
+/// of a secure sandbox, answered without any header.
+void serve_signed_files(const gateway_ref& g, const http_call& c, const std::string& path,
+                        const std::map<std::string, std::string>& query);
 
 /// An answer with a body and a content type.
 inline void answer(const http_call& c, int status, std::string body,

@@ -21,9 +21,12 @@ using nlohmann::json;
 /// E2B's "all traffic" selector (ALL_TRAFFIC in its SDKs).
 constexpr const char* all_traffic = "0.0.0.0/0";
 
+error refused(const std::string& what, const std::string& option, const std::string& why) {
+  return invalid_argument(what + ": " + option + " is not implemented by dsec (" + why + ")");
+}
+
 error refused(const std::string& option, const std::string& why) {
-  return invalid_argument("create sandbox: " + option + " is not implemented by dsec (" + why
-                          + ")");
+  return refused("create sandbox", option, why);
 }
 
 bool present(const json& j, const char* key) {
@@ -36,55 +39,60 @@ std::string allow_entry_of(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]:*" : host + ":*";
 }
 
-expected<std::vector<std::string>> selector_list(const json& net, const char* key) {
+expected<std::vector<std::string>> selector_list(const std::string& what, const json& net,
+                                                 const char* key) {
   std::vector<std::string> out;
   auto it = net.find(key);
   if (it == net.end() || it->is_null())
     return out;
   std::string field = std::string{"network."} + key;
   if (!it->is_array())
-    return invalid_argument("create sandbox: " + field + " must be a list of strings");
+    return invalid_argument(what + ": " + field + " must be a list of strings");
   for (auto& v : *it) {
     if (!v.is_string() || v.get<std::string>().empty())
-      return invalid_argument("create sandbox: " + field + " must be a list of non-empty strings");
+      return invalid_argument(what + ": " + field + " must be a list of non-empty strings");
     out.push_back(v.get<std::string>());
   }
   return out;
 }
 
 /// network.allowOut/denyOut and allow_internet_access onto spec.network.
-status apply_network(const json& j, sandbox_spec& spec) {
+status apply_network(const std::string& what, const json& j, sandbox_spec& spec) {
   std::optional<bool> internet;
   for (const char* key : {"allow_internet_access", "allowInternetAccess"})
     if (present(j, key)) {
       if (!j[key].is_boolean())
-        return invalid_argument(std::string{"create sandbox: "} + key + " must be a boolean");
+        return invalid_argument(std::string{what + ": "} + key + " must be a boolean");
       internet = j[key].get<bool>();
     }
   std::vector<std::string> allow_out;
   if (auto nw = j.find("network"); nw != j.end() && !nw->is_null()) {
     if (!nw->is_object())
-      return invalid_argument("create sandbox: network must be an object");
+      return invalid_argument(what + ": network must be an object");
     for (auto& [k, v] : nw->items()) {
       if (v.is_null() || k == "allowOut" || k == "denyOut" || k == "allowPublicTraffic"
           || k == "maskRequestHost") // the last two: api/e2b_ports.hpp
         continue;
-      return refused("network." + k, "dsec's network is an allow-list of addresses and "
+      return refused(what, "network." + k, "dsec's network is an allow-list of addresses and "
                                      "domains: network.allowOut");
     }
-    auto allow = selector_list(*nw, "allowOut");
-    auto deny = selector_list(*nw, "denyOut");
+    auto allow = selector_list(what, *nw, "allowOut");
+    auto deny = selector_list(what, *nw, "denyOut");
     if (!allow || !deny)
       return !allow ? allow.err() : deny.err();
     for (auto& d : *deny)
       if (d != all_traffic)
-        return refused("network.denyOut \"" + d.substr(0, 100) + "\"",
+        return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
                        "dsec denies everything not allowed; denyOut takes only " +
                          std::string{all_traffic});
     if (!deny->empty() && internet == true)
       return invalid_argument("create sandbox: allow_internet_access true contradicts "
                               "network.denyOut " + std::string{all_traffic});
     auto sources = net::installed_egress_sources();
+    // denyOut 0.0.0.0/0 closes what allow_internet_access (true by default
+    // in E2B's SDK) opened; allowOut takes precedence over it, as in E2B.
+    if (!deny->empty())
+      internet = false;
     for (auto& a : *allow) {
       // A name of the node's egress sources (`pypi`) stays a name: the same
       // rule as dsec's own network.allow.
@@ -94,7 +102,7 @@ status apply_network(const json& j, sandbox_spec& spec) {
       }
       auto entry = allow_entry_of(a);
       if (auto p = net::parse_allow_entry(entry); !p)
-        return invalid_argument("create sandbox: network.allowOut \"" + a.substr(0, 100)
+        return invalid_argument(what + ": network.allowOut \"" + a.substr(0, 100)
                                 + "\": not an IP address, CIDR or domain name");
       allow_out.push_back(std::move(entry));
     }
@@ -173,7 +181,7 @@ status apply_create_options(std::string_view body, sandbox_spec& spec, bool toke
   }
   if (auto st = apply_lifecycle(*j, spec); !st)
     return st;
-  return apply_network(*j, spec);
+  return apply_network("create sandbox", *j, spec);
 }
 
 std::string lifecycle_json(const sandbox_info& info) {
@@ -226,6 +234,37 @@ expected<int64_t> parse_rfc3339_ms(std::string_view text, const char* field) {
     return bad();
   auto secs = static_cast<int64_t>(timegm(&tm)) - offset_s;
   return secs * 1000 + ms;
+}
+
+} // namespace dsec::e2b
+
+namespace dsec::e2b {
+
+expected<network_policy> parse_network_update(std::string_view body, const std::string& id) {
+  const std::string what = "update network of sandbox " + id;
+  auto j = detail::parse_object(body, "update network");
+  if (!j)
+    return j.err();
+  // E2B's SandboxNetworkUpdateConfig: the egress fields at the top level.
+  json create_shape = json::object();
+  json net = json::object();
+  for (auto& [k, v] : j->items()) {
+    if (v.is_null())
+      continue;
+    if (k == "allow_internet_access")
+      create_shape[k] = v;
+    else if (k == "allowOut" || k == "denyOut")
+      net[k] = v;
+    else
+      return refused(what, k.substr(0, 100), "dsec's network is an allow-list of addresses and "
+                                             "domains: allowOut, denyOut 0.0.0.0/0, "
+                                             "allow_internet_access");
+  }
+  create_shape["network"] = net;
+  sandbox_spec spec;
+  if (auto st = apply_network(what, create_shape, spec); !st)
+    return st.err();
+  return spec.network;
 }
 
 } // namespace dsec::e2b

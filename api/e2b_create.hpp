@@ -34,6 +34,14 @@ namespace dsec::e2b {
 /// "autoResume": bool}, as JSON text.
 std::string lifecycle_json(const sandbox_info& info);
 
+/// PUT /sandboxes/{id}/network (E2B's updateNetwork): allowOut, denyOut
+/// and allow_internet_access mapped as a create maps them, replacing the
+/// whole policy (an omitted field is cleared: an empty body leaves the
+/// sandbox no network, dsec's default); egressProxy, rules and any other
+/// field are refused by name.
+[[nodiscard]] expected<network_policy> parse_network_update(std::string_view body,
+                                                            const std::string& id);
+
 /// Unix milliseconds of an RFC 3339 time (`2026-12-04T13:22:46.123Z`, an
 /// offset `+01:00` too), as E2B's startedAfter; invalid_argument otherwise.
 [[nodiscard]] expected<int64_t> parse_rfc3339_ms(std::string_view text, const char* field);
