@@ -74,20 +74,20 @@ std::string clean_path(const std::string& path) {
 
 // -- filesystem.Filesystem ---------------------------------------------------------
 
-expected<std::string> sandbox_path(std::string_view path) {
+expected<std::string> sandbox_path(std::string_view path, std::string_view home) {
   if (path.empty())
     return invalid_argument("path: must not be empty");
-  // E2B sends paths relative to the root as well: they are made absolute,
-  // then held to the one grammar of sandbox paths (core/sandbox_path.hpp).
+  // E2B sends relative paths as well: they start at `home`, then the path is
+  // held to the one grammar of sandbox paths (core/sandbox_path.hpp).
   std::string p{path};
   if (p[0] != '/')
-    p = "/" + p;
+    p = std::string{home} + (!home.empty() && home.back() == '/' ? "" : "/") + p;
   if (auto parts = parse_sandbox_path(p, path_form::entry_or_root); !parts)
     return parts.err();
   return p;
 }
 
-expected<fs_request> parse_fs(std::string_view body, bool move) {
+expected<fs_request> parse_fs(std::string_view body, bool move, std::string_view home) {
   auto j = parse_object(body, "filesystem request");
   if (!j)
     return j.err();
@@ -96,7 +96,7 @@ expected<fs_request> parse_fs(std::string_view body, bool move) {
     auto it = j->find(name);
     if (it == j->end() || !it->is_string())
       return invalid_argument(std::string{"filesystem: "} + name + " is required");
-    return sandbox_path(it->get<std::string>());
+    return sandbox_path(it->get<std::string>(), home);
   };
   auto path = field(move ? "source" : "path");
   if (!path)
@@ -116,8 +116,8 @@ expected<fs_request> parse_fs(std::string_view body, bool move) {
   return r;
 }
 
-expected<fs_request> parse_watch(std::string_view body) {
-  auto r = parse_fs(body, false);
+expected<fs_request> parse_watch(std::string_view body, std::string_view home) {
+  auto r = parse_fs(body, false, home);
   if (!r)
     return r.err();
   auto j = json::parse(body, nullptr, false);
@@ -183,7 +183,8 @@ std::string encode_entries(const std::vector<fs_entry>& v) {
 
 expected<std::vector<upload>> parse_multipart(std::string_view content_type,
                                               std::string_view body,
-                                              const std::string& query_path) {
+                                              const std::string& query_path,
+                                              std::string_view home) {
   auto b = content_type.find("boundary=");
   if (b == std::string_view::npos)
     return invalid_argument("upload: multipart/form-data without a boundary");
@@ -233,7 +234,7 @@ expected<std::vector<upload>> parse_multipart(std::string_view content_type,
     if (!is_file)
       continue;
     auto target = !query_path.empty() ? query_path : filename;
-    auto path = sandbox_path(target);
+    auto path = sandbox_path(target, home);
     if (!path)
       return error{errc::invalid_argument, "upload: " + path.err().message};
     out.push_back({*path, std::string{data}});
