@@ -202,6 +202,25 @@ status unary_content_type(const http_call& c) {
   return {};
 }
 
+/// Runs `f` with the identity of the call (e2b_identity.hpp): the user it
+/// names, else E2B's default; its errors answered as the call's own
+/// (`streaming`: a Connect stream; `http`: GET/POST /files).
+void as_caller(const gateway_ref& g, const http_call& c, const std::string& id,
+               const std::string& query_user, std::function<void(const envd_identity&)> f,
+               bool streaming, bool http = false) {
+  auto fail = [c, streaming, http](const error& e) {
+    if (http)
+      return http_error(c, e);
+    if (streaming)
+      return stream_error(c, e);
+    rpc_error(c, e);
+  };
+  auto asked = asked_user(c, query_user);
+  if (!asked)
+    return fail(asked.err());
+  with_identity(g, id, *asked, [f](envd_identity who) { f(who); }, fail);
+}
+
 void start_pty(const gateway_ref& g, const http_call& c, const std::string& id, exec_request req,
                const std::string& msg);
 
@@ -542,25 +561,6 @@ void serve_fs_call(const gateway_ref& g, const http_call& c, const std::string& 
   as_caller(g, c, id, {}, [g, c, id, m = std::string{method}](const envd_identity& who) {
     fs_call(g, c, id, m, who);
   }, false);
-}
-
-/// Runs `f` with the identity of the call (e2b_identity.hpp): the user it
-/// names, else E2B's default; its errors answered as the call's own
-/// (`streaming`: a Connect stream; `http`: GET/POST /files).
-void as_caller(const gateway_ref& g, const http_call& c, const std::string& id,
-               const std::string& query_user, std::function<void(const envd_identity&)> f,
-               bool streaming, bool http = false) {
-  auto fail = [c, streaming, http](const error& e) {
-    if (http)
-      return http_error(c, e);
-    if (streaming)
-      return stream_error(c, e);
-    rpc_error(c, e);
-  };
-  auto asked = asked_user(c, query_user);
-  if (!asked)
-    return fail(asked.err());
-  with_identity(g, id, *asked, [f](envd_identity who) { f(who); }, fail);
 }
 
 /// One Connect procedure of envd: its path, whether the server streams its
