@@ -332,10 +332,11 @@ void process_stdin(const gateway_ref& g, const http_call& c, const std::string& 
 
 // -- filesystem -------------------------------------------------------------------------
 
-/// A filesystem call on absolute paths, as the node (root).
+/// A filesystem call on absolute paths, as the node (root); entries name
+/// their owners as `who`'s sandbox does.
 void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string& id,
-                     const std::string& method, const std::string& path,
-                     const std::string& to = {}, int32_t depth = 1);
+                     const envd_identity& who, const std::string& method,
+                     const std::string& path, const std::string& to = {}, int32_t depth = 1);
 
 void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
              const std::string& method, const envd_identity& who) {
@@ -345,15 +346,15 @@ void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
     return rpc_error(c, req.err());
   if (method == "MakeDir" && !who.user.empty() && who.uid != 0)
     // Made by the user, so it owns it (issue 27); its entry from a Stat.
-    return make_dir_as(g, id, who, req->path, [g, c, id, path = req->path](bool made) {
-      fs_call_as_root(g, c, id, made ? "Stat" : "MakeDir", path);
+    return make_dir_as(g, id, who, req->path, [g, c, id, who, path = req->path](bool made) {
+      fs_call_as_root(g, c, id, who, made ? "Stat" : "MakeDir", path);
     });
-  fs_call_as_root(g, c, id, method, req->path, req->to, req->depth);
+  fs_call_as_root(g, c, id, who, method, req->path, req->to, req->depth);
 }
 
 void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string& id,
-                     const std::string& method, const std::string& path, const std::string& to,
-                     int32_t depth) {
+                     const envd_identity& who, const std::string& method,
+                     const std::string& path, const std::string& to, int32_t depth) {
   bool move = method == "Move";
   const char* op = method == "Stat"      ? fs_ops::stat
                    : method == "ListDir" ? fs_ops::list
@@ -362,14 +363,15 @@ void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string
                                          : fs_ops::remove;
   g.self->request(g.front, call_timeout, fsop_atom::value, id, std::string{op}, path, to, depth)
     .then(
-      [c, method](std::vector<fs_entry>& v) {
-        if (method == "ListDir") {
-          sort_walk_order(v);
-          return answer(c, 200, encode_entries(v));
-        }
+      [g, c, id, who, method](std::vector<fs_entry>& v) {
         if (method == "Remove" || v.empty())
-          return answer(c, 200, "{}");
-        answer(c, 200, encode_entry_response(v.front()));
+          return answer(c, 200, method == "ListDir" ? encode_entries(v) : "{}");
+        with_owner_names(g, id, who, [c, method, v = std::move(v)](owner_names names) mutable {
+          if (method != "ListDir")
+            return answer(c, 200, encode_entry_response(v.front(), &names));
+          sort_walk_order(v);
+          answer(c, 200, encode_entries(v, &names));
+        });
       },
       [c, method](caf::error& err) {
         auto e = from_caf(err);

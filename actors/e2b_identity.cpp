@@ -52,6 +52,7 @@ void with_identity(const gateway_ref& g, const std::string& id, const std::strin
         auto who = identity_of(passwd, asked);
         if (!who)
           return fail(who.err());
+        who->passwd = std::move(passwd);
         then(std::move(*who));
       },
       [asked, then, fail](caf::error& err) {
@@ -76,6 +77,14 @@ expected<std::string> asked_user(const http_call& c, const std::string& query_us
     return invalid_argument("envd: username \"" + query_user.substr(0, 64)
                             + "\" is not a user name");
   return query_user;
+}
+
+void with_owner_names(const gateway_ref& g, const std::string& id, const envd_identity& who,
+                      std::function<void(owner_names)> then) {
+  g.self->request(g.front, call_timeout, rfile_atom::value, id, std::string{"/etc/group"},
+                  max_passwd_bytes)
+    .then([passwd = who.passwd, then](std::string& group) { then(owner_names_of(passwd, group)); },
+          [passwd = who.passwd, then](caf::error&) { then(owner_names_of(passwd, {})); });
 }
 
 void prepare_owned_file(const gateway_ref& g, const std::string& id, const envd_identity& who,

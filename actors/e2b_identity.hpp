@@ -30,6 +30,12 @@ void with_identity(const gateway_ref& g, const std::string& id, const std::strin
 /// `username=` of GET/POST /files (`query_user`).
 [[nodiscard]] expected<std::string> asked_user(const http_call& c, const std::string& query_user);
 
+/// The sandbox's user and group names (its /etc/passwd as read for `who`,
+/// and its /etc/group, read now; none if it has none), for the owners of
+/// filesystem entries.
+void with_owner_names(const gateway_ref& g, const std::string& id, const envd_identity& who,
+                      std::function<void(owner_names)> then);
+
 /// As `who` (unless it is the sandbox default or root): makes the missing
 /// parents of `path` and `path` itself as an empty file if it is missing,
 /// so a following write keeps `who` as its owner. `then` runs whatever

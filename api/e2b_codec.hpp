@@ -160,7 +160,13 @@ struct fs_request {
 std::string watch_event(const std::string& name, const char* type);
 
 /// EntryInfo as JSON; a symlink's target resolved to an absolute path.
-std::string encode_entry(const fs_entry& e);
+/// User and group names by id, from the sandbox's /etc/passwd and /etc/group
+/// (api/e2b_user.hpp); an id without a name shows as its number, 0 as root.
+struct owner_names {
+  std::map<uint32_t, std::string> users;
+  std::map<uint32_t, std::string> groups;
+};
+std::string encode_entry(const fs_entry& e, const owner_names* names = nullptr);
 /// A symlink's target as E2B's envd answers it: absolute, "." and ".."
 /// resolved against the link's directory (lexically: one hop, not a chain).
 std::string resolved_link(const std::string& path, const std::string& target);
@@ -168,9 +174,9 @@ std::string resolved_link(const std::string& path, const std::string& target);
 /// each directory followed by what is below it.
 void sort_walk_order(std::vector<fs_entry>& v);
 /// `{"entry":...}`.
-std::string encode_entry_response(const fs_entry& e);
+std::string encode_entry_response(const fs_entry& e, const owner_names* names = nullptr);
 /// `{"entries":[...]}`.
-std::string encode_entries(const std::vector<fs_entry>& v);
+std::string encode_entries(const std::vector<fs_entry>& v, const owner_names* names = nullptr);
 
 /// An absolute sandbox path from an envd `path` (relative = from "/").
 /// `home` (absolute) is where a relative path starts, as E2B's envd resolves

@@ -45,6 +45,14 @@ std::string permissions(uint32_t mode) {
 
 std::string owner_name(uint32_t id) { return id == 0 ? "root" : std::to_string(id); }
 
+/// The name of `id` in `names` (the sandbox's own), else owner_name.
+std::string named(const std::map<uint32_t, std::string>* names, uint32_t id) {
+  if (names)
+    if (auto it = names->find(id); it != names->end())
+      return it->second;
+  return owner_name(id);
+}
+
 /// `path` with "." and ".." resolved lexically (".." at the root stays there).
 std::string clean_path(const std::string& path) {
   std::vector<std::string> parts;
@@ -130,7 +138,7 @@ std::string watch_event(const std::string& name, const char* type) {
   return json{{"filesystem", {{"name", name}, {"type", type}}}}.dump();
 }
 
-std::string encode_entry(const fs_entry& e) {
+std::string encode_entry(const fs_entry& e, const owner_names* names) {
   const char* type = e.type == "file"      ? "FILE_TYPE_FILE"
                      : e.type == "dir"     ? "FILE_TYPE_DIRECTORY"
                      : e.type == "symlink" ? "FILE_TYPE_SYMLINK"
@@ -141,8 +149,8 @@ std::string encode_entry(const fs_entry& e) {
          {"size", std::to_string(e.size)},
          {"mode", e.mode & 07777},
          {"permissions", permissions(e.mode)},
-         {"owner", owner_name(e.uid)},
-         {"group", owner_name(e.gid)},
+         {"owner", named(names ? &names->users : nullptr, e.uid)},
+         {"group", named(names ? &names->groups : nullptr, e.gid)},
          {"modifiedTime", iso_ns(e.mtime_ns)}};
   if (!e.symlink_target.empty())
     j["symlinkTarget"] = resolved_link(e.path, e.symlink_target);
@@ -168,14 +176,14 @@ void sort_walk_order(std::vector<fs_entry>& v) {
             [&](const fs_entry& a, const fs_entry& b) { return key(a.path) < key(b.path); });
 }
 
-std::string encode_entry_response(const fs_entry& e) {
-  return "{\"entry\":" + encode_entry(e) + "}";
+std::string encode_entry_response(const fs_entry& e, const owner_names* names) {
+  return "{\"entry\":" + encode_entry(e, names) + "}";
 }
 
-std::string encode_entries(const std::vector<fs_entry>& v) {
+std::string encode_entries(const std::vector<fs_entry>& v, const owner_names* names) {
   std::string out = "{\"entries\":[";
   for (size_t i = 0; i < v.size(); ++i)
-    out += (i ? "," : "") + encode_entry(v[i]);
+    out += (i ? "," : "") + encode_entry(v[i], names);
   return out + "]}";
 }
 

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -70,7 +71,24 @@ bool parse_u32(const std::string& s, uint32_t& out) {
   return true;
 }
 
+/// name -> id of the third field of each line, the first name of an id kept.
+std::map<uint32_t, std::string> names_by_id(std::string_view text) {
+  std::map<uint32_t, std::string> out;
+  std::istringstream in{std::string{text}};
+  for (std::string line; std::getline(in, line);) {
+    auto f = split(line, ':');
+    uint32_t id = 0;
+    if (f.size() >= 3 && !f[0].empty() && parse_u32(f[2], id))
+      out.emplace(id, f[0]);
+  }
+  return out;
+}
+
 } // namespace
+
+owner_names owner_names_of(std::string_view passwd, std::string_view group) {
+  return {names_by_id(passwd), names_by_id(group)};
+}
 
 expected<std::string> basic_auth_user(std::string_view authorization) {
   constexpr std::string_view scheme = "Basic ";
@@ -89,7 +107,7 @@ expected<std::string> basic_auth_user(std::string_view authorization) {
   auto colon = decoded.find(':');
   auto name = decoded.substr(0, colon);
   if (name.empty() || name.size() > 64
-      || name.find_first_of(std::string{"/\n\r\t \0", 7}) != std::string::npos)
+      || name.find_first_of(std::string{"/\n\r\t \0", 6}) != std::string::npos)
     return invalid_argument("envd: Authorization Basic names no valid user");
   return name;
 }

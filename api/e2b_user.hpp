@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/e2b_codec.hpp"
 #include "core/error.hpp"
 
 namespace dsec::e2b {
@@ -29,7 +30,13 @@ struct envd_identity {
   /// The passwd entry's ids (0 for the sandbox default).
   uint32_t uid = 0;
   uint32_t gid = 0;
+  /// The sandbox's /etc/passwd as read for this call (names of owners).
+  std::string passwd;
 };
+
+/// Names by id from /etc/passwd and /etc/group text (name:x:id:...): the
+/// first name of an id wins, malformed lines are skipped.
+owner_names owner_names_of(std::string_view passwd, std::string_view group);
 
 /// The user an `Authorization: Basic` header names (base64 of "name:" with
 /// an empty password); empty when the header is absent or not Basic (a

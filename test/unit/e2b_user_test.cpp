@@ -54,7 +54,7 @@ TEST_CASE("Authorization Basic names the user; Bearer and nothing name none", "[
   CHECK(*basic_auth_user("Basic cm9vdA==") == "root");   // "root", no colon
   CHECK(basic_auth_user("")->empty());
   CHECK(basic_auth_user("Bearer e2b_abc")->empty());
-  for (auto bad : {"Basic", "Basic !!!", "Basic Og==" /* ":" */, "Basic Lzo=" /* "/:" */})
+  for (auto bad : {"Basic ", "Basic !!!", "Basic Og==" /* ":" */, "Basic Lzo=" /* "/:" */})
     CHECK(basic_auth_user(bad).err().code == errc::invalid_argument);
 }
 
@@ -72,6 +72,26 @@ TEST_CASE("relative paths and cwd start at the caller's home", "[unit][e2b]") {
   auto start = parse_start(R"({"process":{"cmd":"ls","cwd":"sub"}})", pty, nullptr, "/home/user");
   CHECK(start->cwd == "/home/user/sub");
   CHECK(parse_start(R"({"process":{"cmd":"ls"}})", pty, nullptr, "/home/user")->cwd.empty());
+}
+
+} // namespace dsec::e2b
+
+namespace dsec::e2b {
+
+TEST_CASE("entries show the sandbox's own user and group names", "[unit][e2b]") {
+  auto names = owner_names_of(passwd, "root:x:0:\nuser:x:1000:\nbroken\nstaff:x:50:\n");
+  fs_entry e;
+  e.name = "f";
+  e.path = "/home/user/f";
+  e.type = "file";
+  e.uid = 1000;
+  e.gid = 50;
+  auto j = encode_entry(e, &names);
+  CHECK(j.find("\"owner\":\"user\"") != std::string::npos);
+  CHECK(j.find("\"group\":\"staff\"") != std::string::npos);
+  e.uid = 4242;
+  CHECK(encode_entry(e, &names).find("\"owner\":\"4242\"") != std::string::npos);
+  CHECK(encode_entry(e).find("\"group\":\"50\"") != std::string::npos); // no names: numbers
 }
 
 } // namespace dsec::e2b
