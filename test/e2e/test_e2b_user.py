@@ -58,3 +58,15 @@ def test_an_unknown_user_is_refused_by_name(e2b_node, e2b_base):
         assert status == 200 and b"/home/user/rel.txt" in body, (status, body)
     finally:
         c.delete(sid)
+
+
+def test_a_command_of_another_user_is_killed_at_its_timeout(e2b_node, e2b_base):
+    """Init holds no CAP_KILL: a command run as `user` still dies at its timeout."""
+    c = e2b_node.client
+    sid = c.create_ok(layers=[E2B_BASE])
+    try:
+        status, r = c.exec(sid, "sleep 120", user="user", timeout_s=1)
+        assert status == 200 and r["timed_out"] is True, r
+        assert c.sh(sid, "ps -eo user,comm | grep -c '^user *sleep' || true")["stdout"] == "0\n"
+    finally:
+        c.delete(sid)
