@@ -18,6 +18,7 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
+#include "actors/e2b_identity.hpp" // E2B's user and home (issue 27)
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_pty.hpp" // terminals (issue 26 part 1)
 #include "api/e2b_codec.hpp"
@@ -201,18 +202,42 @@ status unary_content_type(const http_call& c) {
   return {};
 }
 
+/// Runs `f` with the identity of the call (e2b_identity.hpp): the user it
+/// names, else E2B's default; its errors answered as the call's own
+/// (`streaming`: a Connect stream; `http`: GET/POST /files).
+void as_caller(const gateway_ref& g, const http_call& c, const std::string& id,
+               const std::string& query_user, std::function<void(const envd_identity&)> f,
+               bool streaming, bool http = false) {
+  auto fail = [c, streaming, http](const error& e) {
+    if (http)
+      return http_error(c, e);
+    if (streaming)
+      return stream_error(c, e);
+    rpc_error(c, e);
+  };
+  auto asked = asked_user(c, query_user);
+  if (!asked)
+    return fail(asked.err());
+  with_identity(g, id, *asked, [f](envd_identity who) { f(who); }, fail);
+}
+
 void start_pty(const gateway_ref& g, const http_call& c, const std::string& id, exec_request req,
                const std::string& msg);
 
-void process_start(const gateway_ref& g, const http_call& c, const std::string& id) {
+void process_start(const gateway_ref& g, const http_call& c, const std::string& id,
+                   const envd_identity& who) {
   auto msg = stream_message(c);
   if (!msg)
     return stream_error(c, msg.err());
   bool pty = false;
   bool keep_stdin = false;
-  auto req = parse_start(*msg, pty, &keep_stdin);
+  auto req = parse_start(*msg, pty, &keep_stdin, who.home);
   if (!req)
     return stream_error(c, req.err());
+  // E2B's user in its home, unless the sandbox has no such user (issue 27).
+  req->user = who.user;
+  if (req->cwd.empty() && !who.user.empty())
+    req->cwd = who.home;
   // The SDK's timeoutMs (default 60 s; 0 = none) bounds the command, as in E2B.
   auto tmo = c->header("connect-timeout-ms");
   if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos)
@@ -307,28 +332,46 @@ void process_stdin(const gateway_ref& g, const http_call& c, const std::string& 
 
 // -- filesystem -------------------------------------------------------------------------
 
+/// A filesystem call on absolute paths, as the node (root); entries name
+/// their owners as `who`'s sandbox does.
+void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string& id,
+                     const envd_identity& who, const std::string& method,
+                     const std::string& path, const std::string& to = {}, int32_t depth = 1);
+
 void fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
-             const std::string& method) {
+             const std::string& method, const envd_identity& who) {
   bool move = method == "Move";
-  auto req = parse_fs(c->body, move);
+  auto req = parse_fs(c->body, move, who.home);
   if (!req)
     return rpc_error(c, req.err());
+  if (method == "MakeDir" && !who.user.empty() && who.uid != 0)
+    // Made by the user, so it owns it (issue 27); its entry from a Stat.
+    return make_dir_as(g, id, who, req->path, [g, c, id, who, path = req->path](bool made) {
+      fs_call_as_root(g, c, id, who, made ? "Stat" : "MakeDir", path);
+    });
+  fs_call_as_root(g, c, id, who, method, req->path, req->to, req->depth);
+}
+
+void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string& id,
+                     const envd_identity& who, const std::string& method,
+                     const std::string& path, const std::string& to, int32_t depth) {
+  bool move = method == "Move";
   const char* op = method == "Stat"      ? fs_ops::stat
                    : method == "ListDir" ? fs_ops::list
                    : method == "MakeDir" ? fs_ops::mkdir
                    : move                ? fs_ops::move
                                          : fs_ops::remove;
-  g.self->request(g.front, call_timeout, fsop_atom::value, id, std::string{op}, req->path, req->to,
-                  req->depth)
+  g.self->request(g.front, call_timeout, fsop_atom::value, id, std::string{op}, path, to, depth)
     .then(
-      [c, method](std::vector<fs_entry>& v) {
-        if (method == "ListDir") {
-          sort_walk_order(v);
-          return answer(c, 200, encode_entries(v));
-        }
+      [g, c, id, who, method](std::vector<fs_entry>& v) {
         if (method == "Remove" || v.empty())
-          return answer(c, 200, "{}");
-        answer(c, 200, encode_entry_response(v.front()));
+          return answer(c, 200, method == "ListDir" ? encode_entries(v) : "{}");
+        with_owner_names(g, id, who, [c, method, v = std::move(v)](owner_names names) mutable {
+          if (method != "ListDir")
+            return answer(c, 200, encode_entry_response(v.front(), &names));
+          sort_walk_order(v);
+          answer(c, 200, encode_entries(v, &names));
+        });
       },
       [c, method](caf::error& err) {
         auto e = from_caf(err);
@@ -356,11 +399,12 @@ const char* event_type(const std::string& type) {
 /// relay that writes each as it comes; the stream opens with the start event
 /// once the watch is set, and ends at the client's deadline
 /// (connect-timeout-ms), when the client leaves, or with the watch.
-void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) {
+void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id,
+               const envd_identity& who) {
   auto msg = stream_message(c);
   if (!msg)
     return stream_error(c, msg.err());
-  auto req = parse_watch(*msg);
+  auto req = parse_watch(*msg, who.home);
   if (!req)
     return stream_error(c, req.err());
   // parse_watch reads `recursive` as a depth: more than one level is recursive.
@@ -424,9 +468,10 @@ void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id) 
 // -- GET/POST /files, /health -----------------------------------------------------------
 
 void read_file(const gateway_ref& g, const http_call& c, const std::string& id,
-               const std::map<std::string, std::string>& query) {
+               const std::map<std::string, std::string>& query, const envd_identity& who) {
   auto it = query.find("path");
-  auto path = sandbox_path(it == query.end() ? std::string_view{} : std::string_view{it->second});
+  auto path = sandbox_path(it == query.end() ? std::string_view{} : std::string_view{it->second},
+                           who.home);
   if (!path)
     return http_error(c, path.err());
   uint64_t max = g.ctx->config.max_file_bytes;
@@ -441,25 +486,43 @@ struct upload_state {
   bool failed = false;
 };
 
+/// One file of an upload; the last to finish answers.
+void write_one(const gateway_ref& g, const http_call& c, const std::string& id,
+               std::shared_ptr<upload_state> st, upload f) {
+  g.self->request(g.front, call_timeout, wfile_atom::value, id, f.path, std::move(f.data))
+    .then(
+      [c, st](bool) {
+        if (--st->left == 0 && !st->failed)
+          answer(c, 200, encode_written(st->written));
+      },
+      [c, st](caf::error& err) {
+        --st->left;
+        if (!st->failed) {
+          st->failed = true;
+          http_error(c, from_caf(err));
+        }
+      });
+}
+
 void write_files(const gateway_ref& g, const http_call& c, const std::string& id,
-                 const std::map<std::string, std::string>& query) {
+                 const std::map<std::string, std::string>& query, const envd_identity& who) {
   auto it = query.find("path");
   std::string qpath = it == query.end() ? std::string{} : it->second;
   auto ct = c->header("content-type");
   std::vector<upload> files;
   if (ct.rfind("multipart/form-data", 0) == 0) {
     if (!qpath.empty()) {
-      auto p = sandbox_path(qpath);
+      auto p = sandbox_path(qpath, who.home);
       if (!p)
         return http_error(c, p.err());
       qpath = *p;
     }
-    auto parts = parse_multipart(ct, c->body, qpath);
+    auto parts = parse_multipart(ct, c->body, qpath, who.home);
     if (!parts)
       return http_error(c, parts.err());
     files = std::move(*parts);
   } else {
-    auto p = sandbox_path(qpath);
+    auto p = sandbox_path(qpath, who.home);
     if (!p)
       return http_error(c, error{errc::invalid_argument, "upload: path= is required: "
                                                            + p.err().message});
@@ -470,20 +533,11 @@ void write_files(const gateway_ref& g, const http_call& c, const std::string& id
   st->written.resize(files.size());
   for (size_t i = 0; i < files.size(); ++i) {
     st->written[i] = files[i].path;
-    g.self->request(g.front, call_timeout, wfile_atom::value, id, files[i].path,
-                    std::move(files[i].data))
-      .then(
-        [c, st](bool) {
-          if (--st->left == 0 && !st->failed)
-            answer(c, 200, encode_written(st->written));
-        },
-        [c, st](caf::error& err) {
-          --st->left;
-          if (!st->failed) {
-            st->failed = true;
-            http_error(c, from_caf(err));
-          }
-        });
+    // Made by the user first, so the write keeps it as owner (issue 27).
+    auto path = files[i].path;
+    prepare_owned_file(g, id, who, path, [g, c, id, st, f = std::move(files[i])]() mutable {
+      write_one(g, c, id, st, std::move(f));
+    });
   }
 }
 
@@ -506,7 +560,9 @@ void health(const gateway_ref& g, const http_call& c, const std::string& id) {
 
 void serve_fs_call(const gateway_ref& g, const http_call& c, const std::string& id,
                    std::string_view method) {
-  fs_call(g, c, id, std::string{method});
+  as_caller(g, c, id, {}, [g, c, id, m = std::string{method}](const envd_identity& who) {
+    fs_call(g, c, id, m, who);
+  }, false);
 }
 
 /// One Connect procedure of envd: its path, whether the server streams its
@@ -523,7 +579,9 @@ struct procedure {
 constexpr procedure procedures[] = {
   {"/process.Process/Start", true,
    [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
-     process_start(g, c, id);
+     as_caller(g, c, id, {}, [g, c, id](const envd_identity& who) {
+       process_start(g, c, id, who);
+     }, true);
    }},
   {"/process.Process/Connect", true,
    [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
@@ -552,7 +610,8 @@ constexpr procedure procedures[] = {
    }},
   {"/filesystem.Filesystem/WatchDir", true,
    [](const gateway_ref& g, const http_call& c, const std::string& id, std::string_view) {
-     watch_dir(g, c, id);
+     as_caller(g, c, id, {}, [g, c, id](const envd_identity& who) { watch_dir(g, c, id, who); },
+               true);
    }},
   {"/filesystem.Filesystem/Stat", false, serve_fs_call},
   {"/filesystem.Filesystem/ListDir", false, serve_fs_call},
@@ -584,10 +643,16 @@ void serve_envd(const gateway_ref& g, const http_call& c, const std::string& id,
   if (path == "/health")
     return m == "GET" ? health(g, c, id) : answer(c, 405, error_body(405, "GET /health only"));
   if (path == "/files") {
+    auto u = query.find("username");
+    auto user = u == query.end() ? std::string{} : u->second;
     if (m == "GET")
-      return read_file(g, c, id, query);
+      return as_caller(g, c, id, user, [g, c, id, query](const envd_identity& who) {
+        read_file(g, c, id, query, who);
+      }, false, true);
     if (m == "POST")
-      return write_files(g, c, id, query);
+      return as_caller(g, c, id, user, [g, c, id, query](const envd_identity& who) {
+        write_files(g, c, id, query, who);
+      }, false, true);
     return answer(c, 405, error_body(405, "GET or POST /files only"));
   }
   if (auto* rpc = find_procedure(path)) {

@@ -137,7 +137,9 @@ expected<create_request> parse_create(std::string_view body) {
 }
 
 expected<std::vector<std::string>> template_layers(const std::string& id) {
-  if (id == "base" || id == "python")
+  if (id == "base") // issue 27: E2B's base template (layers/e2b_base.hpp)
+    return std::vector<std::string>{"base/e2b@1"};
+  if (id == "python")
     return std::vector<std::string>{"base/python@3.11"};
   if (id == "code-interpreter-v1" || id == "code-interpreter") // @e2b/code-interpreter's default
     return std::vector<std::string>{"base/code-interpreter@1"};
@@ -401,7 +403,8 @@ expected<std::string> unwrap_request(std::string_view body) {
 
 // -- process.Process -------------------------------------------------------------
 
-expected<exec_request> parse_start(std::string_view body, bool& pty, bool* keep_stdin) {
+expected<exec_request> parse_start(std::string_view body, bool& pty, bool* keep_stdin,
+                                   std::string_view home) {
   auto j = parse_object(body, "process start");
   if (!j)
     return j.err();
@@ -447,7 +450,7 @@ expected<exec_request> parse_start(std::string_view body, bool& pty, bool* keep_
   if (auto cwd = p->find("cwd"); cwd != p->end() && cwd->is_string())
     req.cwd = cwd->get<std::string>();
   if (!req.cwd.empty() && req.cwd[0] != '/')
-    req.cwd = "/" + req.cwd;
+    req.cwd = std::string{home} + (!home.empty() && home.back() == '/' ? "" : "/") + req.cwd;
   return req;
 }
 

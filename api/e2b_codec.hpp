@@ -112,8 +112,10 @@ std::string end_of_stream(const char* code = nullptr, std::string_view message =
 /// StartRequest: the command to run (`/bin/bash -l -c CMD` from the SDK
 /// becomes a /bin/sh wrapper that uses bash when the layers have it).
 /// `keep_stdin`: the request's `stdin` (true: stdin stays open for SendInput).
+/// `home`: where a relative cwd starts (E2B: the calling user's home).
 [[nodiscard]] expected<exec_request> parse_start(std::string_view json, bool& pty,
-                                                 bool* keep_stdin = nullptr);
+                                                 bool* keep_stdin = nullptr,
+                                                 std::string_view home = "/");
 
 /// SendInputRequest: pid and the stdin bytes (base64 in JSON); a pty input is
 /// invalid_argument (no PTYs).
@@ -147,15 +149,24 @@ struct fs_request {
   int32_t depth = 1;
 };
 
-[[nodiscard]] expected<fs_request> parse_fs(std::string_view json, bool move);
+/// `home`: where relative paths start (E2B: the calling user's home).
+[[nodiscard]] expected<fs_request> parse_fs(std::string_view json, bool move,
+                                          std::string_view home = "/");
 
 /// WatchDirRequest: the directory and how deep (recursive = 16 levels).
-[[nodiscard]] expected<fs_request> parse_watch(std::string_view json);
+[[nodiscard]] expected<fs_request> parse_watch(std::string_view json,
+                                             std::string_view home = "/");
 /// A WatchDirResponse filesystem event; `type` an EventType name.
 std::string watch_event(const std::string& name, const char* type);
 
 /// EntryInfo as JSON; a symlink's target resolved to an absolute path.
-std::string encode_entry(const fs_entry& e);
+/// User and group names by id, from the sandbox's /etc/passwd and /etc/group
+/// (api/e2b_user.hpp); an id without a name shows as its number, 0 as root.
+struct owner_names {
+  std::map<uint32_t, std::string> users;
+  std::map<uint32_t, std::string> groups;
+};
+std::string encode_entry(const fs_entry& e, const owner_names* names = nullptr);
 /// A symlink's target as E2B's envd answers it: absolute, "." and ".."
 /// resolved against the link's directory (lexically: one hop, not a chain).
 std::string resolved_link(const std::string& path, const std::string& target);
@@ -163,12 +174,15 @@ std::string resolved_link(const std::string& path, const std::string& target);
 /// each directory followed by what is below it.
 void sort_walk_order(std::vector<fs_entry>& v);
 /// `{"entry":...}`.
-std::string encode_entry_response(const fs_entry& e);
+std::string encode_entry_response(const fs_entry& e, const owner_names* names = nullptr);
 /// `{"entries":[...]}`.
-std::string encode_entries(const std::vector<fs_entry>& v);
+std::string encode_entries(const std::vector<fs_entry>& v, const owner_names* names = nullptr);
 
 /// An absolute sandbox path from an envd `path` (relative = from "/").
-[[nodiscard]] expected<std::string> sandbox_path(std::string_view path);
+/// `home` (absolute) is where a relative path starts, as E2B's envd resolves
+/// relative paths in the calling user's home.
+[[nodiscard]] expected<std::string> sandbox_path(std::string_view path,
+                                                std::string_view home = "/");
 
 // -- GET/POST /files -------------------------------------------------------------------
 
@@ -182,7 +196,8 @@ struct upload {
 /// filename is its path unless `query_path` is given (one file).
 [[nodiscard]] expected<std::vector<upload>> parse_multipart(std::string_view content_type,
                                                             std::string_view body,
-                                                            const std::string& query_path);
+                                                            const std::string& query_path,
+                                                            std::string_view home = "/");
 
 /// `[{"name","type":"file","path"}...]` answered by POST /files.
 std::string encode_written(const std::vector<std::string>& paths);

@@ -45,6 +45,14 @@ std::string permissions(uint32_t mode) {
 
 std::string owner_name(uint32_t id) { return id == 0 ? "root" : std::to_string(id); }
 
+/// The name of `id` in `names` (the sandbox's own), else owner_name.
+std::string named(const std::map<uint32_t, std::string>* names, uint32_t id) {
+  if (names)
+    if (auto it = names->find(id); it != names->end())
+      return it->second;
+  return owner_name(id);
+}
+
 /// `path` with "." and ".." resolved lexically (".." at the root stays there).
 std::string clean_path(const std::string& path) {
   std::vector<std::string> parts;
@@ -74,20 +82,20 @@ std::string clean_path(const std::string& path) {
 
 // -- filesystem.Filesystem ---------------------------------------------------------
 
-expected<std::string> sandbox_path(std::string_view path) {
+expected<std::string> sandbox_path(std::string_view path, std::string_view home) {
   if (path.empty())
     return invalid_argument("path: must not be empty");
-  // E2B sends paths relative to the root as well: they are made absolute,
-  // then held to the one grammar of sandbox paths (core/sandbox_path.hpp).
+  // E2B sends relative paths as well: they start at `home`, then the path is
+  // held to the one grammar of sandbox paths (core/sandbox_path.hpp).
   std::string p{path};
   if (p[0] != '/')
-    p = "/" + p;
+    p = std::string{home} + (!home.empty() && home.back() == '/' ? "" : "/") + p;
   if (auto parts = parse_sandbox_path(p, path_form::entry_or_root); !parts)
     return parts.err();
   return p;
 }
 
-expected<fs_request> parse_fs(std::string_view body, bool move) {
+expected<fs_request> parse_fs(std::string_view body, bool move, std::string_view home) {
   auto j = parse_object(body, "filesystem request");
   if (!j)
     return j.err();
@@ -96,7 +104,7 @@ expected<fs_request> parse_fs(std::string_view body, bool move) {
     auto it = j->find(name);
     if (it == j->end() || !it->is_string())
       return invalid_argument(std::string{"filesystem: "} + name + " is required");
-    return sandbox_path(it->get<std::string>());
+    return sandbox_path(it->get<std::string>(), home);
   };
   auto path = field(move ? "source" : "path");
   if (!path)
@@ -116,8 +124,8 @@ expected<fs_request> parse_fs(std::string_view body, bool move) {
   return r;
 }
 
-expected<fs_request> parse_watch(std::string_view body) {
-  auto r = parse_fs(body, false);
+expected<fs_request> parse_watch(std::string_view body, std::string_view home) {
+  auto r = parse_fs(body, false, home);
   if (!r)
     return r.err();
   auto j = json::parse(body, nullptr, false);
@@ -130,7 +138,7 @@ std::string watch_event(const std::string& name, const char* type) {
   return json{{"filesystem", {{"name", name}, {"type", type}}}}.dump();
 }
 
-std::string encode_entry(const fs_entry& e) {
+std::string encode_entry(const fs_entry& e, const owner_names* names) {
   const char* type = e.type == "file"      ? "FILE_TYPE_FILE"
                      : e.type == "dir"     ? "FILE_TYPE_DIRECTORY"
                      : e.type == "symlink" ? "FILE_TYPE_SYMLINK"
@@ -141,8 +149,8 @@ std::string encode_entry(const fs_entry& e) {
          {"size", std::to_string(e.size)},
          {"mode", e.mode & 07777},
          {"permissions", permissions(e.mode)},
-         {"owner", owner_name(e.uid)},
-         {"group", owner_name(e.gid)},
+         {"owner", named(names ? &names->users : nullptr, e.uid)},
+         {"group", named(names ? &names->groups : nullptr, e.gid)},
          {"modifiedTime", iso_ns(e.mtime_ns)}};
   if (!e.symlink_target.empty())
     j["symlinkTarget"] = resolved_link(e.path, e.symlink_target);
@@ -168,14 +176,14 @@ void sort_walk_order(std::vector<fs_entry>& v) {
             [&](const fs_entry& a, const fs_entry& b) { return key(a.path) < key(b.path); });
 }
 
-std::string encode_entry_response(const fs_entry& e) {
-  return "{\"entry\":" + encode_entry(e) + "}";
+std::string encode_entry_response(const fs_entry& e, const owner_names* names) {
+  return "{\"entry\":" + encode_entry(e, names) + "}";
 }
 
-std::string encode_entries(const std::vector<fs_entry>& v) {
+std::string encode_entries(const std::vector<fs_entry>& v, const owner_names* names) {
   std::string out = "{\"entries\":[";
   for (size_t i = 0; i < v.size(); ++i)
-    out += (i ? "," : "") + encode_entry(v[i]);
+    out += (i ? "," : "") + encode_entry(v[i], names);
   return out + "]}";
 }
 
@@ -183,7 +191,8 @@ std::string encode_entries(const std::vector<fs_entry>& v) {
 
 expected<std::vector<upload>> parse_multipart(std::string_view content_type,
                                               std::string_view body,
-                                              const std::string& query_path) {
+                                              const std::string& query_path,
+                                              std::string_view home) {
   auto b = content_type.find("boundary=");
   if (b == std::string_view::npos)
     return invalid_argument("upload: multipart/form-data without a boundary");
@@ -233,7 +242,7 @@ expected<std::vector<upload>> parse_multipart(std::string_view content_type,
     if (!is_file)
       continue;
     auto target = !query_path.empty() ? query_path : filename;
-    auto path = sandbox_path(target);
+    auto path = sandbox_path(target, home);
     if (!path)
       return error{errc::invalid_argument, "upload: " + path.err().message};
     out.push_back({*path, std::string{data}});

@@ -16,6 +16,7 @@
 #include "core/json_codec.hpp"
 #include "layers/aliases.hpp"
 #include "layers/defaults.hpp"
+#include "layers/e2b_base.hpp"
 #include "layers/oci_import.hpp"
 #include "layers/prune_git.hpp"
 #include "layers/store.hpp"
@@ -39,7 +40,9 @@ constexpr const char* usage_text =
   "       dsec layer push LAYER_REF REGISTRY/REPO:TAG [--state-dir DIR | --store DIR]"
   " [REGISTRY FLAGS]\n"
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
-  "       dsec layer defaults [--state-dir DIR | --store DIR]\n"
+  "       dsec layer defaults [--e2b] [--state-dir DIR | --store DIR]\n"
+  "         (--e2b: also base/e2b@1, E2B's base template: user `user`, git, curl, wget, pip;\n"
+  "          a debootstrap of a few minutes, cached like the others)\n"
   "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n"
   "registry flags:\n"
   "  --registry-auth FILE          docker-style config.json (default: $DOCKER_CONFIG/config.json,\n"
@@ -249,11 +252,14 @@ int cmd_ls(const args& p, layers::store& s) {
   return 0;
 }
 
-int cmd_defaults(layers::store& s) {
-  auto st = layers::build_defaults(s, [](const std::string& line) { std::cerr << line << "\n"; });
+int cmd_defaults(const args& p, layers::store& s) {
+  auto log = [](const std::string& line) { std::cerr << line << "\n"; };
+  auto st = layers::build_defaults(s, log);
+  if (st && p.has("e2b"))
+    st = layers::build_e2b_base(s, log);
   if (!st)
     return fail(st.err());
-  for (auto ref : {"base/busybox@1", "base/python@3.11"})
+  for (auto ref : {"base/busybox@1", "base/python@3.11", layers::e2b_base_ref})
     if (auto info = s.resolve(ref))
       std::cout << info->ref << " " << info->digest << "\n";
   return 0;
@@ -272,7 +278,7 @@ int run_layer_command(const std::vector<std::string>& words) {
   auto parsed = parse_args(words, {"name", "version", "kind", "state-dir", "store",
                                    "registry-auth", "registry-ca", "insecure-registry",
                                    "registry-mirror", "max-concurrent"},
-                           {"json", "prune-git", "chunked", "rm"});
+                           {"json", "prune-git", "chunked", "rm", "e2b"});
   if (!parsed)
     return usage(parsed.err().message);
   auto& p = *parsed;
@@ -305,7 +311,7 @@ int run_layer_command(const std::vector<std::string>& words) {
   } else if (sub == "ls") {
     ok = only(p, {"state-dir", "store", "json"}, why);
   } else if (sub == "defaults") {
-    ok = only(p, {"state-dir", "store"}, why);
+    ok = only(p, {"state-dir", "store", "e2b"}, why);
   } else if (sub == "alias") {
     ok = only(p, {"state-dir", "store", "json", "rm"}, why);
     auto n = p.positional.size();
@@ -336,7 +342,7 @@ int run_layer_command(const std::vector<std::string>& words) {
     return cmd_ls(p, *s);
   if (sub == "alias")
     return cmd_alias(p, *s);
-  return cmd_defaults(*s);
+  return cmd_defaults(p, *s);
 }
 
 } // namespace dsec::cli

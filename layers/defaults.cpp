@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "layers/code_interpreter.hpp"
+#include "layers/e2b_base.hpp"
 #include "sys/fs.hpp"
 #include "sys/process.hpp"
 
@@ -379,6 +380,18 @@ status build_defaults(store& s, log_fn log) {
   store::build_options opts;
   opts.config = code_interpreter_config();
   return build_one(s, "base/code-interpreter", "1", interp, log, opts);
+}
+
+// issue 27: E2B's base template (layers/e2b_base.hpp).
+status build_e2b_base(store& s, log_fn log) {
+  if (!log)
+    log = [](const std::string&) {};
+  auto e2b = [&log](const std::string& dir) {
+    if (auto st = make_debian_rootfs(dir, e2b_base_ref, e2b_base_packages, log); !st)
+      return st;
+    return add_e2b_base(dir);
+  };
+  return build_one(s, e2b_base_name, e2b_base_version, e2b, log);
 }
 
 } // namespace dsec::layers

@@ -40,4 +40,9 @@ std::string pick_debian_mirror(const std::string& sources_d, const std::string& 
 /// and /etc/apt/sources.list.
 std::string find_debian_mirror();
 
+/// Builds `base/e2b@1` (layers/e2b_base.hpp) unless `s` has it: a bookworm
+/// debootstrap of a few minutes, so only when asked (`dsec layer defaults
+/// --e2b`). Logs like build_defaults.
+status build_e2b_base(store& s, log_fn log);
+
 } // namespace dsec::layers

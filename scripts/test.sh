@@ -13,7 +13,8 @@ bash scripts/build.sh
 export DSEC_BIN=$PWD/build/cmd/dsec
 export DSEC_TEST_STORE=${DSEC_TEST_STORE:-/var/lib/dsec-test/store}
 echo "== test layer store $DSEC_TEST_STORE"
-"$DSEC_BIN" layer defaults --store "$DSEC_TEST_STORE"
+# --e2b: also base/e2b@1, E2B's `base` template (a debootstrap of a few minutes, once).
+"$DSEC_BIN" layer defaults --e2b --store "$DSEC_TEST_STORE"
 
 echo "== guest kernel for the microVM and VM backends (cached after the first run)"
 bash scripts/guest_kernel.sh "${DSEC_GUEST_DIR:-/var/lib/dsec/guest}"

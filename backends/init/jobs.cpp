@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/init/exec_user.hpp"
+#include "backends/init/procs.hpp"
 #include "backends/init/loop_state.hpp"
 #include "backends/init/setup.hpp"
 #include "backends/init/spawn.hpp"
@@ -337,7 +338,7 @@ void reap() {
 void cancel_exec(uint32_t req) {
   job* j = find_req(req);
   if (j && !j->exited)
-    ::kill(-j->pid, SIGKILL);
+    kill_as_owner(j->pid, SIGKILL, true); // procs.hpp: also a command of another user
 }
 
 void feed_stdin(uint32_t req, std::string_view data, bool eof) {
@@ -366,7 +367,7 @@ void check_deadlines() {
   for (auto& [id, j] : S.jobs) {
     if (!j.exited && j.deadline && now >= j.deadline && !j.timed_out) {
       j.timed_out = true;
-      ::kill(-j.pid, SIGKILL);
+      kill_as_owner(j.pid, SIGKILL, true);
     }
     if (j.exited && j.grace && now >= j.grace)
       grace_over.push_back(id);

@@ -3,6 +3,10 @@
 #include "backends/init/procs.hpp"
 
 #include <dirent.h>
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <time.h>
@@ -129,7 +133,42 @@ int signal_process(const init_proto::signal_msg& m) {
     return EINVAL;
   if (m.group && m.pid == ::getpgid(0))
     return EPERM;
-  return ::kill(m.group ? -m.pid : m.pid, m.signo) == 0 ? 0 : errno;
+  return kill_as_owner(m.pid, m.signo, m.group);
+}
+
+int kill_as_owner(pid_t pid, int signo, bool group) {
+  pid_t target = group ? -pid : pid;
+  if (::kill(target, signo) == 0)
+    return 0;
+  if (errno != EPERM)
+    return errno;
+  struct stat st;
+  auto dir = "/proc/" + std::to_string(pid);
+  if (::stat(dir.c_str(), &st) != 0)
+    return errno == ENOENT ? ESRCH : errno;
+  if (st.st_uid == ::geteuid())
+    return EPERM;
+  // SAFETY: init is single-threaded, so a plain fork is safe; the child only
+  // makes system calls. It raises the CAP_SETUID init keeps permitted, becomes
+  // the owner (real uid too: kill(2) matches the sender's real or effective
+  // uid against the target's real or saved uid) and sends the signal.
+  pid_t child = ::fork();
+  if (child < 0)
+    return errno;
+  if (child == 0) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    caps[0].permitted = caps[0].effective = (1u << CAP_SETUID);
+    if (::syscall(SYS_capset, &hdr, caps) != 0
+        || ::syscall(SYS_setresuid, st.st_uid, st.st_uid, st.st_uid) != 0)
+      ::_exit(EPERM);
+    ::_exit(::kill(target, signo) == 0 ? 0 : errno);
+  }
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0)
+    if (errno != EINTR)
+      return EPERM;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EPERM;
 }
 
 uint64_t busy_cpu_ns() {

@@ -3,6 +3,8 @@
 // signalling one process of it on the node's behalf.
 #pragma once
 
+#include <sys/types.h>
+
 #include <vector>
 
 #include "backends/channel/protocol.hpp"
@@ -22,5 +24,11 @@ uint64_t busy_cpu_ns();
 /// kill(2) for the node: 0 or an errno. Refuses (EPERM) pid 1 and init
 /// itself, and pids below 1 (no "every process" or "my group" forms).
 int signal_process(const init_proto::signal_msg& m);
+
+/// kill(2) of `pid` (its process group if `group`), also when it runs as
+/// another user: init holds no CAP_KILL, so a child that becomes the uid
+/// owning /proc/<pid> sends it (issue 27: E2B's commands run as `user`).
+/// 0 or an errno.
+int kill_as_owner(pid_t pid, int signo, bool group);
 
 } // namespace dsec::init

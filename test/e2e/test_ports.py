@@ -440,6 +440,6 @@ def test_a_port_through_a_peer_of_a_cluster(dsec_bin, store, key_file):
 # -- the E2B JS SDK: getHost, proxy headers, traffic token ------------------------------------
 
 
-def test_e2b_get_host_proxy_headers_and_traffic_token(e2b_module, pnode):
+def test_e2b_get_host_proxy_headers_and_traffic_token(e2b_module, pnode, e2b_base):
     out = run_js(e2b_module, pnode, "ports", PORT_SERVER=str(SERVER_PATH), DOMAIN=DOMAIN)
     assert out["ok"]
