@@ -85,9 +85,6 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
         return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
                        "dsec denies everything not allowed; denyOut takes only " +
                          std::string{all_traffic});
-    if (!deny->empty() && internet == true)
-      return invalid_argument("create sandbox: allow_internet_access true contradicts "
-                              "network.denyOut " + std::string{all_traffic});
     auto sources = net::installed_egress_sources();
     // denyOut 0.0.0.0/0 closes what allow_internet_access (true by default
     // in E2B's SDK) opened; allowOut takes precedence over it, as in E2B.

@@ -234,7 +234,7 @@ const char* node_help =
   "  --egress-sources FILE      JSON {\"pypi\": [\"mirror:443\", \"10.0.0.0/8:443\"], ...}:\n"
   "                             names specs may allow beside addresses\n"
   "  --dns-upstream IP:PORT     where the node's sandbox resolver asks (default the\n"
-  "                             first nameserver of /etc/resolv.conf)\n";
+  "                             first nameserver of /etc/resolv.conf)\n"
   "Kept command output:\n"
   "  --output-budget-mb N       output all sandboxes' commands keep for readers, in all\n"
   "                             (default 256; 0 = no bound); past it each command keeps\n"
@@ -255,8 +255,7 @@ int run_node_command(const std::vector<std::string>& words) {
                      "[--registry-ca FILE] [--insecure-registry HOST ...] "
                      "[--registry-mirror REG=MIRROR[,MIRROR...] ...] [--chunk-cache-mb N] "
                      "[--no-publish] [--sandbox-domain DOMAIN] "
-                     "[--egress-sources FILE] [--dns-upstream IP:PORT]";
-                     "[--no-publish] [--sandbox-domain DOMAIN] [--output-budget-mb N]";
+                     "[--egress-sources FILE] [--dns-upstream IP:PORT] [--output-budget-mb N]";
   auto a = parse_args(words,
                       {"state-dir", "rest", "listen", "node-id", "join", "advertise", "store",
                        "max-sandboxes", "layer-cache-mb", "zram-mb", "swap-file-mb", "swap-dir",
@@ -270,7 +269,7 @@ int run_node_command(const std::vector<std::string>& words) {
                        // ports (issue 26 part 3)
                        "sandbox-domain",
                        // egress by name, closed DNS (issue 29)
-                       "egress-sources", "dns-upstream"},
+                       "egress-sources", "dns-upstream",
                        // kept command output, node-wide (issue 29 part 4)
                        "output-budget-mb"},
                       {"no-reclaim", "no-trajectory", "trajectory-fsync", "insecure", "no-publish",
