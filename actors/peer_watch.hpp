@@ -101,7 +101,8 @@ class peer_watch {
           links.drop(node, unavailable("node " + node + " is unreachable: no answer over its "
                                        "connection within "
                                        + std::to_string(within.count())
-                                       + " ms (cut off by a partition, or stalled); retry"));
+                                       + " ms (cut off by a partition, or stalled); retry (a"
+                                         " call already sent may still complete there)"));
           return;
         }
         watch(self, links, node, address); // slow, not cut: look again later

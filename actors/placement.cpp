@@ -311,8 +311,12 @@ std::vector<member_info> nodes_view(placement_actor_ptr self) {
 std::string unreachable_text(const std::string& node, const std::string& state) {
   if (state == "left")
     return "node " + node + " left the cluster";
+  // Said of calls already sent: they may still run there once it is reached
+  // again (TCP delivers what it holds after a heal), so a retry must be safe
+  // to repeat (request_id for creates; delete is idempotent).
   return "node " + node + " is unreachable (" + state
-         + " in this node's view: crashed, stalled or cut off by a partition); retry";
+         + " in this node's view: crashed, stalled or cut off by a partition); retry (a call"
+           " already sent may still complete there)";
 }
 
 // A suspect's calls in flight get this long to be answered (a false suspicion

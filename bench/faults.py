@@ -28,7 +28,7 @@ import netns_cluster  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap = argparse.ArgumentParser(description="Long seeded fault runs with a JSON summary.")
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2, help="passes over every fault kind")
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)

@@ -37,7 +37,10 @@ def _ok(rec):
 
 
 def _lost(rec):
-    """The answer never came: the call may or may not have happened."""
+    """The answer never came: the call may or may not have happened (a 503
+    for a call already sent to a node that became unreachable says so)."""
+    if rec["status"] == 503 and "may still complete" in str(rec["answer"]):
+        return True
     return rec["status"] == "error" or rec["status"] == 504
 
 

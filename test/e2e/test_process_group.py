@@ -65,5 +65,15 @@ def test_kill_of_the_node_group_spares_sandboxes_and_restart_adopts_them(dsec_bi
         assert status == 200 and sorted(s["id"] for s in out["sandboxes"]) == sorted(ids), out
         for i, sid in enumerate(ids):
             assert c.sh(sid, "cat /work/f")["stdout"] == f"kept-{i}\n"
+        # Adopted inits are not the new node's children: once destroyed they
+        # are reaped by the host, a moment later (as in test_restart).
+        for sid in ids:
+            status, out = c.delete(sid)
+            assert status == 200 and out["deleted"] is True, out
+        c.created.clear()
+        deadline = time.monotonic() + 15
+        while any(os.path.exists(f"/proc/{pid}") for pid in inits):
+            assert time.monotonic() < deadline, f"adopted inits {inits} still exist"
+            time.sleep(0.1)
     finally:
         _finish_node(n)
