@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
 
-from dsec_harness import Node, _finish_node  # noqa: E402
+from dsec_harness import Node, _finish_node, wait_for  # noqa: E402
 from egress_peer import MirrorPeer, nameserver, probe  # noqa: E402
 
 PYTHON = "base/python@3.11"
@@ -240,3 +240,24 @@ def test_nodes_show_the_sources_digest(client):
     assert status == 200, out
     me = out["nodes"][0]["egress_sources"]
     assert len(me["digest"]) == 16 and me["same_as_this_node"] is True, out
+
+
+def test_a_node_with_another_sources_file_says_so(node, node_factory, tmp_path):
+    """Sources travel with gossip: a node joined with another file shows as
+    not the same in GET /v1/nodes of the first, and the same as itself."""
+    other = tmp_path / "other.json"
+    other.write_text('{"pypi": ["10.9.9.9:443"]}')
+    b = node_factory.start("--join", f"127.0.0.1:{node.listen_port}",
+                           "--egress-sources", str(other))
+
+    def view(n):
+        status, out = n.client.call("GET", "/v1/nodes")
+        assert status == 200, out
+        return {m["id"]: m["egress_sources"] for m in out["nodes"]}
+
+    got = wait_for(lambda: (lambda v: v if (v.get(b.node_id) or {}).get("digest") else None)(
+        view(node)), 30, what="the joined node's sources digest")
+    assert got[b.node_id]["same_as_this_node"] is False, got
+    assert got[node.node_id]["same_as_this_node"] is True, got
+    mine = view(b)
+    assert mine[b.node_id]["same_as_this_node"] is True, mine
