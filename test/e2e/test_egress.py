@@ -185,6 +185,14 @@ def test_truncation_then_tcp_and_edns0(client, peer):
     assert not [r for r in d["recent"] if r.startswith("unresolved ")], d
 
 
+def test_microvm_refuses_allow_lists_by_name(client):
+    status, out = client.create([PYTHON], memory_mb=256, backend="microvm",
+                                network={"allow": ["pypi"]})
+    assert status == 400, out
+    msg = out["error"]["message"]
+    assert "network.allow is not supported by the microvm backend" in msg, msg
+
+
 def test_network_none_gets_no_dns(client, peer):
     sid = client.create_ok([PYTHON], memory_mb=256)
     got = probe(client, sid, [["resolve", "pypi.mirror.test"],
