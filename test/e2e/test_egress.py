@@ -89,6 +89,15 @@ def test_names_beside_addresses_and_unknown_names(client, peer):
     assert 'unknown egress source "apt"' in msg and "known: alias, big, ghost, npm, pypi" in msg, msg
     status, out = set_network(client, sid, ["goproxy"])
     assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
+    # PATCH takes names too.
+    status, out = client.call("PATCH", f"/v1/sandboxes/{quote(sid)}",
+                              {"network": {"allow": ["pypi"]}})
+    assert status == 200, out
+    assert probe(client, sid, [["http", "pypi.mirror.test", peer.pypi], ["tcp", peer.npm, 80]]) \
+        == ["ok:host=pypi.mirror.test", "EPERM"]
+    status, out = client.call("PATCH", f"/v1/sandboxes/{quote(sid)}",
+                              {"network": {"allow": ["apt"]}})
+    assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
 
 
 def test_phase_change_applies_at_the_next_connect(client, peer):
