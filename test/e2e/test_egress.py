@@ -223,9 +223,10 @@ def test_malformed_sources_file_stops_the_node(dsec_bin, store, tmp_path):
 
 
 def test_python_names_as_in_dsecs_sdk(sdk, peer):
-    """network={"pypi": True, "npm": False} allows pypi only."""
+    """{"pypi": True, "npm": False} allows pypi only, at create and update."""
     from egress_peer import PROBE
-    sb = sdk.create(["base/python@3.11"], memory_mb=256, network={"pypi": True, "npm": False})
+    sb = sdk.create(["base/python@3.11"], memory_mb=256,
+                    network_allow={"pypi": True, "npm": False})
     try:
         sb.write_file("/tmp/p.py", PROBE.encode())
         r = sb.exec(["python3", "/tmp/p.py", json.dumps([
@@ -233,7 +234,7 @@ def test_python_names_as_in_dsecs_sdk(sdk, peer):
             timeout_s=120)
         assert r.exit_code == 0, r
         assert json.loads(r.stdout) == ["ok:host=pypi.mirror.test", "gaierror"], r.stdout
-        sb.set_network({"npm": True})
+        sb.update(network={"npm": True, "pypi": False})
         r = sb.exec(["python3", "/tmp/p.py", json.dumps([["resolve", "npm.mirror.test"]])],
                     timeout_s=120)
         assert json.loads(r.stdout) == [[peer.npm]], r.stdout
