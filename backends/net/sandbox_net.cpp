@@ -20,14 +20,15 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 // How often expiring names and the host's addresses are looked at. Answers
-// live at least min_ttl, so a 5 s tick re-resolves a name before its
-// addresses lapse; each tick costs a map walk and, per expiring name, one
-// upstream query.
+// live at least min_ttl, so a 5 s tick re-resolves a name (two ticks before
+// its first address lapses) in time; each tick costs a map walk and, per
+// expiring name, one upstream query.
 constexpr auto refresh_period = std::chrono::seconds(5);
 // Bounds on how long a resolved address opens a rule: an upstream TTL of 0
-// would make every connect race the refresh, one of days would keep an
-// address a CDN moved away from.
-constexpr auto min_ttl = std::chrono::seconds(5);
+// would make every connect race the refresh (and every sandbox ask the
+// upstream every tick: 3,200 sandboxes x 2 queries per name per 5 s), one
+// of days would keep an address a CDN moved away from.
+constexpr auto min_ttl = std::chrono::seconds(30);
 constexpr auto max_ttl = std::chrono::seconds(300);
 // Retry of a name that resolved to nothing.
 constexpr auto retry_unresolved = std::chrono::seconds(10);
@@ -393,8 +394,8 @@ void sandbox_net::resolve_locked(const std::string& domain, learned& l) {
     else if (l.addrs.size() < max_addrs_per_domain)
       l.addrs.emplace_back(a.addr, until);
   }
-  // Re-resolve a little before the first address lapses.
-  l.next_refresh = soonest - refresh_period;
+  // Re-resolve two ticks before the first address lapses.
+  l.next_refresh = soonest - 2 * refresh_period;
 }
 
 bool sandbox_net::learn_locked(const std::string& domain, const std::string& qname,

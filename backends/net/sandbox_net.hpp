@@ -11,7 +11,7 @@
 // DNS is closed (dns_resolver.hpp): a sandbox's /etc/resolv.conf names the
 // bridge gateway, the only host address it may reach and only on port 53;
 // names its rules allow are resolved upstream and their answers' addresses
-// open the rule (for the record's TTL, between 5 s and 5 min); every other
+// open the rule (for the record's TTL, between 30 s and 5 min); every other
 // name is REFUSED and counted as a network denial ("dns NAME" in recent).
 // A domain that does not resolve opens nothing and is listed in
 // denials.unresolved.

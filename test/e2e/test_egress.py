@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pylib"))
 
-from dsec_harness import Node, _finish_node  # noqa: E402
+from dsec_harness import Node, _finish_node, wait_for  # noqa: E402
 from egress_peer import MirrorPeer, nameserver, probe  # noqa: E402
 
 PYTHON = "base/python@3.11"
@@ -88,6 +88,15 @@ def test_names_beside_addresses_and_unknown_names(client, peer):
     msg = out["error"]["message"]
     assert 'unknown egress source "apt"' in msg and "known: alias, big, ghost, npm, pypi" in msg, msg
     status, out = set_network(client, sid, ["goproxy"])
+    assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
+    # PATCH takes names too.
+    status, out = client.call("PATCH", f"/v1/sandboxes/{quote(sid)}",
+                              {"network": {"allow": ["pypi"]}})
+    assert status == 200, out
+    assert probe(client, sid, [["http", "pypi.mirror.test", peer.pypi], ["tcp", peer.npm, 80]]) \
+        == ["ok:host=pypi.mirror.test", "EPERM"]
+    status, out = client.call("PATCH", f"/v1/sandboxes/{quote(sid)}",
+                              {"network": {"allow": ["apt"]}})
     assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["error"]["message"], out
 
 
@@ -185,6 +194,14 @@ def test_truncation_then_tcp_and_edns0(client, peer):
     assert not [r for r in d["recent"] if r.startswith("unresolved ")], d
 
 
+def test_microvm_refuses_allow_lists_by_name(client):
+    status, out = client.create([PYTHON], memory_mb=256, backend="microvm",
+                                network={"allow": ["pypi"]})
+    assert status == 400, out
+    msg = out["error"]["message"]
+    assert "network.allow is not supported by the microvm backend" in msg, msg
+
+
 def test_network_none_gets_no_dns(client, peer):
     sid = client.create_ok([PYTHON], memory_mb=256)
     got = probe(client, sid, [["resolve", "pypi.mirror.test"],
@@ -206,9 +223,10 @@ def test_malformed_sources_file_stops_the_node(dsec_bin, store, tmp_path):
 
 
 def test_python_names_as_in_dsecs_sdk(sdk, peer):
-    """network={"pypi": True, "npm": False} allows pypi only."""
+    """{"pypi": True, "npm": False} allows pypi only, at create and update."""
     from egress_peer import PROBE
-    sb = sdk.create(["base/python@3.11"], memory_mb=256, network={"pypi": True, "npm": False})
+    sb = sdk.create(["base/python@3.11"], memory_mb=256,
+                    network_allow={"pypi": True, "npm": False})
     try:
         sb.write_file("/tmp/p.py", PROBE.encode())
         r = sb.exec(["python3", "/tmp/p.py", json.dumps([
@@ -216,7 +234,7 @@ def test_python_names_as_in_dsecs_sdk(sdk, peer):
             timeout_s=120)
         assert r.exit_code == 0, r
         assert json.loads(r.stdout) == ["ok:host=pypi.mirror.test", "gaierror"], r.stdout
-        sb.set_network({"npm": True})
+        sb.update(network={"npm": True, "pypi": False})
         r = sb.exec(["python3", "/tmp/p.py", json.dumps([["resolve", "npm.mirror.test"]])],
                     timeout_s=120)
         assert json.loads(r.stdout) == [[peer.npm]], r.stdout
@@ -240,3 +258,24 @@ def test_nodes_show_the_sources_digest(client):
     assert status == 200, out
     me = out["nodes"][0]["egress_sources"]
     assert len(me["digest"]) == 16 and me["same_as_this_node"] is True, out
+
+
+def test_a_node_with_another_sources_file_says_so(node, node_factory, tmp_path):
+    """Sources travel with gossip: a node joined with another file shows as
+    not the same in GET /v1/nodes of the first, and the same as itself."""
+    other = tmp_path / "other.json"
+    other.write_text('{"pypi": ["10.9.9.9:443"]}')
+    b = node_factory.start("--join", f"127.0.0.1:{node.listen_port}",
+                           "--egress-sources", str(other))
+
+    def view(n):
+        status, out = n.client.call("GET", "/v1/nodes")
+        assert status == 200, out
+        return {m["id"]: m["egress_sources"] for m in out["nodes"]}
+
+    got = wait_for(lambda: (lambda v: v if (v.get(b.node_id) or {}).get("digest") else None)(
+        view(node)), 30, what="the joined node's sources digest")
+    assert got[b.node_id]["same_as_this_node"] is False, got
+    assert got[node.node_id]["same_as_this_node"] is True, got
+    mine = view(b)
+    assert mine[b.node_id]["same_as_this_node"] is True, mine

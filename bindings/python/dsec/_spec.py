@@ -76,6 +76,8 @@ def make_spec(kwargs):
     for key, v in kwargs.items():
         if v is None:
             continue
+        if key == "network_allow" and is_named_network(v):
+            v = named_network(v)  # DSec's SDK form: {"pypi": True, "npm": False}
         spec[key] = _CHECKS[_SPEC_FIELDS[key]](key, v)
     if not spec.get("layers") and not spec.get("image"):
         raise InvalidArgument("layers: at least one layer ref (name@version) is required, "

@@ -359,12 +359,11 @@ class Client:
                protect_hidden: Optional[Sequence[str]] = None,
                paused_ttl_s: Optional[int] = None, image: Optional[str] = None,
                on_timeout: Optional[str] = None, idle_timeout_s: Optional[int] = None,
-               on_idle: Optional[str] = None, auto_resume: Optional[bool] = None,
-               network: Optional[Mapping[str, bool]] = None) -> Sandbox:
+               on_idle: Optional[str] = None, auto_resume: Optional[bool] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
-        ``network={"pypi": True, "npm": False}`` (DSec's SDK form) allows the
-        node's egress sources set to True, beside ``network_allow``.
+        ``network_allow`` is an allow-list, or DSec's SDK form of egress
+        source names (``{"pypi": True, "npm": False}``: the names set True).
 
         ``layers`` are ``name@version`` refs, first = bottom. ``image`` (an
         image reference, ``"127.0.0.1:5000/team/py:3.11"``) starts it from an
@@ -385,8 +384,6 @@ class Client:
         first, unless ``auto_resume=False``: then calls raise Unavailable
         until ``resume()``.
         """
-        if network is not None:
-            network_allow = list(network_allow or []) + _spec.make_network(network)
         spec = _spec.make_spec(dict(
             layers=layers, backend=backend, cpu=cpu, memory_mb=memory_mb, disk_mb=disk_mb,
             pids=pids, ttl_s=ttl_s, network_allow=network_allow, env=env, labels=labels,
