@@ -29,6 +29,10 @@
 #   channel    init not dumpable, no socket to reach    test_channel.py
 #   fds        inherited descriptors, node environment  test_fds.py
 #   egress     raw sockets, the node's ports            test_net.py
+#   floods     `yes` on exec, background, PTY, FnCall; the node-wide
+#              output budget and RSS after               test_output_flood.py
+#   scans      the node's subnet and the host: one event  test_port_scan.py
+#   kpage      /proc/kpage* masks on every path, grep /  test_kpage.py
 import sys
 import uuid
 from pathlib import Path
