@@ -18,38 +18,43 @@ if (part === 'snapshots') {
   await sbx.files.write('/tmp/state.txt', 'before the snapshot');
   const snap = await sbx.createSnapshot();
   assert.ok(snap.snapshotId.length > 0);
-  // Listed, for everyone and for its sandbox.
-  const all = await Sandbox.listSnapshots().nextItems();
-  assert.ok(all.some((s) => s.snapshotId === snap.snapshotId), 'listSnapshots() has it');
-  const mine = await sbx.listSnapshots().nextItems();
-  assert.ok(mine.some((s) => s.snapshotId === snap.snapshotId), 'sbx.listSnapshots() has it');
-  // A sandbox made from it sees the source's files, and is independent.
-  const a = await Sandbox.create(snap.snapshotId);
-  const b = await Sandbox.create(snap.snapshotId);
-  assert.equal(await a.files.read('/tmp/state.txt'), 'before the snapshot');
-  await a.files.write('/tmp/state.txt', 'changed in a');
-  assert.equal(await b.files.read('/tmp/state.txt'), 'before the snapshot');
-  assert.equal(await sbx.files.read('/tmp/state.txt'), 'before the snapshot');
-  assert.equal((await a.getInfo()).templateId, snap.snapshotId);
-  // A named snapshot, found by its name.
   const name = `snap-${Date.now().toString(36)}`;
-  const named = await sbx.createSnapshot({ name });
-  assert.equal(named.snapshotId, name);
-  assert.deepEqual(named.names, [name]);
-  const byName = await Sandbox.listSnapshots({ name }).nextItems();
-  assert.deepEqual(byName.map((s) => s.snapshotId), [name]);
-  assert.equal((await Sandbox.listSnapshots({ name: `${name}-none` }).nextItems()).length, 0);
-  // It outlives its sandbox.
-  await sbx.kill();
-  const c = await Sandbox.create(name);
-  assert.equal(await c.files.read('/tmp/state.txt'), 'before the snapshot');
-  // Deleted once: true, then false; a create from it no longer finds it.
-  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
-  assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
-  assert.equal(await Sandbox.deleteSnapshot(name), true);
-  await rejects(() => Sandbox.create(snap.snapshotId), Error, 'a create from a deleted snapshot');
-  for (const s of [a, b, c])
-    await s.kill();
+  try {
+    // Listed, for everyone and for its sandbox.
+    const all = await Sandbox.listSnapshots().nextItems();
+    assert.ok(all.some((s) => s.snapshotId === snap.snapshotId), 'listSnapshots() has it');
+    const mine = await sbx.listSnapshots().nextItems();
+    assert.ok(mine.some((s) => s.snapshotId === snap.snapshotId), 'sbx.listSnapshots() has it');
+    // A sandbox made from it sees the source's files, and is independent.
+    const a = await Sandbox.create(snap.snapshotId);
+    const b = await Sandbox.create(snap.snapshotId);
+    assert.equal(await a.files.read('/tmp/state.txt'), 'before the snapshot');
+    await a.files.write('/tmp/state.txt', 'changed in a');
+    assert.equal(await b.files.read('/tmp/state.txt'), 'before the snapshot');
+    assert.equal(await sbx.files.read('/tmp/state.txt'), 'before the snapshot');
+    assert.equal((await a.getInfo()).templateId, snap.snapshotId);
+    // A named snapshot, found by its name.
+    const named = await sbx.createSnapshot({ name });
+    assert.equal(named.snapshotId, name);
+    assert.deepEqual(named.names, [name]);
+    const byName = await Sandbox.listSnapshots({ name }).nextItems();
+    assert.deepEqual(byName.map((s) => s.snapshotId), [name]);
+    assert.equal((await Sandbox.listSnapshots({ name: `${name}-none` }).nextItems()).length, 0);
+    // It outlives its sandbox.
+    await sbx.kill();
+    const c = await Sandbox.create(name);
+    assert.equal(await c.files.read('/tmp/state.txt'), 'before the snapshot');
+    // Deleted once: true, then false; a create from it no longer finds it.
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
+    assert.equal(await Sandbox.deleteSnapshot(name), true);
+    await rejects(() => Sandbox.create(snap.snapshotId), Error, 'a create from a deleted snapshot');
+    for (const s of [a, b, c])
+      await s.kill();
+  } finally { // a failed run leaves no record in the store
+    await Sandbox.deleteSnapshot(snap.snapshotId);
+    await Sandbox.deleteSnapshot(name);
+  }
   report({ ok: true });
 } else if (part === 'fork') {
   const sbx = await Sandbox.create(template);
