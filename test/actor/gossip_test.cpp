@@ -160,7 +160,8 @@ TEST_CASE_METHOD(fixture, "gossip: the lifecycle's status becomes this node's lo
   CHECK(self.sandboxes == 3);
   CHECK(self.creating == 1);
   CHECK(self.accepting);
-  CHECK(self.layers == std::vector<std::string>{"base/busybox@1"});
+  // The egress sources digest rides first (issue 29; empty: no --egress-sources).
+  CHECK(self.layers == std::vector<std::string>{"egress-sources:", "base/busybox@1"});
   w->status.sandboxes = 5;
   w->status.memory_free_mb = 1024;
   advance(999ms);
