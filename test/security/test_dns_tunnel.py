@@ -111,8 +111,18 @@ out(res)
     unharmed()
 
 
+def dns_dropped(client):
+    """The node's count of dropped sandbox DNS packets (/metrics)."""
+    status, _, body = client.raw("GET", "/metrics")
+    assert status == 200, body
+    line = [x for x in body.decode().splitlines() if x.startswith("dsec_dns_dropped_total{")]
+    assert len(line) == 1, body[-2000:]
+    return int(line[0].rsplit(" ", 1)[1])
+
+
 def test_malformed_packets_are_dropped(client, allowed, peer, unharmed):
     ns = nameserver(client, allowed)
+    dropped = dns_dropped(client)
     got = attack(client, allowed, DNS + f"""
 ns = {ns!r}
 res = {{}}
@@ -129,5 +139,6 @@ out(res)
     for k in ("garbage", "pointer_loop", "oversized", "short", "two_questions"):
         assert got[k] == "timeout", got
     assert got["after"] == "rcode:0", got
+    assert dns_dropped(client) >= dropped + 4  # counted, not only ignored
     assert leaked(peer) == [], leaked(peer)
     unharmed()
