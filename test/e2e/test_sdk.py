@@ -177,6 +177,10 @@ def test_nodes(sdk, node):
         assert k in n.load and n.load[k] >= 0, n.load
     assert n.load["accepting"] is True
     assert isinstance(n.load["layers"], list)
+    # The egress sources digest gossip carries is its own field, not a layer.
+    assert not any(l.startswith("egress-sources:") for l in n.load["layers"]), n.load
+    es = n.load["egress_sources"]
+    assert es["same_as_this_node"] is True and isinstance(es["digest"], str), es
 
 
 def test_nodes_load_counts_sandboxes_and_execs(sdk):

@@ -21,7 +21,7 @@ from typing import List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from . import _spec
-from .client import MAX_READ_BYTES, _Handle, _info, _node_info
+from .client import MAX_READ_BYTES, _Handle, _info, _nodes_info
 from .errors import Error, InvalidArgument, Unavailable
 from .job import JobResult, job_args, job_result
 from .ports import _port_number, _port_url
@@ -450,7 +450,7 @@ class AsyncClient:
 
     async def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""
-        return [_node_info(d) for d in await self._call("nodes")]
+        return _nodes_info(await self._call("nodes"))
 
     async def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""

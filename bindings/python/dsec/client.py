@@ -39,6 +39,31 @@ def _node_info(d) -> NodeInfo:
     return NodeInfo(**d)
 
 
+_EGRESS_DIGEST = "egress-sources:"
+
+
+def _nodes_info(rows) -> List[NodeInfo]:
+    """The members as NodeInfo. Gossip carries a node's egress sources digest
+    as the first entry of its layer list; it is moved to load["egress_sources"]
+    ({"digest", "same_as_this_node"}, or None), as GET /v1/nodes shows it. The
+    first row is the node asked."""
+    rows = [dict(r) for r in rows]
+    digests = []
+    for r in rows:
+        load = dict(r.get("load") or {})
+        layers = list(load.get("layers") or [])
+        found = [x for x in layers if isinstance(x, str) and x.startswith(_EGRESS_DIGEST)]
+        if "layers" in load:
+            load["layers"] = [x for x in layers if x not in found]
+        digests.append(found[0][len(_EGRESS_DIGEST):] if found else None)
+        r["load"] = load
+    mine = digests[0] if digests else None
+    for r, digest in zip(rows, digests):
+        r["load"]["egress_sources"] = (None if digest is None else
+                                       {"digest": digest, "same_as_this_node": digest == mine})
+    return [_node_info(r) for r in rows]
+
+
 class _Handle:
     """What a sandbox handle knows without asking: the facts fixed at create."""
 
@@ -443,7 +468,7 @@ class Client:
 
     def nodes(self) -> List[NodeInfo]:
         """The cluster's members with their last load report."""
-        return [_node_info(d) for d in self._call("nodes")]
+        return _nodes_info(self._call("nodes"))
 
     def layers(self) -> List[LayerInfo]:
         """The layers in the node's store catalog."""

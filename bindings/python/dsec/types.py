@@ -146,7 +146,9 @@ class NodeInfo:
     """One member of the cluster and its last load report.
 
     ``load`` has free_memory_mb, cpu_load (per core), sandboxes, creating,
-    accepting (False while draining) and layers (refs it has mounted).
+    accepting (False while draining), layers (refs it has mounted) and
+    egress_sources ({"digest", "same_as_this_node"} of its --egress-sources
+    file, or None when it has not reported one).
     """
 
     id: str
