@@ -30,21 +30,6 @@ struct failure {
   std::string message;
 };
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
-      out += static_cast<char>(c);
-    else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 /// Sends a request; a non-2xx answer becomes the node's error message.
 expected<sys::http_response> call(const args& a, const std::string& method,
                                   const std::string& target, const std::string& body = {},
@@ -197,7 +182,7 @@ int cmd_exec(const std::vector<std::string>& words) {
   }
   bool background = a->has("background");
   auto res = call(*a, "POST",
-                  "/v1/sandboxes/" + url_encode(a->positional[0]) + "/exec"
+                  "/v1/sandboxes/" + url_encode(a->positional[0], true) + "/exec"
                     + (background ? "?background=1" : ""),
                   req.dump(-1, ' ', false, json::error_handler_t::replace));
   if (!res)
@@ -229,7 +214,7 @@ int cmd_ps(const std::vector<std::string>& words) {
   auto a = parse_args(words, {"rest"}, {"json"});
   if (!a || a->positional.size() != 1)
     return usage("ps", a ? "need exactly one sandbox id" : a.err().message, text);
-  auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(a->positional[0]) + "/processes");
+  auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(a->positional[0], true) + "/processes");
   if (!res)
     return fail("ps", res.err());
   if (a->has("json")) {
@@ -261,7 +246,7 @@ int cmd_kill(const std::vector<std::string>& words) {
   if (auto n = to_int("signal", a->get("signal", "9")))
     body["signal"] = *n;
   auto res = call(*a, "POST",
-                  "/v1/sandboxes/" + url_encode(a->positional[0]) + "/processes/"
+                  "/v1/sandboxes/" + url_encode(a->positional[0], true) + "/processes/"
                     + std::to_string(*pid) + "/kill",
                   body.dump());
   if (!res)
@@ -286,7 +271,7 @@ int cmd_ls(const std::vector<std::string>& words) {
   std::string target = "/v1/sandboxes";
   char sep = '?';
   for (auto& l : a->all("label")) {
-    target += sep + std::string{"label="} + url_encode(l);
+    target += sep + std::string{"label="} + url_encode(l, true);
     sep = '&';
   }
   auto res = call(*a, "GET", target);
@@ -315,7 +300,7 @@ int cmd_get(const std::vector<std::string>& words) {
   auto a = parse_args(words, {"rest"}, {});
   if (!a || a->positional.size() != 1)
     return usage("get", a ? "need exactly one sandbox id" : a.err().message, text);
-  auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(a->positional[0]));
+  auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(a->positional[0], true));
   if (!res)
     return fail("get", res.err());
   std::cout << json::parse(res->body, nullptr, false).dump(2) << "\n";
@@ -329,7 +314,7 @@ int cmd_rm(const std::vector<std::string>& words) {
     return usage("rm", a ? "need at least one sandbox id" : a.err().message, text);
   int rc = 0;
   for (auto& id : a->positional) {
-    auto res = call(*a, "DELETE", "/v1/sandboxes/" + url_encode(id));
+    auto res = call(*a, "DELETE", "/v1/sandboxes/" + url_encode(id, true));
     if (!res)
       rc = fail("rm", res.err());
     else
@@ -357,7 +342,7 @@ int cmd_update(const std::vector<std::string>& words) {
     body["network"] = {{"mode", "none"}};
   if (body.empty())
     return usage("update", "nothing to change: give --cpu-class, --allow or --no-network", text);
-  auto res = call(*a, "PATCH", "/v1/sandboxes/" + url_encode(a->positional[0]), body.dump());
+  auto res = call(*a, "PATCH", "/v1/sandboxes/" + url_encode(a->positional[0], true), body.dump());
   if (!res)
     return fail("update", res.err());
   auto j = json::parse(res->body, nullptr, false);
@@ -397,15 +382,15 @@ int cmd_cp(const std::vector<std::string>& words) {
       data.assign(std::istreambuf_iterator<char>(in), {});
     }
     auto c = dst.find(':');
-    auto res = call(*a, "PUT", "/v1/sandboxes/" + url_encode(dst.substr(0, c))
-                                 + "/files?path=" + url_encode(dst.substr(c + 1)),
+    auto res = call(*a, "PUT", "/v1/sandboxes/" + url_encode(dst.substr(0, c), true)
+                                 + "/files?path=" + url_encode(dst.substr(c + 1), true),
                     data, "application/octet-stream");
     return res ? 0 : fail("cp", res.err());
   }
   if (remote(src) && !remote(dst)) {
     auto c = src.find(':');
-    auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(src.substr(0, c))
-                                 + "/files?path=" + url_encode(src.substr(c + 1)));
+    auto res = call(*a, "GET", "/v1/sandboxes/" + url_encode(src.substr(0, c), true)
+                                 + "/files?path=" + url_encode(src.substr(c + 1), true));
     if (!res)
       return fail("cp", res.err());
     if (dst == "-") {

@@ -25,21 +25,6 @@ expected<sys::http_response> post(const args& a, const std::string& target,
   return rest_call(a, "POST", target, body, "application/json", std::chrono::minutes(10));
 }
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
-      out += static_cast<char>(c);
-    else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 int usage(const std::string& cmd, const std::string& msg) {
   std::cerr << "dsec " << cmd << ": " << msg << "\nusage: dsec " << cmd
             << " ID [ID ...] | --label K=V [--label K=V ...] [--json] [--rest HOST:PORT]\n";

@@ -76,18 +76,6 @@ std::string elapsed(std::chrono::steady_clock::time_point since) {
   return std::to_string(ms / 1000) + "." + std::to_string(ms % 1000 / 100) + "s";
 }
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/')
-      out += static_cast<char>(c);
-    else
-      out += {'%', hex[c >> 4], hex[c & 15]};
-  }
-  return out;
-}
-
 /// What every step needs.
 struct build {
   args a;
@@ -125,7 +113,7 @@ class step_sandbox {
   step_sandbox(const step_sandbox&) = delete;
   ~step_sandbox() {
     if (!id_.empty())
-      (void)rest_call(b_->a, "DELETE", "/v1/sandboxes/" + url_encode(id_));
+      (void)rest_call(b_->a, "DELETE", "/v1/sandboxes/" + url_encode(id_, true));
   }
   const std::string& id() const { return id_; }
 
@@ -138,7 +126,7 @@ class step_sandbox {
       req["cwd"] = cwd;
     if (!user.empty())
       req["user"] = user;
-    return call_json(*b_, "POST", "/v1/sandboxes/" + url_encode(id_) + "/exec",
+    return call_json(*b_, "POST", "/v1/sandboxes/" + url_encode(id_, true) + "/exec",
                      req.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 
@@ -259,8 +247,8 @@ status run_copy(const build& b, const step_sandbox& sb, const df::step& s,
     auto data = sys::read_file(staged.tar);
     if (!data)
       return data.err();
-    auto put = rest_call(b.a, "PUT", "/v1/sandboxes/" + url_encode(sb.id()) + "/files?path="
-                                       + url_encode(copy_tar_path), *data,
+    auto put = rest_call(b.a, "PUT", "/v1/sandboxes/" + url_encode(sb.id(), true) + "/files?path="
+                                       + url_encode(copy_tar_path, true), *data,
                          "application/octet-stream");
     if (!put)
       return error{put.err().code, where + ": write the files into the sandbox: "
@@ -309,7 +297,7 @@ status run_step(const build& b, const df::step& s, const std::vector<std::string
   if (!st)
     return st;
   auto parsed = layers::parse_ref(ref);
-  auto snap = call_json(b, "POST", "/v1/sandboxes/" + url_encode(sb->id()) + "/snapshot",
+  auto snap = call_json(b, "POST", "/v1/sandboxes/" + url_encode(sb->id(), true) + "/snapshot",
                         json{{"name", parsed->name}, {"version", parsed->version}}.dump());
   if (!snap)
     return error{snap.err().code, "snapshot step " + ref + ": " + snap.err().message};
@@ -453,7 +441,7 @@ expected<std::string> layer_of_image(const build& b, const std::string& text) {
   auto sb = call_json(b, "POST", "/v1/sandboxes", spec.dump());
   if (!sb)
     return error{sb.err().code, "FROM " + text + ": " + sb.err().message};
-  (void)rest_call(b.a, "DELETE", "/v1/sandboxes/" + url_encode(sb->value("id", "")));
+  (void)rest_call(b.a, "DELETE", "/v1/sandboxes/" + url_encode(sb->value("id", ""), true));
   known = registry::find_image(b.st, canonical);
   if (!known)
     return known.err();

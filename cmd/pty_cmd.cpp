@@ -45,18 +45,6 @@ const char* pty_help =
 
 volatile sig_atomic_t resized = 0;
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
-      out += char(c);
-    else
-      out += {'%', hex[c >> 4], hex[c & 15]};
-  }
-  return out;
-}
-
 /// One WebSocket client connection (blocking socket).
 class ws_client {
  public:

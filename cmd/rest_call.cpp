@@ -1,5 +1,6 @@
 #include "cmd/rest_call.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 
@@ -30,6 +31,18 @@ expected<sys::http_response> rest_call(const args& a, const std::string& method,
 int fail(const std::string& cmd, const error& err) {
   std::cerr << "dsec " << cmd << ": " << err.message << " (" << to_string(err.code) << ")\n";
   return 1;
+}
+
+std::string url_encode(const std::string& s, bool keep_slash) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/'))
+      out += static_cast<char>(c);
+    else
+      out += {'%', hex[c >> 4], hex[c & 15]};
+  }
+  return out;
 }
 
 } // namespace dsec::cli

@@ -19,6 +19,10 @@ expected<sys::http_response> rest_call(const args& a, const std::string& method,
                                        const std::string& ctype = "application/json",
                                        std::chrono::milliseconds timeout = std::chrono::hours(24));
 
+/// `s` percent-encoded for a URL: unreserved characters (RFC 3986) stay,
+/// and so does '/' when `keep_slash` (a path rather than one segment).
+std::string url_encode(const std::string& s, bool keep_slash = false);
+
 /// Prints `dsec CMD: message (code)` on stderr; returns 1.
 int fail(const std::string& cmd, const error& err);
 

@@ -34,21 +34,6 @@ int usage(const std::string& msg) {
   return 2;
 }
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~')
-      out += static_cast<char>(c);
-    else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string base(const std::string& id) { return "/v1/sandboxes/" + url_encode(id) + "/sessions"; }
 
 int open(const std::vector<std::string>& words) {
