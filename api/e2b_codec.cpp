@@ -137,8 +137,8 @@ expected<create_request> parse_create(std::string_view body) {
 }
 
 expected<std::vector<std::string>> template_layers(const std::string& id) {
-  if (id == "base") // issue 27: E2B's base template (layers/e2b_base.hpp)
-    return std::vector<std::string>{"base/e2b@1"};
+  if (id == "base") // issue 27: E2B's base template (layers/e2b_base.hpp) and its sudo
+    return std::vector<std::string>{"base/e2b@1", "toolkit/e2b-sudo@1"};
   if (id == "python")
     return std::vector<std::string>{"base/python@3.11"};
   if (id == "code-interpreter-v1" || id == "code-interpreter") // @e2b/code-interpreter's default
