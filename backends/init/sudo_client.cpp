@@ -379,7 +379,9 @@ int main(int argc, char** argv) {
     }
     if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       auto n = ::recv(s, buf, sizeof buf - 1, 0);
-      if (n < 0 && errno == EINTR)
+      // ECONNRESET: init refused us and closed with our request unread; its
+      // answer is still queued behind the (now cleared) error.
+      if (n < 0 && (errno == EINTR || errno == ECONNRESET))
         continue;
       if (n <= 0)
         die("dsec-init closed the connection before the command ended");
