@@ -20,6 +20,7 @@
 #include "layers/defaults.hpp"
 #include "layers/e2b_base.hpp"
 #include "layers/e2b_sudo.hpp"
+#include "layers/e2b_user_layer.hpp"
 #include "layers/oci_import.hpp"
 #include "layers/prune_git.hpp"
 #include "layers/store.hpp"
@@ -45,8 +46,9 @@ constexpr const char* usage_text =
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
   "       dsec layer defaults [--e2b] [--state-dir DIR | --store DIR]\n"
   "         (--e2b: also base/e2b@1, E2B's base template: user `user`, git, curl, wget, pip;\n"
-  "          a debootstrap of a few minutes, cached like the others; and toolkit/e2b-sudo@1,\n"
-  "          its passwordless sudo, from dsec-sudo beside dsec or $DSEC_SUDO)\n"
+  "          a debootstrap of a few minutes, cached like the others. Always: toolkit/e2b-sudo@1,\n"
+  "          passwordless sudo for E2B's user from dsec-sudo beside dsec or $DSEC_SUDO, and\n"
+  "          toolkit/code-interpreter-user@1, E2B's user over base/code-interpreter@1)\n"
   "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n"
   "registry flags:\n"
   "  --registry-auth FILE          docker-style config.json (default: $DOCKER_CONFIG/config.json,\n"
@@ -276,17 +278,22 @@ std::string find_sudo_client() {
 int cmd_defaults(const args& p, layers::store& s) {
   auto log = [](const std::string& line) { std::cerr << line << "\n"; };
   auto st = layers::build_defaults(s, log);
+  // issue 27: E2B's sudo and the code interpreter's `user`, small layers
+  // stacked on E2B's templates (seconds: no debootstrap).
+  if (st)
+    st = layers::build_e2b_sudo(s, find_sudo_client(), log);
+  if (st)
+    st = layers::build_code_interpreter_user(s, log);
   if (st && p.has("e2b"))
     st = layers::build_e2b_base(s, log);
-  if (st && p.has("e2b")) // issue 27: its sudo, stacked on it
-    st = layers::build_e2b_sudo(s, find_sudo_client(), log);
   if (!st)
     return fail(st.err());
   for (auto ref : {"base/busybox@1", "base/python@3.11", layers::e2b_base_ref})
     if (auto info = s.resolve(ref))
       std::cout << info->ref << " " << info->digest << "\n";
-  if (auto info = s.resolve(layers::e2b_sudo_ref))
-    std::cout << info->ref << " " << info->digest << "\n";
+  for (auto ref : {layers::e2b_sudo_ref, layers::code_interpreter_user_ref})
+    if (auto info = s.resolve(ref))
+      std::cout << info->ref << " " << info->digest << "\n";
   return 0;
 }
 

@@ -3,8 +3,9 @@
 // files: /usr/bin/sudo, the static dsec-sudo client of dsec-init
 // (backends/init/sudo_proto.hpp says why not the setuid sudo), and
 // /etc/dsec/sudo-users naming `user`, the policy init reads. E2B's template
-// name `base` maps to both layers (api/e2b_codec.cpp). Built by `dsec layer
-// defaults --e2b` (seconds: no debootstrap).
+// name `base` maps to both layers (api/e2b_codec.cpp), and the code
+// interpreter's templates stack it too. Built by `dsec layer defaults`
+// (seconds: no debootstrap).
 #pragma once
 
 #include <string>

@@ -2,6 +2,7 @@
 // builds them (api/e2b_default_templates.hpp).
 #include <catch2/catch.hpp>
 
+#include "api/e2b_codec.hpp"
 #include "api/e2b_default_templates.hpp"
 
 using namespace dsec;
@@ -21,4 +22,11 @@ TEST_CASE("other failures and other templates keep their message", "[unit][e2b]"
   CHECK(un.message == "node busy");
   auto mine = e2b::with_default_layers_hint(not_found("layer ws/x@1 not found"), "ws/x@1");
   CHECK(mine.message == "layer ws/x@1 not found");
+}
+
+TEST_CASE("E2B's templates stack their user and sudo layers", "[unit][e2b]") {
+  CHECK(*e2b::template_layers("code-interpreter-v1")
+        == std::vector<std::string>{"base/code-interpreter@1", "toolkit/code-interpreter-user@1",
+                                    "toolkit/e2b-sudo@1"});
+  CHECK(*e2b::template_layers("code-interpreter") == *e2b::template_layers("code-interpreter-v1"));
 }
