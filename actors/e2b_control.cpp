@@ -17,6 +17,7 @@
 #include "api/e2b_create.hpp"
 #include "api/e2b_ports.hpp"
 #include "api/e2b_snapshots.hpp"
+#include "api/e2b_default_templates.hpp"
 #include "core/port_route.hpp"
 #include "api/gateway_routes.hpp"
 #include "actors/operations.hpp"
@@ -87,7 +88,10 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
         watch_metrics(g, info); // E2B's metrics cover the sandbox's life
         answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id), cfg->config.sandbox_domain));
       },
-      on_error(c));
+      // A built-in template's missing layer names the command that builds it.
+      [c, tpl = req.template_id](caf::error& err) {
+        reply_error(c, with_default_layers_hint(from_caf(err), tpl));
+      });
 }
 
 using layer_list = std::vector<std::string>;

@@ -137,12 +137,13 @@ expected<create_request> parse_create(std::string_view body) {
 }
 
 expected<std::vector<std::string>> template_layers(const std::string& id) {
-  if (id == "base") // issue 27: E2B's base template (layers/e2b_base.hpp)
-    return std::vector<std::string>{"base/e2b@1"};
+  if (id == "base") // issue 27: E2B's base template (layers/e2b_base.hpp) and its sudo
+    return std::vector<std::string>{"base/e2b@1", "toolkit/e2b-sudo@1"};
   if (id == "python")
     return std::vector<std::string>{"base/python@3.11"};
   if (id == "code-interpreter-v1" || id == "code-interpreter") // @e2b/code-interpreter's default
-    return std::vector<std::string>{"base/code-interpreter@1"};
+    return std::vector<std::string>{"base/code-interpreter@1", "toolkit/code-interpreter-user@1",
+                                    "toolkit/e2b-sudo@1"}; // issue 27: E2B's user and its sudo
   if (id == "busybox")
     return std::vector<std::string>{"base/busybox@1"};
   if (id.find('@') != std::string::npos)

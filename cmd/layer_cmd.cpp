@@ -9,6 +9,8 @@
 #include <iostream>
 #include <set>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cmd/args.hpp"
@@ -17,6 +19,8 @@
 #include "layers/aliases.hpp"
 #include "layers/defaults.hpp"
 #include "layers/e2b_base.hpp"
+#include "layers/e2b_sudo.hpp"
+#include "layers/e2b_user_layer.hpp"
 #include "layers/oci_import.hpp"
 #include "layers/prune_git.hpp"
 #include "layers/store.hpp"
@@ -42,7 +46,9 @@ constexpr const char* usage_text =
   "       dsec layer ls [--state-dir DIR | --store DIR] [--json]\n"
   "       dsec layer defaults [--e2b] [--state-dir DIR | --store DIR]\n"
   "         (--e2b: also base/e2b@1, E2B's base template: user `user`, git, curl, wget, pip;\n"
-  "          a debootstrap of a few minutes, cached like the others)\n"
+  "          a debootstrap of a few minutes, cached like the others. Always: toolkit/e2b-sudo@1,\n"
+  "          passwordless sudo for E2B's user from dsec-sudo beside dsec or $DSEC_SUDO, and\n"
+  "          toolkit/code-interpreter-user@1, E2B's user over base/code-interpreter@1)\n"
   "       dsec layer alias [NAME REF | NAME --rm] [--state-dir DIR | --store DIR] [--json]\n"
   "registry flags:\n"
   "  --registry-auth FILE          docker-style config.json (default: $DOCKER_CONFIG/config.json,\n"
@@ -252,14 +258,40 @@ int cmd_ls(const args& p, layers::store& s) {
   return 0;
 }
 
+/// The static sudo client for toolkit/e2b-sudo@1: $DSEC_SUDO, or dsec-sudo
+/// beside this executable (build tree: backends/dsec-sudo), as the node
+/// finds dsec-init.
+std::string find_sudo_client() {
+  if (auto* env = ::getenv("DSEC_SUDO"))
+    return env;
+  char buf[4096];
+  auto n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  std::string dir = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{"./x"};
+  dir = dir.substr(0, dir.rfind('/'));
+  for (auto cand : {dir + "/dsec-sudo", dir + "/backends/dsec-sudo", dir + "/../backends/dsec-sudo",
+                    dir + "/../libexec/dsec/dsec-sudo"})
+    if (::access(cand.c_str(), X_OK) == 0)
+      return cand;
+  return dir + "/dsec-sudo";
+}
+
 int cmd_defaults(const args& p, layers::store& s) {
   auto log = [](const std::string& line) { std::cerr << line << "\n"; };
   auto st = layers::build_defaults(s, log);
+  // issue 27: E2B's sudo and the code interpreter's `user`, small layers
+  // stacked on E2B's templates (seconds: no debootstrap).
+  if (st)
+    st = layers::build_e2b_sudo(s, find_sudo_client(), log);
+  if (st)
+    st = layers::build_code_interpreter_user(s, log);
   if (st && p.has("e2b"))
     st = layers::build_e2b_base(s, log);
   if (!st)
     return fail(st.err());
   for (auto ref : {"base/busybox@1", "base/python@3.11", layers::e2b_base_ref})
+    if (auto info = s.resolve(ref))
+      std::cout << info->ref << " " << info->digest << "\n";
+  for (auto ref : {layers::e2b_sudo_ref, layers::code_interpreter_user_ref})
     if (auto info = s.resolve(ref))
       std::cout << info->ref << " " << info->digest << "\n";
   return 0;

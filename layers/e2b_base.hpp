@@ -6,7 +6,8 @@
 //
 // Not here: sudo. A dsec sandbox runs every process with no_new_privs and
 // no capabilities (backends/init/setup.cpp), so a setuid sudo could never
-// raise a user to root; an E2B call asks for root with `user: 'root'`.
+// raise a user to root. `base` stacks toolkit/e2b-sudo@1 on this layer
+// instead: a sudo that asks dsec-init (layers/e2b_sudo.hpp).
 //
 // It takes a debootstrap of a few minutes, so `dsec layer defaults` builds
 // it only when asked (`--e2b`); the test command asks.

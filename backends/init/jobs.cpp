@@ -320,8 +320,10 @@ void reap() {
     if (pid <= 0)
       return;
     auto it = S.by_pid.find(pid);
-    if (it == S.by_pid.end())
-      continue; // an orphan that was reparented to us
+    if (it == S.by_pid.end()) {
+      sudo_reaped(pid, st); // a sudo command (sudo.cpp), or an orphan reparented to us
+      continue;
+    }
     uint32_t id = it->second;
     S.by_pid.erase(it);
     job* jp = find_job(id);

@@ -24,7 +24,8 @@ constexpr int listen_fd = 3;
 
 /// What an epoll registration is; the slot (a job's, a drain's) rides above.
 enum kind : uint64_t { k_listen = 1, k_ctl, k_signal, k_stdin, k_stdout, k_stderr, k_drain,
-                       k_port /* ports.cpp */ };
+                       k_port /* ports.cpp */,
+                       k_sudo_listen, k_sudo /* sudo.cpp */ };
 
 /// The epoll key of `k` for slot `id`.
 inline uint64_t key(kind k, uint32_t id) { return (uint64_t(id) << 8) | k; }
@@ -150,5 +151,17 @@ void port_frame(const init_proto::header& h, std::string_view body);
 void port_event(uint32_t id, uint32_t events);
 /// Closes every port stream (the node's connection is gone).
 void close_ports();
+
+// -- sudo (sudo.cpp; issue 27) --------------------------------------------------
+
+/// Listens on sudo_proto::sudo_socket_path if the sandbox has the sudo
+/// policy file; otherwise does nothing.
+void sudo_listen();
+/// Takes (or refuses, by the peer's uid) new sudo connections.
+void sudo_accept();
+/// A sudo connection `id` is readable: its request, a signal, or its end.
+void sudo_event(uint32_t id);
+/// Reports the end of a sudo command; false if `pid` is not one.
+bool sudo_reaped(pid_t pid, int status);
 
 } // namespace dsec::init

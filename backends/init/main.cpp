@@ -74,6 +74,8 @@ void dispatch(uint64_t k, uint32_t events) {
   case k_stderr: read_output(id, 2); break;
   case k_drain: drain(id); break;
   case k_port: port_event(id, events); break;
+  case k_sudo_listen: sudo_accept(); break;
+  case k_sudo: sudo_event(id); break;
   }
 }
 
@@ -115,6 +117,7 @@ int main() {
   ep_add(listen_fd, EPOLLIN, key(k_listen, 0));
   ep_add(S.sig, EPOLLIN, key(k_signal, 0));
   ep_add(S.ctl, EPOLLIN, key(k_ctl, 0));
+  sudo_listen(); // issue 27: only where the sandbox has a sudo policy
   if (!S.ibuf.empty()) // exec frames that arrived with the config
     read_ctl();
   reap();

@@ -149,7 +149,7 @@ def test_an_e2b_sandbox_is_a_dsec_sandbox(e2b_module, e2b_node):
     assert status == 200, info
     assert info["state"] == "running"
     assert info["node"] == e2b_node.node_id
-    assert info["layers"] == ["base/e2b@1"]
+    assert info["layers"] == ["base/e2b@1", "toolkit/e2b-sudo@1"]
     assert info["labels"]["from"] == "e2b"
     # The native API drives it too, and the E2B side sees the result.
     assert c.sh(out["id"], "echo native > /tmp/n; cat /tmp/n")["stdout"] == "native\n"

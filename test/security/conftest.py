@@ -33,6 +33,8 @@
 #              output budget and RSS after               test_output_flood.py
 #   scans      the node's subnet and the host: one event  test_port_scan.py
 #   kpage      /proc/kpage* masks on every path, grep /  test_kpage.py
+#   sudo       E2B base's sudo socket: a root exec's privileges, nothing more;
+#              refusal at accept, malformed requests      test_sudo.py
 import sys
 import uuid
 from pathlib import Path

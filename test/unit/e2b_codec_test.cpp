@@ -29,7 +29,7 @@ TEST_CASE("e2b create requests parse as the SDK sends them", "[unit][e2b]") {
 }
 
 TEST_CASE("templates are layer refs or aliases", "[unit][e2b]") {
-  CHECK(*template_layers("base") == std::vector<std::string>{"base/e2b@1"});
+  CHECK(*template_layers("base") == std::vector<std::string>{"base/e2b@1", "toolkit/e2b-sudo@1"});
   CHECK(*template_layers("python") == std::vector<std::string>{"base/python@3.11"});
   CHECK(*template_layers("busybox") == std::vector<std::string>{"base/busybox@1"});
   CHECK(*template_layers("ws/x@2") == std::vector<std::string>{"ws/x@2"});

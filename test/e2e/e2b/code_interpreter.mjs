@@ -1,5 +1,6 @@
 // The unmodified @e2b/code-interpreter SDK against a dsec node: its default
-// template (code-interpreter-v1 = base/code-interpreter@1), runCode with
+// template (code-interpreter-v1 = base/code-interpreter@1 with E2B's user and
+// sudo stacked on it), runCode with
 // state between calls, onStdout streaming, errors, PNG results, contexts.
 // E2B_MODULE here is the path of @e2b/code-interpreter's dist/index.mjs.
 import { assert, report } from './lib.mjs';
@@ -12,6 +13,11 @@ try {
   assert.equal(ex.error, undefined);
   ex = await sbx.runCode('x + 1');
   assert.equal(ex.text, '2');
+  // issue 27: commands run as E2B's `user` in /home/user (toolkit/code-interpreter-user@1),
+  // with its passwordless sudo; the interpreter's cells start in that home.
+  assert.equal((await sbx.commands.run('whoami; pwd')).stdout, 'user\n/home/user\n');
+  assert.equal((await sbx.commands.run('sudo whoami')).stdout, 'root\n');
+  assert.equal((await sbx.runCode('import os\nos.getcwd()')).text, "'/home/user'");
 
   const lines = [];
   const at = [];

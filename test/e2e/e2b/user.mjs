@@ -11,6 +11,8 @@ try {
   assert.equal(await run('whoami'), 'user');
   assert.equal(await run('pwd'), '/home/user');
   assert.equal(await run('echo $HOME'), '/home/user');
+  // E2B's base gives `user` passwordless sudo (sudo.mjs has the rest).
+  assert.equal(await run('sudo whoami'), 'root');
 
   // Relative paths: the file API and the shell agree on /home/user.
   const w = await sbx.files.write('test_write.txt', 'hello');
