@@ -33,6 +33,7 @@
 #              output budget and RSS after               test_output_flood.py
 #   scans      the node's subnet and the host: one event  test_port_scan.py
 #   kpage      /proc/kpage* masks on every path, grep /  test_kpage.py
+#   mirrors    another host through an allowed mirror    test_mirror_fetch.py
 import sys
 import uuid
 from pathlib import Path
