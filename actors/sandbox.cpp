@@ -586,7 +586,6 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
       auto& st = self->state;
       if (st.sb) {
         st.info.denials = st.sb->denials();
-        observe_port_scan(st.scan, st.info.denials); // issue 29 part 4
       }
       return st.info;
     },

@@ -28,7 +28,6 @@
 #include "actors/sandbox_idle.hpp"
 #include "core/types.hpp"
 #include "core/output_budget.hpp"
-#include "core/port_scan.hpp"
 
 namespace dsec {
 
@@ -144,8 +143,6 @@ struct sandbox_actor_state {
   bool released = false;
   /// Its shell sessions (sandbox_session.hpp); null until the first opens.
   std::shared_ptr<session_table> sessions;
-  /// Port-scan detection over its network denials (core/port_scan.hpp).
-  port_scan_watch scan;
 
   /// An actor that ends without having released its sandbox (an abnormal
   /// exit: a bug, an exception, a kill) still releases it: the backend

@@ -80,12 +80,28 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
     auto deny = selector_list(what, *nw, "denyOut");
     if (!allow || !deny)
       return !allow ? allow.err() : deny.err();
-    for (auto& d : *deny)
-      if (d != all_traffic)
-        return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
-                       "dsec denies everything not allowed; denyOut takes only " +
-                         std::string{all_traffic});
     auto sources = net::installed_egress_sources();
+    // Closed unless allow_internet_access is true and 0.0.0.0/0 not denied.
+    bool closes_all = std::count(deny->begin(), deny->end(), all_traffic) > 0
+                      || internet != true;
+    for (auto& d : *deny) {
+      if (d == all_traffic)
+        continue;
+      // A name of the node's egress sources (DSec's {"npm": false}) is
+      // closed like everything not allowed; allowOut naming it too wins,
+      // as in E2B. "All but npm" is no allow-list: refused, not widened.
+      if (sources.by_name.count(d) && closes_all)
+        continue;
+      if (sources.by_name.count(d))
+        return refused(what,
+                       "network.denyOut \"" + d.substr(0, 100) + "\" with the internet open",
+                       "an allow-list cannot open all traffic but a source; deny " +
+                         std::string{all_traffic} + " too and list what to open in allowOut");
+      return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
+                     "dsec denies everything not allowed; denyOut takes only " +
+                       std::string{all_traffic} + " or an egress source name ("
+                       + net::known_sources_text() + ")");
+    }
     // denyOut 0.0.0.0/0 closes what allow_internet_access (true by default
     // in E2B's SDK) opened; allowOut takes precedence over it, as in E2B.
     if (!deny->empty())

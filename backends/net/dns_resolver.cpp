@@ -3,7 +3,6 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,10 +24,9 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Queries in flight over UDP and TCP connections served at once: enough for
-// bursts of package installs, small enough that a flood costs little.
+// Queries in flight over UDP: enough for bursts of package installs, small
+// enough that a flood costs little.
 constexpr size_t max_inflight = 256;
-constexpr size_t max_tcp = 32;
 // How long an upstream has to answer; a stub resolver retries after 5 s.
 constexpr auto upstream_timeout = std::chrono::seconds(2);
 constexpr int tcp_timeout_s = 5;
@@ -41,34 +39,6 @@ struct pending {
   dns::question q;
   clock_type::time_point deadline;
 };
-
-void set_timeouts(int fd, int seconds) {
-  timeval tv{seconds, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-}
-
-bool read_full(int fd, uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-bool write_full(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
 
 // One length-prefixed message over TCP (RFC 1035 4.2.2).
 bool read_tcp_msg(int fd, std::vector<uint8_t>& out) {
@@ -84,7 +54,7 @@ bool write_tcp_msg(int fd, const std::vector<uint8_t>& m) {
     return false;
   std::vector<uint8_t> buf{uint8_t(m.size() >> 8), uint8_t(m.size() & 0xff)};
   buf.insert(buf.end(), m.begin(), m.end());
-  return write_full(fd, buf.data(), buf.size());
+  return write_all(fd, buf.data(), buf.size());
 }
 
 void set_id(std::vector<uint8_t>& m, uint16_t id) {
@@ -274,8 +244,7 @@ expected<std::unique_ptr<dns_resolver>> dns_resolver::start(uint32_t addr, uint1
   int one = 1;
   r->udp_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   r->tcp_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  r->wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (r->udp_ < 0 || r->tcp_ < 0 || r->wake_ < 0)
+  if (r->udp_ < 0 || r->tcp_ < 0 || !r->loop_.ok())
     return fail("socket");
   ::setsockopt(r->tcp_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(r->udp_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
@@ -284,7 +253,7 @@ expected<std::unique_ptr<dns_resolver>> dns_resolver::start(uint32_t addr, uint1
     return fail("bind tcp");
   if (::listen(r->tcp_, 64) != 0)
     return fail("listen");
-  r->loop_ = std::thread([raw = r.get()] { raw->udp_loop(); });
+  r->loop_.start([raw = r.get()] { raw->udp_loop(); });
   return r;
 }
 
@@ -294,22 +263,9 @@ dns_resolver::counters& dns_resolver::node_counters() {
 }
 
 dns_resolver::~dns_resolver() {
-  stop_ = true;
-  if (wake_ >= 0) {
-    uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof(one));
-  }
-  if (loop_.joinable())
-    loop_.join();
-  {
-    std::lock_guard<std::mutex> g(tcp_m_);
-    for (auto& [fd, t] : tcp_threads_)
-      ::shutdown(fd, SHUT_RDWR);
-  }
-  for (auto& [fd, t] : tcp_threads_)
-    if (t.joinable())
-      t.join();
-  for (int fd : {udp_, tcp_, wake_})
+  loop_.stop(); // no new queries or connections
+  tcp_conns_.stop();
+  for (int fd : {udp_, tcp_})
     if (fd >= 0)
       ::close(fd);
 }
@@ -342,20 +298,10 @@ void dns_resolver::udp_loop() {
   std::mt19937 rng{std::random_device{}()};
   std::vector<pending> inflight;
   std::vector<uint8_t> buf(dns::max_packet);
-  while (!stop_) {
-    // Reap finished TCP connections.
-    {
-      std::lock_guard<std::mutex> g(tcp_m_);
-      for (auto it = tcp_threads_.begin(); it != tcp_threads_.end();) {
-        if (it->first < 0) {
-          it->second.join();
-          it = tcp_threads_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    std::vector<pollfd> fds = {{udp_, POLLIN, 0}, {tcp_, POLLIN, 0}, {wake_, POLLIN, 0}};
+  while (!loop_.stopping()) {
+    tcp_conns_.reap();
+    std::vector<pollfd> fds = {{udp_, POLLIN, 0}, {tcp_, POLLIN, 0},
+                               {loop_.wake_fd(), POLLIN, 0}};
     for (auto& p : inflight)
       fds.push_back({p.fd, POLLIN, 0});
     int timeout = 1000;
@@ -365,7 +311,7 @@ void dns_resolver::udp_loop() {
                                        std::chrono::milliseconds>(p.deadline - now).count()));
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR)
       break;
-    if (stop_)
+    if (loop_.stopping())
       break;
     // Answers from upstream, and expired queries (the stub retries).
     now = clock_type::now();
@@ -445,22 +391,9 @@ void dns_resolver::udp_loop() {
       sockaddr_in from{};
       socklen_t fl = sizeof(from);
       int c = ::accept4(tcp_, reinterpret_cast<sockaddr*>(&from), &fl, SOCK_CLOEXEC);
-      if (c >= 0) {
-        std::lock_guard<std::mutex> g(tcp_m_);
-        if (tcp_threads_.size() >= max_tcp) {
-          ++stats_.dropped;
-          ::close(c);
-        } else {
-          tcp_threads_.emplace_back(c, std::thread{});
-          auto it = std::prev(tcp_threads_.end());
-          it->second = std::thread([this, c, src = from.sin_addr.s_addr, it] {
-            tcp_conn(c, src);
-            std::lock_guard<std::mutex> g2(tcp_m_);
-            ::close(c);
-            it->first = -1; // reaped by the loop
-          });
-        }
-      }
+      if (c >= 0 && !tcp_conns_.spawn(c, [this, src = from.sin_addr.s_addr](
+                                             conn_threads::conn& cn) { tcp_conn(cn.client, src); }))
+        ++stats_.dropped;
     }
   }
   for (auto& p : inflight)
@@ -471,7 +404,7 @@ void dns_resolver::tcp_conn(int fd, uint32_t src) {
   std::mt19937 rng{std::random_device{}()};
   set_timeouts(fd, tcp_timeout_s);
   std::vector<uint8_t> msg;
-  while (!stop_ && read_tcp_msg(fd, msg)) {
+  while (!loop_.stopping() && read_tcp_msg(fd, msg)) {
     bool forward;
     dns::message q;
     auto reply = decide(src, msg.data(), msg.size(), forward, q);

@@ -24,13 +24,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "backends/net/listener.hpp"
 #include "core/allow_list.hpp"
 #include "core/dns_packet.hpp"
 #include "core/error.hpp"
@@ -104,15 +102,17 @@ class dns_resolver {
   std::vector<uint8_t> decide(uint32_t src, const uint8_t* d, size_t len, bool& forward,
                               dns::message& q);
 
-  int udp_ = -1, tcp_ = -1, wake_ = -1;
+  // TCP connections served at once: enough for bursts of package
+  // installs, small enough that a flood costs little (more are closed).
+  static constexpr size_t max_tcp = 32;
+
+  int udp_ = -1, tcp_ = -1;
   sockaddr_in upstream_{};
   dns_gate* gate_ = nullptr;
   static counters& node_counters();
   counters& stats_ = node_counters();
-  std::thread loop_;
-  std::mutex tcp_m_;
-  std::list<std::pair<int, std::thread>> tcp_threads_;
-  std::atomic<bool> stop_{false};
+  loop_thread loop_;
+  conn_threads tcp_conns_{max_tcp};
 };
 
 } // namespace dsec::net

@@ -5,7 +5,6 @@
 #include <linux/netfilter_ipv4.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,22 +17,9 @@ namespace dsec::net {
 
 namespace {
 
-// Connections served at once; beyond it new ones are closed (fail closed).
-constexpr size_t max_conns = 512;
 // How long a client has to send its hello / request head.
 constexpr int hello_timeout_ms = 10000;
 constexpr size_t max_hello = 16384 + 5;
-
-bool write_all(int fd, const uint8_t* p, size_t n) {
-  while (n) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
 
 // Copies both ways until both sides are done.
 void splice_both(int a, int b) {
@@ -71,8 +57,7 @@ expected<std::unique_ptr<name_proxy>> name_proxy::start(uint32_t addr, name_gate
   std::unique_ptr<name_proxy> p{new name_proxy()};
   p->gate_ = gate;
   p->listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  p->wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (p->listen_ < 0 || p->wake_ < 0)
+  if (p->listen_ < 0 || !p->loop_.ok())
     return unavailable(std::string{"name proxy: socket: "} + strerror(errno));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -83,7 +68,7 @@ expected<std::unique_ptr<name_proxy>> name_proxy::start(uint32_t addr, name_gate
       || ::getsockname(p->listen_, reinterpret_cast<sockaddr*>(&sa), &sl) != 0)
     return unavailable(std::string{"name proxy: bind/listen: "} + strerror(errno));
   p->port_ = ntohs(sa.sin_port);
-  p->loop_ = std::thread([raw = p.get()] { raw->accept_loop(); });
+  p->loop_.start([raw = p.get()] { raw->accept_loop(); });
   return p;
 }
 
@@ -93,74 +78,32 @@ name_proxy::counters& name_proxy::node_counters() {
 }
 
 name_proxy::~name_proxy() {
-  stop_ = true;
-  if (wake_ >= 0) {
-    uint64_t one = 1;
-    (void)!::write(wake_, &one, sizeof(one));
-  }
-  if (loop_.joinable())
-    loop_.join();
-  {
-    std::lock_guard<std::mutex> g(m_);
-    for (auto& c : conns_) {
-      int fd = c.client.load(), up = c.upstream.load();
-      if (fd >= 0)
-        ::shutdown(fd, SHUT_RDWR);
-      if (up >= 0)
-        ::shutdown(up, SHUT_RDWR);
-    }
-  }
-  for (auto& c : conns_)
-    if (c.t.joinable())
-      c.t.join();
-  for (int fd : {listen_, wake_})
-    if (fd >= 0)
-      ::close(fd);
+  loop_.stop(); // no new connections
+  conns_.stop();
+  if (listen_ >= 0)
+    ::close(listen_);
 }
 
 void name_proxy::accept_loop() {
-  while (!stop_) {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      for (auto it = conns_.begin(); it != conns_.end();) {
-        if (it->done) {
-          it->t.join();
-          it = conns_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    pollfd fds[2] = {{listen_, POLLIN, 0}, {wake_, POLLIN, 0}};
+  while (!loop_.stopping()) {
+    conns_.reap();
+    pollfd fds[2] = {{listen_, POLLIN, 0}, {loop_.wake_fd(), POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR)
       return;
-    if (stop_)
+    if (loop_.stopping())
       return;
     if (!(fds[0].revents & POLLIN))
       continue;
     int c = ::accept4(listen_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0)
       continue;
-    std::lock_guard<std::mutex> g(m_);
-    if (conns_.size() >= max_conns) {
+    if (!conns_.spawn(c, [this](conn_threads::conn& cn) { serve(cn); }))
       ++stats_.closed;
-      ::close(c);
-      continue;
-    }
-    auto& slot = conns_.emplace_back();
-    slot.client = c;
-    slot.t = std::thread([this, &slot] {
-      serve(slot.client.load());
-      std::lock_guard<std::mutex> g2(m_);
-      if (slot.upstream >= 0)
-        ::close(slot.upstream.exchange(-1));
-      ::close(slot.client.exchange(-1));
-      slot.done = true;
-    });
   }
 }
 
-void name_proxy::serve(int fd) {
+void name_proxy::serve(conn_threads::conn& c) {
+  int fd = c.client;
   sockaddr_in peer{}, orig{};
   socklen_t pl = sizeof(peer), ol = sizeof(orig);
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0
@@ -205,12 +148,7 @@ void name_proxy::serve(int fd) {
   int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (up < 0)
     return;
-  {
-    std::lock_guard<std::mutex> g(m_);
-    for (auto& c : conns_)
-      if (c.client == fd)
-        c.upstream = up;
-  }
+  c.other = up; // shut down with the client on stop, closed after serve()
   timeval tv{10, 0};
   ::setsockopt(up, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   if (::connect(up, reinterpret_cast<sockaddr*>(&orig), sizeof(orig)) != 0)

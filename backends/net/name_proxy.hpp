@@ -25,12 +25,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
+#include "backends/net/listener.hpp"
 #include "core/allow_list.hpp"
 #include "core/error.hpp"
 
@@ -74,23 +72,17 @@ class name_proxy {
  private:
   name_proxy() = default;
   void accept_loop();
-  void serve(int fd);
+  // Connections served at once; beyond it new ones are closed (fail closed).
+  static constexpr size_t max_conns = 512;
+  void serve(conn_threads::conn& c);
 
-  struct conn {
-    std::atomic<int> client{-1}, upstream{-1};
-    std::thread t;
-    std::atomic<bool> done{false};
-  };
-
-  int listen_ = -1, wake_ = -1;
+  int listen_ = -1;
   uint16_t port_ = 0;
   name_gate* gate_ = nullptr;
   static counters& node_counters();
   counters& stats_ = node_counters();
-  std::thread loop_;
-  std::mutex m_;
-  std::list<conn> conns_;
-  std::atomic<bool> stop_{false};
+  loop_thread loop_;
+  conn_threads conns_{max_conns};
 };
 
 } // namespace dsec::net

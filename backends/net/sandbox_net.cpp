@@ -19,11 +19,7 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// How often expiring names and the host's addresses are looked at. Answers
-// live at least min_ttl, so a 5 s tick re-resolves a name (two ticks before
-// its first address lapses) in time; each tick costs a map walk and, per
-// expiring name, one upstream query.
-constexpr auto refresh_period = std::chrono::seconds(5);
+constexpr auto refresh_period = node_net::refresh_period;
 // Bounds on how long a resolved address opens a rule: an upstream TTL of 0
 // would make every connect race the refresh (and every sandbox ask the
 // upstream every tick: 3,200 sandboxes x 2 queries per name per 5 s), one
@@ -32,9 +28,7 @@ constexpr auto min_ttl = std::chrono::seconds(30);
 constexpr auto max_ttl = std::chrono::seconds(300);
 // Retry of a name that resolved to nothing.
 constexpr auto retry_unresolved = std::chrono::seconds(10);
-// Addresses kept per domain: a name with more (large CDNs) is cut off,
-// which fails closed (connects to the rest are refused).
-constexpr size_t max_addrs_per_domain = 16;
+constexpr size_t max_addrs_per_domain = sandbox_net::max_addrs_per_domain;
 // Kernel rules per sandbox (sec_maps.h DSEC_MAX_RULES).
 constexpr size_t max_rules = 128;
 
@@ -263,27 +257,6 @@ expected<std::unique_ptr<sandbox_net>> node_net::join(const std::string& id,
   return sn;
 }
 
-void node_net::refresh_loop() {
-  std::unique_lock<std::mutex> g(m_);
-  while (!stop_) {
-    wake_.wait_for(g, refresh_period, [this] { return stop_; });
-    if (stop_)
-      break;
-    auto addrs = host_addresses();
-    {
-      std::lock_guard<std::mutex> lg(link_m_);
-      if (link_)
-        addrs.push_back(v4_mapped(link_->gateway()));
-    }
-    (void)engine_->set_host_addresses(addrs);
-    // Blocking upstream lookups of expiring names run under m_, so a
-    // release() cannot free a member meanwhile; the resolver's own queries
-    // wait for them (at most 2 s per name, only while the upstream is slow).
-    for (auto& [cg, member] : members_)
-      member->refresh();
-  }
-}
-
 // -- sandbox_net -------------------------------------------------------------------
 
 std::string sandbox_net::resolv_conf() const {
@@ -314,6 +287,22 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
   bool has_domain = false;
   for (auto& e : *entries)
     has_domain |= !e.domain.empty();
+  // Names new to the list are looked up now, before any lock is taken: a
+  // slow upstream delays this call only (the caller is off the actors'
+  // threads), never the resolver or another sandbox's change.
+  std::map<std::string, lookup> looked_up;
+  {
+    std::vector<std::string> fresh;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      for (auto& e : *entries)
+        if (!e.domain.empty() && !domains_.count(e.domain)
+            && std::find(fresh.begin(), fresh.end(), e.domain) == fresh.end())
+          fresh.push_back(e.domain);
+    }
+    for (auto& d : fresh)
+      looked_up.emplace(d, resolve_upstream(node_->upstream_, d, max_addrs_per_domain));
+  }
   // Domain sandboxes join the refresh list (node lock first, see header;
   // under both locks, so a concurrent release() cannot leave it there).
   {
@@ -325,6 +314,7 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
       node_->members_[cg_] = this;
     else
       node_->members_.erase(cg_);
+    node_->watched_[cg_] = this;
   }
   bool made_link = false;
   {
@@ -349,9 +339,15 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
       auto it = domains_.find(e.domain);
       if (it != domains_.end()) {
         domains[e.domain] = std::move(it->second);
-      } else {
-        resolve_locked(e.domain, domains[e.domain]);
+        continue;
       }
+      auto got = looked_up.find(e.domain);
+      // A name another set() added meanwhile is here without a lookup:
+      // the sandbox's lookups and the refresh fill it in.
+      if (got != looked_up.end())
+        apply_lookup(domains[e.domain], got->second);
+      else
+        domains[e.domain].next_refresh = steady::now();
     }
     auto old = std::move(entries_);
     auto old_sources = std::move(sources_);
@@ -375,8 +371,7 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
   return made_link;
 }
 
-void sandbox_net::resolve_locked(const std::string& domain, learned& l) {
-  auto addrs = resolve_upstream(node_->upstream_, domain, max_addrs_per_domain);
+void sandbox_net::apply_lookup(learned& l, const lookup& addrs) {
   if (!addrs) {
     l.error = addrs.err().message;
     l.next_refresh = steady::now() + retry_unresolved;
@@ -499,19 +494,6 @@ status sandbox_net::install_locked() {
   return {};
 }
 
-void sandbox_net::refresh() {
-  std::lock_guard<std::mutex> g(m_);
-  if (released_)
-    return;
-  auto now = steady::now();
-  for (auto& [domain, l] : domains_)
-    if (l.next_refresh <= now)
-      resolve_locked(domain, l);
-  if (auto st = install_locked(); !st)
-    std::cerr << "sandbox " << id_ << ": keeping the previous network rules: "
-              << st.err().message << "\n";
-}
-
 denial_counts sandbox_net::denials() const {
   if (!node_->engine_ || cg_ == 0)
     return {};
@@ -542,6 +524,11 @@ denial_counts sandbox_net::denials() const {
     out.recent.erase(out.recent.begin(),
                      out.recent.begin() + long(out.recent.size() + unresolved.size() - 16));
   out.recent.insert(out.recent.end(), unresolved.begin(), unresolved.end());
+  // The port-scan watch sees every read; the refresh thread reads too, so
+  // a scan is reported whether or not anyone reads the sandbox.
+  if (observe_port_scan(scan_, out))
+    std::cerr << "node " << node_->node_id_ << ": sandbox " << id_ << ": " << out.recent.front()
+              << "\n";
   return out;
 }
 
@@ -555,6 +542,7 @@ void sandbox_net::release() {
   released_ = true;
   if (ng.owns_lock()) {
     node_->members_.erase(cg_);
+    node_->watched_.erase(cg_);
     auto it = node_->by_addr_.find(link_.addr);
     if (it != node_->by_addr_.end() && it->second == this)
       node_->by_addr_.erase(it);

@@ -19,7 +19,9 @@
 // A sandbox in mode "none" also gets a policy entry (loopback only), so its
 // refused connects are counted too; it gets no veth.
 //
-// Locking: node_net::m_ before sandbox_net::m_, never the other way.
+// Locking: node_net::m_ before sandbox_net::m_, never the other way. No
+// upstream lookup runs under either lock: a slow upstream delays only the
+// names it is asked about, never another sandbox's PUT .../network or DNS.
 #pragma once
 
 #include <sys/types.h>
@@ -41,6 +43,7 @@
 #include "backends/net/net_policy.hpp"
 #include "core/egress_sources.hpp"
 #include "core/error.hpp"
+#include "core/port_scan.hpp"
 #include "core/types.hpp"
 
 namespace dsec::net {
@@ -94,12 +97,23 @@ class node_net : public std::enable_shared_from_this<node_net>,
   /// bridge is made.
   void close_link();
 
+  /// How often expiring names, the host's addresses and denials (for port
+  /// scans) are looked at. Answers live at least 30 s (sandbox_net.cpp), so
+  /// a 5 s tick re-resolves a name two ticks before its first address
+  /// lapses; each tick costs a map walk, one counter read per sandbox and,
+  /// per expiring name, one upstream query.
+  static constexpr std::chrono::seconds refresh_period{5};
+
  private:
   friend class sandbox_net;
   node_net() = default;
 
   expected<node_link*> ensure_link();
   void refresh_loop();
+  /// One pass of the refresh thread (net_refresh.cpp), called without m_.
+  void refresh_pass();
+  /// Whether the refresh thread should end (takes m_).
+  bool stopping();
 
   std::string node_id_;
   error ebpf_error_;
@@ -117,11 +131,16 @@ class node_net : public std::enable_shared_from_this<node_net>,
   bool stop_ = false;
   std::map<uint64_t, sandbox_net*> members_; ///< sandboxes with domain entries
   std::map<uint32_t, sandbox_net*> by_addr_;  ///< sandboxes by veth address
+  std::map<uint64_t, sandbox_net*> watched_;  ///< every sandbox with a policy entry
   std::thread refresher_;
 };
 
 class sandbox_net {
  public:
+  /// Addresses kept per domain: a name with more (large CDNs) is cut off,
+  /// which fails closed (connects to the rest are refused).
+  static constexpr size_t max_addrs_per_domain = 16;
+
   ~sandbox_net() { release(); }
 
   /// Replaces the policy; the next connect() sees it. Makes the veth the
@@ -129,7 +148,8 @@ class sandbox_net {
   /// caller then writes /etc/resolv.conf).
   expected<bool> set(const network_policy& policy);
 
-  /// Counters and recent denied targets.
+  /// Counters and recent denied targets; a port scan, once detected, is
+  /// the first entry of `recent`.
   denial_counts denials() const;
 
   /// Removes the policy and counter entries and the veth. Idempotent.
@@ -153,10 +173,17 @@ class sandbox_net {
     std::chrono::steady_clock::time_point next_refresh{};
   };
 
-  /// Re-resolves expiring domains and re-installs the rules (refresh thread).
-  void refresh();
+  /// An upstream lookup of one name, made with no lock held.
+  using lookup = expected<std::vector<resolved_addr>>;
+  /// The names whose answers expire soon (refresh thread, under m_).
+  std::vector<std::string> due_locked(std::chrono::steady_clock::time_point now) const;
+  /// Takes the refresh thread's lookups of due names and re-installs the
+  /// rules (the names the list no longer has are ignored).
+  void apply_refresh(const std::map<std::string, lookup>& answers);
+  /// Reads the denial counters for the port-scan watch (refresh thread).
+  void watch_for_scan();
   status install_locked();
-  void resolve_locked(const std::string& domain, learned& l);
+  static void apply_lookup(learned& l, const lookup& addrs);
   /// Adds the addresses of `answer` for `domain` (its own or a lookup of
   /// one of its CNAME targets); true if the rules changed.
   bool learn_locked(const std::string& domain, const std::string& qname,
@@ -177,6 +204,9 @@ class sandbox_net {
   std::map<std::string, learned> domains_;
   int64_t dns_denied_ = 0;
   std::vector<std::string> dns_recent_;
+  /// Port-scan detection over its network denials (core/port_scan.hpp): fed
+  /// by the refresh thread's pass and by every read of denials().
+  mutable port_scan_watch scan_;
   sandbox_link link_;
   bool released_ = false;
 };

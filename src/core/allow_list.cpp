@@ -136,24 +136,15 @@ expected<allow_entry> parse_allow_entry(std::string_view s) {
 }
 
 expected<std::vector<allow_entry>> parse_allow_list(const std::vector<std::string>& allow) {
-  if (allow.size() > max_allow_entries)
-    return invalid_argument("network.allow: at most " + std::to_string(max_allow_entries)
-                            + " entries, got " + std::to_string(allow.size()));
+  // One loop over the list: the sourced parse (core/egress_sources.cpp),
+  // without the source names.
+  auto sourced = parse_allow_list_sourced(allow);
+  if (!sourced)
+    return sourced.err();
   std::vector<allow_entry> out;
-  for (auto& s : allow) {
-    if (is_source_name(s)) {
-      auto named = expand_source(s);
-      if (!named)
-        return named.err();
-      for (auto& n : *named)
-        out.push_back(std::move(n));
-      continue;
-    }
-    auto e = parse_allow_entry(s);
-    if (!e)
-      return e.err();
-    out.push_back(std::move(*e));
-  }
+  out.reserve(sourced->size());
+  for (auto& s : *sourced)
+    out.push_back(std::move(s.entry));
   return out;
 }
 

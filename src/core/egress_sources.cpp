@@ -89,6 +89,7 @@ expected<egress_sources> parse_egress_sources(std::string_view text, const std::
       return invalid_argument(where(line) + "\"" + name
                               + "\": must be a non-empty list of \"host:port\" strings");
     std::vector<std::string> entries;
+    std::vector<allow_entry> parsed;
     for (size_t i = 0; i < v.size(); ++i) {
       auto field = "\"" + name + "\"[" + std::to_string(i) + "]";
       if (!v[i].is_string())
@@ -101,11 +102,13 @@ expected<egress_sources> parse_egress_sources(std::string_view text, const std::
                                 + field + ": " + e.err().message);
       }
       entries.push_back(std::move(s));
+      parsed.push_back(std::move(*e));
     }
     if (entries.size() > max_allow_entries)
       return invalid_argument(where(line) + "\"" + name + "\": at most "
                               + std::to_string(max_allow_entries) + " entries");
     out.by_name[name] = std::move(entries);
+    out.parsed[name] = std::move(parsed);
   }
   out.digest = digest_of(out.by_name);
   return out;
@@ -144,24 +147,14 @@ std::string known_sources_text() {
 }
 
 expected<std::vector<allow_entry>> expand_source(const std::string& name) {
-  std::vector<std::string> entries;
   {
     std::lock_guard<std::mutex> g(g_m);
-    auto it = g_sources.by_name.find(name);
-    if (it != g_sources.by_name.end())
-      entries = it->second;
+    auto it = g_sources.parsed.find(name);
+    if (it != g_sources.parsed.end() && !it->second.empty())
+      return it->second;
   }
-  if (entries.empty())
-    return invalid_argument("network.allow: unknown egress source \"" + name.substr(0, 64)
-                            + "\"; " + known_sources_text());
-  std::vector<allow_entry> out;
-  for (auto& s : entries) {
-    auto e = parse_allow_entry(s);
-    if (!e)
-      return e.err(); // checked at load; kept for safety
-    out.push_back(std::move(*e));
-  }
-  return out;
+  return invalid_argument("network.allow: unknown egress source \"" + name.substr(0, 64)
+                          + "\"; " + known_sources_text());
 }
 
 expected<std::vector<sourced_entry>> parse_allow_list_sourced(

@@ -31,6 +31,9 @@ namespace dsec::net {
 struct egress_sources {
   /// name -> its entries as written (each valid per parse_allow_entry).
   std::map<std::string, std::vector<std::string>> by_name;
+  /// name -> the same entries as parse_allow_entry parsed them at load, so
+  /// a name expands without parsing its entries again.
+  std::map<std::string, std::vector<allow_entry>> parsed;
   /// "sha256-like" stable digest of the canonical content (16 hex digits of
   /// FNV-1a 64 over the sorted names and entries); "" when no file was given.
   std::string digest;

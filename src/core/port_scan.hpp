@@ -10,8 +10,10 @@
 // mirror is closed) is not a scan however often it retries. The event is
 // raised once per sandbox; it stays first in `recent` and its text keeps the
 // running totals ("net port-scan: 254 denied attempts, 200+ targets").
-// Detection runs whenever the sandbox's denials are read (GET of the
-// sandbox, /metrics): targets are sampled from `recent` at those reads.
+// Detection runs on the node's refresh pass (every 5 s, whether or not
+// anyone reads the sandbox; the node logs the event once) and whenever the
+// sandbox's denials are read (GET of the sandbox, /metrics): targets are
+// sampled from `recent` at those reads (backends/net/net_refresh.cpp).
 #pragma once
 
 #include <atomic>

@@ -239,23 +239,62 @@ def test_malformed_sources_file_stops_the_node(dsec_bin, store, tmp_path):
 
 
 def test_python_names_as_in_dsecs_sdk(sdk, peer):
-    """{"pypi": True, "npm": False} allows pypi only, at create and update."""
+    """create(network={"pypi": True, "npm": False}) opens pypi's mirror and
+    nothing else; update(network=...) swaps it for npm's."""
     from egress_peer import PROBE
-    sb = sdk.create(["base/python@3.11"], memory_mb=256,
-                    network_allow={"pypi": True, "npm": False})
+    sb = sdk.create(["base/python@3.11"], memory_mb=256, network={"pypi": True, "npm": False})
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+
+        def probe_sb(probes):
+            r = sb.exec(["python3", "/tmp/p.py", json.dumps(probes)], timeout_s=120)
+            assert r.exit_code == 0, r
+            return json.loads(r.stdout)
+
+        got = probe_sb([["http", "pypi.mirror.test", peer.pypi],
+                        ["tls", "pypi.mirror.test", peer.pypi],
+                        ["resolve", "npm.mirror.test"], ["tcp", peer.npm, 80],
+                        ["http", "npm.mirror.test", peer.pypi], ["tcp", peer.pypi, 53],
+                        ["tcp", peer.pypi, 22]])
+        assert got == ["ok:host=pypi.mirror.test", "ok:host=pypi.mirror.test", "gaierror",
+                       "EPERM", "closed", "EPERM", "EPERM"], got
+        assert sb.info().denials["network"] >= 4, sb.info().denials
+        sb.update(network={"npm": True, "pypi": False})
+        assert probe_sb([["resolve", "npm.mirror.test"], ["tcp", peer.pypi, 80]]) == \
+            [[peer.npm], "EPERM"]
+    finally:
+        sb.destroy()
+
+
+def test_python_create_network_forms(sdk, dsec_sdk, peer):
+    """network= also takes a list of names and entries, and "none";
+    network_allow= keeps working; both at once, or a bare name, are refused."""
+    from egress_peer import PROBE
+    sb = sdk.create(["base/python@3.11"], memory_mb=256, network=["npm", f"{peer.pypi}:80"])
     try:
         sb.write_file("/tmp/p.py", PROBE.encode())
         r = sb.exec(["python3", "/tmp/p.py", json.dumps([
-            ["http", "pypi.mirror.test", peer.pypi], ["resolve", "npm.mirror.test"]])],
-            timeout_s=120)
-        assert r.exit_code == 0, r
-        assert json.loads(r.stdout) == ["ok:host=pypi.mirror.test", "gaierror"], r.stdout
-        sb.update(network={"npm": True, "pypi": False})
-        r = sb.exec(["python3", "/tmp/p.py", json.dumps([["resolve", "npm.mirror.test"]])],
-                    timeout_s=120)
-        assert json.loads(r.stdout) == [[peer.npm]], r.stdout
+            ["http", "npm.mirror.test", peer.npm], ["tcp", peer.pypi, 80],
+            ["tcp", peer.pypi, 443]])], timeout_s=120)
+        assert json.loads(r.stdout) == ["ok:host=npm.mirror.test", "ok", "EPERM"], r.stdout
     finally:
         sb.destroy()
+    for kw, want in (({"network": "none"}, "EPERM"),
+                     ({"network_allow": {"pypi": True}}, "ok:host=pypi.mirror.test")):
+        sb = sdk.create(["base/python@3.11"], memory_mb=256, **kw)
+        try:
+            sb.write_file("/tmp/p.py", PROBE.encode())
+            r = sb.exec(["python3", "/tmp/p.py", json.dumps([
+                ["http", "pypi.mirror.test", peer.pypi]])], timeout_s=120)
+            assert json.loads(r.stdout) == [want], (kw, r.stdout)
+        finally:
+            sb.destroy()
+    with pytest.raises(dsec_sdk.InvalidArgument, match="network= and network_allow="):
+        sdk.create(["base/python@3.11"], network={"pypi": True}, network_allow=["pypi"])
+    with pytest.raises(dsec_sdk.InvalidArgument, match='a str must be "none"'):
+        sdk.create(["base/python@3.11"], network="pypi")
+    with pytest.raises(dsec_sdk.InvalidArgument, match='unknown egress source "apt"'):
+        sdk.create(["base/python@3.11"], network={"apt": True})
 
 
 def test_e2b_allow_out_takes_names(client, peer):
@@ -267,6 +306,27 @@ def test_e2b_allow_out_takes_names(client, peer):
     got = probe(client, sid, [["http", "pypi.mirror.test", peer.pypi],
                               ["resolve", "npm.mirror.test"]])
     assert got == ["ok:host=pypi.mirror.test", "gaierror"], got
+
+
+def test_e2b_deny_out_takes_names(client, peer):
+    """denyOut names a source as DSec's {"npm": False} does: closed, with
+    allowOut winning as in E2B; "all traffic but npm" is refused by name."""
+    status, sb = client.call("POST", "/v2/sandboxes", {
+        "templateID": "base", "allow_internet_access": True,
+        "network": {"allowOut": ["pypi"], "denyOut": ["0.0.0.0/0", "npm"]}})
+    assert status == 201, sb
+    sid = sb["sandboxID"]
+    client.created.append(sid)
+    got = probe(client, sid, [["http", "pypi.mirror.test", peer.pypi],
+                              ["resolve", "npm.mirror.test"], ["tcp", peer.npm, 80]])
+    assert got == ["ok:host=pypi.mirror.test", "gaierror", "EPERM"], got
+    status, out = client.call("POST", "/v2/sandboxes", {
+        "templateID": "base", "allow_internet_access": True, "network": {"denyOut": ["npm"]}})
+    assert status == 400, out
+    assert 'network.denyOut "npm" with the internet open' in out["message"], out
+    status, out = client.call("POST", "/v2/sandboxes", {
+        "templateID": "base", "network": {"denyOut": ["apt"]}})
+    assert status == 400 and "known: alias, big, ghost, npm, pypi" in out["message"], out
 
 
 def test_nodes_show_the_sources_digest(client):
@@ -295,3 +355,35 @@ def test_a_node_with_another_sources_file_says_so(node, node_factory, tmp_path):
     assert got[node.node_id]["same_as_this_node"] is True, got
     mine = view(b)
     assert mine[b.node_id]["same_as_this_node"] is True, mine
+
+
+def slow_queries(peer):
+    return [q for q in peer.queries() if q.endswith("slow.mirror.test")]
+
+
+def test_a_slow_upstream_does_not_stall_other_sandboxes_network_changes(client, peer):
+    """The refresh of names whose upstream never answers (2 s per query, A
+    and AAAA for each name) runs with no lock held: a PUT .../network of
+    another sandbox made while that refresh waits applies at once, before
+    the refresh has even sent its last query."""
+    other = client.create_ok([PYTHON], memory_mb=256, network={"allow": [f"{peer.pypi}:80"]})
+    names = ["a.slow.mirror.test", "b.slow.mirror.test"]
+    slow = client.create_ok([PYTHON], memory_mb=256,
+                            network={"allow": [f"{n}:80" for n in names]})
+    # The create asked for each name (and found nothing): unresolved, say so.
+    unresolved = [r for r in denials(client, slow)["recent"] if r.startswith("unresolved ")]
+    assert sorted(u.split(":")[0] for u in unresolved) == \
+        [f"unresolved {n}" for n in names], unresolved
+    # The refresh thread retries both in one round (10 s later): A then AAAA
+    # of each name, 2 s apiece. Wait until its first query reached dnsmasq;
+    # a PUT that waited for the round would return after its 4th.
+    asked = len(slow_queries(peer))
+    wait_for(lambda: len(slow_queries(peer)) > asked, 60, interval=0.05,
+             what="the refresh's lookup of the slow names")
+    status, out = set_network(client, other, [f"{peer.npm}:80"])
+    assert status == 200, out
+    during = slow_queries(peer)
+    assert len(during) <= asked + 2, \
+        f"PUT /network returned only after the refresh round ended: {during[asked:]}"
+    assert probe(client, other, [["tcp", peer.npm, 80], ["tcp", peer.pypi, 80]]) == \
+        ["ok", "EPERM"]

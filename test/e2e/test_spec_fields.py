@@ -62,14 +62,21 @@ def test_sandbox_info_stub_has_the_native_fields():
 
 
 def test_client_create_takes_every_spec_field():
+    """create's keywords are the spec's fields plus the Python-only aliases
+    of _spec.KEYWORD_ALIASES (network= -> network_allow, DSec's SDK name),
+    each of which fills a real spec field."""
+    from dsec import _spec
     native = set(_native.SPEC_FIELDS)
+    assert set(_spec.KEYWORD_ALIASES.values()) <= native, _spec.KEYWORD_ALIASES
+    assert not set(_spec.KEYWORD_ALIASES) & native, _spec.KEYWORD_ALIASES
+    want = native | set(_spec.KEYWORD_ALIASES)
     impl = _no_repeats(list(inspect.signature(dsec.Client.create).parameters)[1:],
                        "Client.create")
     stub = _no_repeats(_stub_params("Client", "create"), "__init__.pyi Client.create")
-    assert impl == native, (f"Client.create lacks {sorted(native - impl)}, "
-                            f"has extra {sorted(impl - native)}")
-    assert stub == native, (f"__init__.pyi Client.create lacks {sorted(native - stub)}, "
-                            f"has extra {sorted(stub - native)}")
+    assert impl == want, (f"Client.create lacks {sorted(want - impl)}, "
+                          f"has extra {sorted(impl - want)}")
+    assert stub == want, (f"__init__.pyi Client.create lacks {sorted(want - stub)}, "
+                          f"has extra {sorted(stub - want)}")
 
 
 def test_spec_kinds_are_ones_the_sdk_checks():

@@ -11,6 +11,8 @@ Names (all under mirror.test, which only this dnsmasq knows):
   alias.mirror.test  CNAME pypi.mirror.test
   ghost.mirror.test  nothing (the "ghost" source never resolves)
   big.mirror.test    60 A records (the "big" source: answers over 512 bytes)
+  *.slow.mirror.test forwarded to a server that never answers (`silent`): a
+                     slow upstream; the node's queries for them time out
 """
 import json
 import os
@@ -20,6 +22,10 @@ import subprocess
 import tempfile
 import textwrap
 import time
+
+# A DNS server that reads every query and never answers.
+SILENT = "import socket, sys\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" \
+         "s.bind((sys.argv[1], 53))\nwhile True:\n    s.recv(4096)\n"
 
 # HTTP on 80 and HTTPS on 443 (argv: cert, key): GET / answers with the Host
 # header it got; GET /bytes/N answers N bytes (for the bench).
@@ -66,6 +72,7 @@ class MirrorPeer:
         self.host_addr = f"10.124.{self.k}.1"
         self.pypi = f"10.124.{self.k}.2"
         self.npm = f"10.124.{self.k}.3"
+        self.silent = f"10.124.{self.k}.254"
         self.dir = tempfile.mkdtemp(prefix="dsec-egress-peer-")
         self.query_log = os.path.join(self.dir, "dnsmasq.log")
         self.procs = []
@@ -73,7 +80,8 @@ class MirrorPeer:
         sh(f"ip link add {self.host_if} type veth peer name eth0 netns {self.ns}")
         sh(f"ip addr add {self.host_addr}/24 dev {self.host_if} && ip link set {self.host_if} up")
         sh(f"nsenter --net=/run/netns/{self.ns} sh -c 'ip addr add {self.pypi}/24 dev eth0 && "
-           f"ip addr add {self.npm}/24 dev eth0 && ip link set eth0 up && ip link set lo up && "
+           f"ip addr add {self.npm}/24 dev eth0 && ip addr add {self.silent}/24 dev eth0 && "
+           f"ip link set eth0 up && ip link set lo up && "
            f"ip route add default via {self.host_addr}'")
         self.procs.append(subprocess.Popen(
             ["nsenter", f"--net=/run/netns/{self.ns}", "--", "dnsmasq", "--no-daemon",
@@ -85,8 +93,11 @@ class MirrorPeer:
              "--cname=alias.mirror.test,pypi.mirror.test",
              # 60 addresses: more than 512 bytes, so UDP without EDNS0 is truncated
              *[f"--host-record=big.mirror.test,10.124.{self.k}.{100 + i}" for i in range(60)],
-             "--local=/mirror.test/"],
+             "--local=/mirror.test/", f"--server=/slow.mirror.test/{self.silent}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.procs.append(subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self.ns}", "--", "/usr/bin/python3", "-c", SILENT,
+             self.silent]))
         cert, key = os.path.join(self.dir, "cert.pem"), os.path.join(self.dir, "key.pem")
         sh(f"openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=pypi.mirror.test "
            f"-addext subjectAltName=DNS:pypi.mirror.test,DNS:npm.mirror.test "
@@ -97,7 +108,8 @@ class MirrorPeer:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             out = sh(f"nsenter --net=/run/netns/{self.ns} ss -ltnu")
-            if ":53 " in out and ":80 " in out and ":443 " in out:
+            if ":53 " in out and ":80 " in out and ":443 " in out \
+                    and f"{self.silent}:53 " in out:
                 return
             time.sleep(0.05)
         self.close()

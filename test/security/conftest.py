@@ -35,6 +35,7 @@
 #   kpage      /proc/kpage* masks on every path, grep /  test_kpage.py
 #   sudo       E2B base's sudo socket: a root exec's privileges, nothing more;
 #              refusal at accept, malformed requests      test_sudo.py
+#   mirrors    another host through an allowed mirror    test_mirror_fetch.py
 import sys
 import uuid
 from pathlib import Path

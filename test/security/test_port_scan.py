@@ -11,7 +11,7 @@ import re
 import subprocess
 import textwrap
 
-from .redteam import PYTHON
+from .redteam import PYTHON, wait_for
 
 # Probes every (host, port) with TCP connect and one UDP send per host;
 # prints a histogram of the outcomes ("ok" or the errno name).
@@ -112,4 +112,24 @@ def test_retries_to_one_blocked_mirror_are_no_scan(node, client, unharmed):
     assert d["network"] == 200, d
     assert not any("port-scan" in r for r in d["recent"]), d["recent"]
     assert scans_total(node) == before
+    unharmed()
+
+
+def test_a_scan_is_reported_without_anyone_reading_the_sandbox(node, client, unharmed):
+    """Detection runs on the node's own pass over denials (every 5 s): after
+    a sweep, the node logs the event and dsec_port_scans_total counts it
+    while nobody reads the sandbox; a later read shows the same one event."""
+    sid = client.create_ok([PYTHON], memory_mb=256, network={"allow": ALLOW})
+    before = scans_total(node)  # read before the sweep: no event yet
+    seen = scan(client, sid, ["192.0.2.9"], list(range(7000, 7040)))
+    assert seen == {"EPERM": 41}, seen
+    marker = f"sandbox {sid}: net port-scan: "
+    line = wait_for(lambda: next((l for l in node.log_tail(400).splitlines() if marker in l),
+                                 None), 60, what="the node's port-scan log line")
+    assert "denied attempts to" in line, line
+    assert scans_total(node) == before + 1
+    d = denials(client, sid)
+    assert [r for r in d["recent"] if "port-scan" in r] == [d["recent"][0]], d["recent"]
+    assert scans_total(node) == before + 1
+    assert sum(marker in l for l in node.log_tail(2000).splitlines()) == 1
     unharmed()

@@ -83,6 +83,18 @@ TEST_CASE("source names expand in network.allow; unknown ones list the known", "
 
   auto s = net::parse_egress_sources(good, "f.json");
   REQUIRE(s);
+  // One parse: the load keeps each entry as parse_allow_entry made it, and
+  // a name expands into those.
+  for (auto& [name, written] : s->by_name) {
+    REQUIRE(s->parsed.at(name).size() == written.size());
+    for (size_t i = 0; i < written.size(); ++i) {
+      auto again = net::parse_allow_entry(written[i]);
+      REQUIRE(again);
+      CHECK(s->parsed.at(name)[i].domain == again->domain);
+      CHECK(s->parsed.at(name)[i].addr == again->addr);
+      CHECK(s->parsed.at(name)[i].port == again->port);
+    }
+  }
   net::install_egress_sources(*s);
   auto list = net::parse_allow_list({"pypi", "10.0.0.5:443"});
   REQUIRE(list);

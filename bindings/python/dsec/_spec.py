@@ -14,6 +14,10 @@ DEFAULT_ADDR = "127.0.0.1:7700"
 # or "str_map"), from the one field list in C++ (src/core/spec_fields.hpp).
 _SPEC_FIELDS = _native.SPEC_FIELDS
 
+# create() keywords that are not spec fields, and the field each fills:
+# ``network=`` takes DSec's SDK forms and fills ``network_allow``.
+KEYWORD_ALIASES = {"network": "network_allow"}
+
 
 def resolve_addr(addr):
     """addr, else $DSEC_ADDR, else the node's default native port."""
@@ -69,9 +73,16 @@ _CHECKS = {
 
 def make_spec(kwargs):
     """create() keywords -> the native spec dict."""
-    unknown = set(kwargs) - set(_SPEC_FIELDS)
+    unknown = set(kwargs) - set(_SPEC_FIELDS) - set(KEYWORD_ALIASES)
     if unknown:
         raise InvalidArgument("create: unknown argument(s) " + ", ".join(sorted(unknown)))
+    kwargs = dict(kwargs)
+    if kwargs.get("network") is not None:
+        if kwargs.get("network_allow") is not None:
+            raise InvalidArgument("create: network= and network_allow= set the same thing; "
+                                  "pass one")
+        kwargs["network_allow"] = network_arg(kwargs["network"])
+    kwargs.pop("network", None)
     spec = {}
     for key, v in kwargs.items():
         if v is None:
@@ -187,20 +198,35 @@ def make_update(cpu_class, network):
         if cpu_class not in CPU_CLASSES:
             raise InvalidArgument(f'cpu_class: must be "latency" or "batch", got "{cpu_class}"')
         cls = cpu_class
-    allow = None
+    allow = None if network is None else network_arg(network)
+    return (cls, allow)
+
+
+def network_arg(network):
+    """create(network=) / update(network=) -> the allow-list ([] = none).
+
+    Takes DSec's SDK form ``{"pypi": True, "npm": False}`` (the names set
+    True), a list of entries and names (``["pypi", "10.0.0.5:443"]``),
+    ``"none"``, or the REST body form ``{"mode": "none"}`` /
+    ``{"allow": [...]}``."""
+    if network == "none":
+        return []
     if is_named_network(network):
-        allow = named_network(network)
-    elif isinstance(network, Mapping):
+        return named_network(network)
+    if isinstance(network, Mapping):
         unknown = set(network) - {"mode", "allow"}
         if unknown:
-            raise InvalidArgument("network: unknown field(s) " + ", ".join(sorted(unknown)))
+            raise InvalidArgument("network: unknown field(s) " + ", ".join(sorted(unknown))
+                                  + ' (a dict is {"name": bool, ...}, {"mode": "none"} or '
+                                  '{"allow": [...]})')
         mode = network.get("mode")
         if mode not in (None, "none", "allow"):
             raise InvalidArgument(f'network.mode: must be "none" or "allow", got "{mode}"')
-        allow = [] if mode == "none" else make_network(network.get("allow"))
-    elif network is not None:
-        allow = make_network(network)
-    return (cls, allow)
+        return [] if mode == "none" else make_network(network.get("allow"))
+    if isinstance(network, str):
+        raise InvalidArgument(f'network: a str must be "none", got "{network[:100]}" '
+                              '(entries go in a list: ["pypi", "10.0.0.5:443"])')
+    return _str_list("network", network)
 
 
 def make_fncall(language, code, stdin, timeout_s, files):

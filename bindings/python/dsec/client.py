@@ -384,11 +384,16 @@ class Client:
                protect_hidden: Optional[Sequence[str]] = None,
                paused_ttl_s: Optional[int] = None, image: Optional[str] = None,
                on_timeout: Optional[str] = None, idle_timeout_s: Optional[int] = None,
-               on_idle: Optional[str] = None, auto_resume: Optional[bool] = None) -> Sandbox:
+               on_idle: Optional[str] = None, auto_resume: Optional[bool] = None,
+               network: Union[Sequence[str], Mapping[str, object], str, None] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
-        ``network_allow`` is an allow-list, or DSec's SDK form of egress
-        source names (``{"pypi": True, "npm": False}``: the names set True).
+        ``network`` is what the sandbox may reach, as in DSec's SDK: egress
+        source names to booleans (``{"pypi": True, "npm": False}``: the
+        names set True), a list of sources and ``host:port`` entries
+        (``["pypi", "10.0.0.5:443"]``), or ``"none"`` (the default: no
+        network). ``network_allow`` is the same allow-list under the spec
+        field's name; pass one of the two.
 
         ``layers`` are ``name@version`` refs, first = bottom. ``image`` (an
         image reference, ``"127.0.0.1:5000/team/py:3.11"``) starts it from an
@@ -415,7 +420,8 @@ class Client:
             cpu_class=cpu_class, node=node, request_id=request_id,
             protect_readonly=protect_readonly, protect_hidden=protect_hidden,
             paused_ttl_s=paused_ttl_s, image=image, on_timeout=on_timeout,
-            idle_timeout_s=idle_timeout_s, on_idle=on_idle, auto_resume=auto_resume))
+            idle_timeout_s=idle_timeout_s, on_idle=on_idle, auto_resume=auto_resume,
+            network=network))
         return Sandbox(self, _info(self._call("create", (spec,))))
 
     def create_many(self, n: int, layers: Optional[Sequence[str]] = None,
