@@ -14,6 +14,7 @@
 
 #include "gossip/simulation.hpp"
 #include "policy/placement_ledger.hpp"
+#include "policy/placement_ring.hpp"
 #include "policy/reclaim_policy.hpp"
 
 namespace dsec::scale {
@@ -45,6 +46,7 @@ struct node_model {
   std::vector<member_info> view;
   time_ms view_at{-1000000};
   placement::ledger placed;
+  placement::ring_cursor ring;
   std::mt19937_64 rng;
 };
 
@@ -210,7 +212,7 @@ void scale_run::start_create(size_t entry) {
   w.entry = entry;
   w.started = sim_.now();
   // The placement actor's create path (handle_create without request_id).
-  auto ids = placement::plan(n.view, sim_.id(entry), spec_, n.placed.counts(), o_.policy, n.rng);
+  auto ids = placement::place(n.view, sim_.id(entry), spec_, n.placed, o_.policy, n.ring, n.rng);
   if (ids.size() > o_.policy.max_attempts)
     ids.resize(o_.policy.max_attempts);
   for (auto& id : ids)
@@ -518,6 +520,7 @@ json run(const options& o) {
   out["rate_per_s"] = o.rate;
   out["create_ms"] = {o.create_ms, o.create_ms + o.create_jitter_ms};
   out["k"] = o.policy.k;
+  out["spread"] = o.policy.spread == placement::policy::spread_mode::ring ? "ring" : "sample";
   out["max_attempts"] = o.policy.max_attempts;
   out["seed"] = o.seed;
   return out;
