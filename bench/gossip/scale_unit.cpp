@@ -162,6 +162,9 @@ class scale_run {
   // Counters of the current phase.
   uint64_t started_ = 0, admitted_ = 0, refused_ = 0, dead_hits_ = 0;
   std::map<size_t, uint64_t> forwards_hist_;
+  /// From a create's start to the node that admits it, per forwards taken:
+  /// what a forward (and a refusal's retry) costs in placement latency.
+  std::map<size_t, std::vector<double>> route_ms_;
   double worst_resident_ratio_ = 0, worst_window_ratio_ = 0;
   json series_ = json::array();
   sandbox_spec spec_;
@@ -252,6 +255,7 @@ void scale_run::on_attempt(const ev& e) {
   }
   ++n.creating;
   ++n.window_admits;
+  route_ms_[w.forwards].push_back(static_cast<double>((sim_.now() - w.started).count()));
   auto t = o_.create_ms + static_cast<int64_t>(rng_() % (o_.create_jitter_ms + 1));
   push(sim_.now() + time_ms{t}, ev_kind::admitted, e.create, e.node);
 }
@@ -379,6 +383,15 @@ json scale_run::phase_counters(const char* name, time_ms length,
     if (f > 2)
       over_two += count;
   }
+  json route = json::object();
+  for (auto& [f, xs] : route_ms_) {
+    std::sort(xs.begin(), xs.end());
+    double sum = 0;
+    for (double x : xs)
+      sum += x;
+    route[std::to_string(f)] = {{"mean", sum / static_cast<double>(xs.size())},
+                                {"p99", xs[std::min(xs.size() - 1, xs.size() * 99 / 100)]}};
+  }
   json out = {{"phase", name},
               {"simulated_s", seconds(length)},
               {"creates_started", started_},
@@ -387,6 +400,7 @@ json scale_run::phase_counters(const char* name, time_ms length,
               {"attempts_at_dead_node", dead_hits_},
               {"forwards_histogram", hist},
               {"creates_forwarded_more_than_twice", over_two},
+              {"route_ms_by_forwards", route},
               {"worst_resident_max_over_mean", worst_resident_ratio_},
               {"worst_window_admits_max_over_mean", worst_window_ratio_},
               {"gossip_bytes_per_node_s",
@@ -398,6 +412,7 @@ json scale_run::phase_counters(const char* name, time_ms length,
               {"series", series_}};
   started_ = admitted_ = refused_ = dead_hits_ = 0;
   forwards_hist_.clear();
+  route_ms_.clear();
   worst_resident_ratio_ = worst_window_ratio_ = 0;
   series_ = json::array();
   return out;
