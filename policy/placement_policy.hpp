@@ -23,6 +23,10 @@
 // A node whose free memory would not hold the sandbox scores below every node
 // that would, but stays in the order (reports are up to a second old).
 //
+// This is spread_mode::sample. The default, spread_mode::ring, takes the
+// first candidate from the placement ring instead (placement_ring.hpp: even
+// under a burst from many entry nodes) and uses score() only for the rest.
+//
 // Creates with a request_id go by rendezvous hashing instead, so a retry of
 // the same request lands on the same node while membership is stable (that
 // node answers it idempotently).
