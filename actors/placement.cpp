@@ -237,8 +237,8 @@ caf::result<sandbox_info> handle_create(placement_actor_ptr self, sandbox_spec& 
       return to_caf(unavailable(why));
     w->order = {owner->id};
   } else {
-    w->order = placement::plan(st.view, self_id(self), spec, st.placed.counts(), st.policy,
-                                     st.rng);
+    w->order = placement::place(st.view, self_id(self), spec, st.placed, st.policy, st.ring,
+                                st.rng);
   }
   if (w->order.empty())
     return to_caf(resource_exhausted("create: no node of the cluster accepts sandboxes now"));

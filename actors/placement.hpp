@@ -3,8 +3,9 @@
 // the Python SDK, the gateway and peer nodes all send it the same messages,
 // and it decides where each one runs:
 //
-//   - create: best-of-k over the gossip view (policy/placement_policy.hpp);
-//     the chosen node's lifecycle admits or refuses, a refusal moves on to
+//   - create: the placement ring over the gossip view
+//     (policy/placement_ring.hpp; best-of-k, policy/placement_policy.hpp, on
+//     request); the chosen node's lifecycle admits or refuses, a refusal moves on to
 //     the next candidate, up to the hop limit. A forwarded create is pinned
 //     (`spec.node` = the target), so the receiver serves it locally or
 //     refuses: it never forwards again. `"node": ID` pins a user's create.
@@ -36,6 +37,7 @@
 #include "actors/peer_watch.hpp"
 #include "policy/placement_ledger.hpp"
 #include "policy/placement_policy.hpp"
+#include "policy/placement_ring.hpp"
 
 namespace dsec {
 
@@ -59,6 +61,8 @@ struct placement_state {
   std::set<std::string> suspect_checks;
   /// Liveness checks of peers while calls to them wait (issue 28).
   peer_watch watch;
+  /// This node's place on the placement ring (policy/placement_ring.hpp).
+  placement::ring_cursor ring;
 };
 
 using placement_actor_ptr = placement_actor::stateful_pointer<placement_state>;

@@ -79,6 +79,13 @@ def measure(cluster, creates, inflight, execs, seed):
            "create_p50_ms": pct(lat, 50), "create_p99_ms": pct(lat, 99),
            "exec_owner_p50_ms": pct(owner_lat, 50), "exec_owner_p99_ms": pct(owner_lat, 99),
            "placed_on": sorted({s.split(".")[0] for s in ids})}
+    # How evenly the creates spread (the placement ring, issue 28 part 3).
+    per = {n.node_id: 0 for n in nodes}
+    for sid in ids:
+        per[sid.split(".")[0]] += 1
+    out["placed_per_node"] = per
+    if ids:
+        out["placed_max_over_mean"] = round(max(per.values()) / (len(ids) / len(nodes)), 3)
     if fwd_lat:
         out.update(exec_forwarded_p50_ms=pct(fwd_lat, 50), exec_forwarded_p99_ms=pct(fwd_lat, 99),
                    forward_overhead_p50_ms=round(pct(fwd_lat, 50) - pct(owner_lat, 50), 2))

@@ -72,23 +72,9 @@ std::vector<std::string> plan(const std::vector<member_info>& view, const std::s
   std::vector<const member_info*> rest(others.begin() + sample.size(), others.end());
   if (self)
     sample.push_back(self);
-  int64_t best_free = 0;
-  for (auto* m : all)
-    best_free = std::max(best_free, m->free_memory_mb - need_mb(spec));
-  auto by_score = [&](std::vector<const member_info*>& v) {
-    std::vector<std::pair<double, const member_info*>> scored;
-    for (auto* m : v) {
-      auto it = placed.find(m->id);
-      scored.emplace_back(score(*m, spec, it == placed.end() ? 0 : it->second,
-                                m->id == self_id, best_free),
-                          m);
-    }
-    std::stable_sort(scored.begin(), scored.end(),
-                     [](auto& a, auto& b) { return a.first > b.first; });
-    std::vector<std::string> ids;
-    for (auto& [s, m] : scored)
-      ids.push_back(m->id);
-    return ids;
+  int64_t best_free = best_free_after(all, spec);
+  auto by_score = [&](const std::vector<const member_info*>& v) {
+    return order_by_score(v, self_id, spec, placed, best_free);
   };
   auto order = by_score(sample);
   for (auto& id : by_score(rest))
@@ -96,6 +82,35 @@ std::vector<std::string> plan(const std::vector<member_info>& view, const std::s
   if (order.size() > pol.max_attempts)
     order.resize(pol.max_attempts);
   return order;
+}
+
+int64_t best_free_after(const std::vector<const member_info*>& candidates,
+                        const sandbox_spec& spec) {
+  int64_t best = 0;
+  for (auto* m : candidates)
+    best = std::max(best, m->free_memory_mb - need_mb(spec));
+  return best;
+}
+
+std::vector<std::string> order_by_score(const std::vector<const member_info*>& ids,
+                                        const std::string& self_id, const sandbox_spec& spec,
+                                        const std::map<std::string, int64_t>& placed,
+                                        int64_t best_free_mb) {
+  std::vector<std::pair<double, const member_info*>> scored;
+  scored.reserve(ids.size());
+  for (auto* m : ids) {
+    auto it = placed.find(m->id);
+    scored.emplace_back(score(*m, spec, it == placed.end() ? 0 : it->second, m->id == self_id,
+                              best_free_mb),
+                        m);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](auto& a, auto& b) { return a.first > b.first; });
+  std::vector<std::string> out;
+  out.reserve(scored.size());
+  for (auto& [s, m] : scored)
+    out.push_back(m->id);
+  return out;
 }
 
 std::vector<std::string> rendezvous(const std::vector<member_info>& view, const std::string& key) {

@@ -23,6 +23,10 @@
 // A node whose free memory would not hold the sandbox scores below every node
 // that would, but stays in the order (reports are up to a second old).
 //
+// This is spread_mode::sample. The default, spread_mode::ring, takes the
+// first candidate from the placement ring instead (placement_ring.hpp: even
+// under a burst from many entry nodes) and uses score() only for the rest.
+//
 // Creates with a request_id go by rendezvous hashing instead, so a retry of
 // the same request lands on the same node while membership is stable (that
 // node answers it idempotently).
@@ -49,7 +53,32 @@ struct policy {
   size_t k = 2;
   /// Hop limit: nodes tried per create before giving up with 429.
   size_t max_attempts = 8;
+  /// How a create's first candidate is chosen (issue 28 part 3): `ring`
+  /// (policy/placement_ring.hpp: even from a burst's first second, every
+  /// create but 1 in N forwarded once) or `sample` (best-of-k above: 1 in k
+  /// forwarded, as uneven as random placement until reports catch up).
+  enum class spread_mode { ring, sample };
+  spread_mode spread = spread_mode::ring;
+  /// The ring steps over a member whose last report plus the creates sent to
+  /// it since holds more than mean * (1 + skip_over_mean) + skip_over_abs.
+  /// Loose on purpose: during a burst, reports 3.2 s apart differ by ~100
+  /// sandboxes per node at 31 creates/s while the nodes are even; a tighter
+  /// bound would step over whoever reported last (herding, as k=3 did). Too
+  /// loose only leaves a truly heavy node its turn, as random placement would.
+  double skip_over_mean = 0.5;
+  int64_t skip_over_abs = 32;
 };
+
+/// `ids` ordered by score(), best first (ties keep their order); `placed`
+/// as for plan().
+std::vector<std::string> order_by_score(const std::vector<const member_info*>& ids,
+                                        const std::string& self_id, const sandbox_spec& spec,
+                                        const std::map<std::string, int64_t>& placed,
+                                        int64_t best_free_mb);
+
+/// The largest free memory among `candidates` after `spec`'s expected need.
+int64_t best_free_after(const std::vector<const member_info*>& candidates,
+                        const sandbox_spec& spec);
 
 /// The score of placing `spec` on member `m` (see the file comment).
 /// `placed` counts creates this node sent to `m` since its last load report;

@@ -7,7 +7,8 @@
 //   dsec-gossip-sim [--sizes=10,30,100,300,1000] [--big] [--loss-seconds=S]
 //                   [--load-interval-ms=MS] [--seed=1]
 //   dsec-gossip-sim --scale-unit [--nodes=160] [--per-node=3200] [--rate=5000]
-//                   [--k=3] [--churn-seconds=30] [--loss-seconds=S] [--seed=1]
+//                   [--k=2] [--spread=ring|sample] [--churn-seconds=30]
+//                   [--loss-seconds=S] [--seed=1]
 //
 // --scale-unit runs DSec's scale unit instead (bench/gossip/scale_unit.hpp): the
 // real placement policy over each node's gossip view, a burst of creates that
@@ -87,6 +88,13 @@ bool parse(int argc, char** argv, options& o) {
       o.scale.rate = std::stod(v);
     } else if (flag(argv[i], "--k", v)) {
       o.scale.policy.k = std::stoul(v);
+    } else if (flag(argv[i], "--spread", v)) {
+      using mode = dsec::placement::policy::spread_mode;
+      if (v != "ring" && v != "sample") {
+        std::cerr << "dsec-gossip-sim: --spread=" << v << ": expected ring or sample\n";
+        return false;
+      }
+      o.scale.policy.spread = v == "ring" ? mode::ring : mode::sample;
     } else if (flag(argv[i], "--churn-seconds", v)) {
       o.scale.churn_s = std::stol(v);
     } else {

@@ -49,7 +49,12 @@ def plot_scale(src, out, before):
         ax.legend(fontsize=7)
 
     def summary(name, r):
-        return (f"{name}: k={r['k']}, kill dead everywhere {r['churn']['kill_all_mark_dead_s']} s "
+        # Reports before the ring (issue 28 part 3) have no "spread": best-of-k.
+        spread = r.get("spread", "sample")
+        how = "ring" if spread == "ring" else f"best-of-{r['k']}"
+        fwd = r["burst"]["forwards_histogram"]
+        once = fwd.get("1", 0) / max(1, sum(fwd.values()))
+        return (f"{name}: {how} (forwarded once {once:.0%}), kill dead everywhere {r['churn']['kill_all_mark_dead_s']} s "
                 f"({r['lossy']['kill_all_mark_dead_s']} s at {r['lossy']['loss']:.0%} loss), "
                 f"false deaths {r['lossy']['false_deaths']}, "
                 f"forwarded >2x {r['burst']['creates_forwarded_more_than_twice']}, "

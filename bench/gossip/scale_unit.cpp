@@ -14,6 +14,7 @@
 
 #include "gossip/simulation.hpp"
 #include "policy/placement_ledger.hpp"
+#include "policy/placement_ring.hpp"
 #include "policy/reclaim_policy.hpp"
 
 namespace dsec::scale {
@@ -45,6 +46,7 @@ struct node_model {
   std::vector<member_info> view;
   time_ms view_at{-1000000};
   placement::ledger placed;
+  placement::ring_cursor ring;
   std::mt19937_64 rng;
 };
 
@@ -160,6 +162,9 @@ class scale_run {
   // Counters of the current phase.
   uint64_t started_ = 0, admitted_ = 0, refused_ = 0, dead_hits_ = 0;
   std::map<size_t, uint64_t> forwards_hist_;
+  /// From a create's start to the node that admits it, per forwards taken:
+  /// what a forward (and a refusal's retry) costs in placement latency.
+  std::map<size_t, std::vector<double>> route_ms_;
   double worst_resident_ratio_ = 0, worst_window_ratio_ = 0;
   json series_ = json::array();
   sandbox_spec spec_;
@@ -210,7 +215,7 @@ void scale_run::start_create(size_t entry) {
   w.entry = entry;
   w.started = sim_.now();
   // The placement actor's create path (handle_create without request_id).
-  auto ids = placement::plan(n.view, sim_.id(entry), spec_, n.placed.counts(), o_.policy, n.rng);
+  auto ids = placement::place(n.view, sim_.id(entry), spec_, n.placed, o_.policy, n.ring, n.rng);
   if (ids.size() > o_.policy.max_attempts)
     ids.resize(o_.policy.max_attempts);
   for (auto& id : ids)
@@ -250,6 +255,7 @@ void scale_run::on_attempt(const ev& e) {
   }
   ++n.creating;
   ++n.window_admits;
+  route_ms_[w.forwards].push_back(static_cast<double>((sim_.now() - w.started).count()));
   auto t = o_.create_ms + static_cast<int64_t>(rng_() % (o_.create_jitter_ms + 1));
   push(sim_.now() + time_ms{t}, ev_kind::admitted, e.create, e.node);
 }
@@ -377,6 +383,15 @@ json scale_run::phase_counters(const char* name, time_ms length,
     if (f > 2)
       over_two += count;
   }
+  json route = json::object();
+  for (auto& [f, xs] : route_ms_) {
+    std::sort(xs.begin(), xs.end());
+    double sum = 0;
+    for (double x : xs)
+      sum += x;
+    route[std::to_string(f)] = {{"mean", sum / static_cast<double>(xs.size())},
+                                {"p99", xs[std::min(xs.size() - 1, xs.size() * 99 / 100)]}};
+  }
   json out = {{"phase", name},
               {"simulated_s", seconds(length)},
               {"creates_started", started_},
@@ -385,6 +400,7 @@ json scale_run::phase_counters(const char* name, time_ms length,
               {"attempts_at_dead_node", dead_hits_},
               {"forwards_histogram", hist},
               {"creates_forwarded_more_than_twice", over_two},
+              {"route_ms_by_forwards", route},
               {"worst_resident_max_over_mean", worst_resident_ratio_},
               {"worst_window_admits_max_over_mean", worst_window_ratio_},
               {"gossip_bytes_per_node_s",
@@ -396,6 +412,7 @@ json scale_run::phase_counters(const char* name, time_ms length,
               {"series", series_}};
   started_ = admitted_ = refused_ = dead_hits_ = 0;
   forwards_hist_.clear();
+  route_ms_.clear();
   worst_resident_ratio_ = worst_window_ratio_ = 0;
   series_ = json::array();
   return out;
@@ -518,6 +535,7 @@ json run(const options& o) {
   out["rate_per_s"] = o.rate;
   out["create_ms"] = {o.create_ms, o.create_ms + o.create_jitter_ms};
   out["k"] = o.policy.k;
+  out["spread"] = o.policy.spread == placement::policy::spread_mode::ring ? "ring" : "sample";
   out["max_attempts"] = o.policy.max_attempts;
   out["seed"] = o.seed;
   return out;

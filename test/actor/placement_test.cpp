@@ -542,3 +542,25 @@ TEST_CASE_METHOD(two_nodes, "a slow peer that answers its status check keeps the
   }
   CHECK_FALSE(pending->has_value());
 }
+
+TEST_CASE_METHOD(two_nodes, "creates through one node take turns over the ring (issue 28)",
+                 "[actor][placement][peers][ring]") {
+  // Both take sandboxes and report room: the ring, not the local bonus, decides.
+  std::vector<member_info> v(2);
+  for (size_t i = 0; i < 2; ++i) {
+    v[i].id = i == 0 ? "n-a" : "n-b";
+    v[i].address = i == 0 ? "127.0.0.1:7000" : "127.0.0.1:7001";
+    v[i].state = "alive";
+    v[i].free_memory_mb = 64000;
+  }
+  caf::anon_send(a.front, view_atom::value, v);
+  sched->run();
+  std::map<std::string, int> owners;
+  for (int i = 0; i < 6; ++i) {
+    auto created = ask<sandbox_info>(a, create_atom::value, sandbox_spec{});
+    REQUIRE(created.ok());
+    ++owners[created->node];
+  }
+  CHECK(owners == std::map<std::string, int>{{"n-a", 3}, {"n-b", 3}});
+  CHECK(b.s->last_spec.node == "n-b"); // still forwarded pinned
+}

@@ -52,10 +52,11 @@ TEST_CASE("scale unit at 40 nodes: a burst spreads evenly, no create forwarded m
     CHECK(p["creates_forwarded_more_than_twice"] == 0);
     CHECK(p["creates_admitted"] == p["creates_started"]);
   }
-  // Once a node holds a few hundred, no node holds 1.2x the mean.
+  // From the burst's first second (the placement ring, issue 28 part 3), no
+  // node holds 1.2x the mean; best-of-k sampling needed a few hundred each.
   auto& series = r["burst"]["series"];
   REQUIRE(series.size() > 10);
-  for (size_t i = 10; i < series.size(); ++i)
+  for (size_t i = 0; i < series.size(); ++i)
     CHECK(series[i]["resident_max_over_mean"].get<double>() <= 1.2);
   CHECK(r["churn"]["kill_all_mark_dead_s"].get<double>() > 0);
   CHECK(r["churn"]["kill_all_mark_dead_s"].get<double>() <= 5);
