@@ -65,11 +65,13 @@ void not_found_answer(const http_call& c, const std::string& what) {
 template <class F>
 void with_templates(const gateway_ref& g, F then) {
   auto& reg = registry(g);
+  bool loaded = false;
   {
     std::lock_guard<std::mutex> lock{reg.mutex};
-    if (reg.loaded)
-      return then();
+    loaded = reg.loaded;
   }
+  if (loaded) // `then` takes the lock itself
+    return then();
   run_blocking(g.self, *g.ctx->pool, [root = g.ctx->store->root()] { return read_templates(root); },
                [&reg, then](expected<template_map>& got) mutable {
                  {
