@@ -68,6 +68,11 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
   spec.labels = std::move(req.metadata);
   spec.labels[template_label] = req.template_id;
   spec.env = std::move(req.env);
+  // A built template's size (POST /v3/templates cpuCount, memoryMB).
+  if (req.template_cpu > 0)
+    spec.cpu = req.template_cpu;
+  if (req.template_memory_mb > 0)
+    spec.memory_mb = req.template_memory_mb;
   // Lifecycle, network and every other option: mapped or refused by name.
   if (auto st = apply_create_options(c->body, spec, !g.ctx->config.api_keys.empty()); !st)
     return reply_error(c, st.err());
@@ -121,6 +126,15 @@ void create(const gateway_ref& g, const http_call& c) {
   auto req = parse_create(c->body);
   if (!req)
     return reply_error(c, req.err());
+  // A template built through E2B's template API (e2b_templates.cpp), `name`
+  // or `name:tag`, once the node has its store's record in memory.
+  if (!templates_loaded(g))
+    return load_templates(g, [g, c] { create(g, c); });
+  if (auto t = built_template(g, req->template_id)) {
+    req->template_cpu = t->cpu;
+    req->template_memory_mb = t->memory_mb;
+    return create_from(g, c, std::move(*req), std::move(t->layers));
+  }
   if (registry::looks_like_image_reference(req->template_id)) {
     auto image = req->template_id; // the spec's validation checks it
     return create_from(g, c, std::move(*req), {}, std::move(image));
@@ -274,12 +288,18 @@ void not_implemented(const http_call& c) {
 void serve_outside_sandboxes(const gateway_ref& g, const http_call& c,
                              const std::vector<std::string>& seg,
                              const std::map<std::string, std::string>& query) {
+  if (serve_templates(g, c, seg, query))
+    return;
   if (seg.size() == 1 && seg[0] == "snapshots" && c->method == "GET")
     return list_snapshots(g, c, query);
   if (seg.size() == 2 && seg[0] == "templates" && c->method == "DELETE") {
     auto id = url_decode(seg[1]);
     if (!id || id->empty() || id->size() > 256)
       return reply_error(c, invalid_argument("delete template: invalid id"));
+    if (!templates_loaded(g))
+      return load_templates(g, [g, c, seg, query] { serve_outside_sandboxes(g, c, seg, query); });
+    if (delete_built_template(g, c, *id))
+      return;
     return delete_snapshot(g, c, *id);
   }
   not_implemented(c);
@@ -413,6 +433,9 @@ bool dispatch(const gateway_ref& g, const http_call& c) {
   bool e2b_only = !seg.empty() && is_unimplemented_e2b_route(seg[0]);
   if (seg.empty() || (seg[0] != "sandboxes" && !e2b_only))
     return false;
+  // A template file upload carries its authority in its signed URL.
+  if (e2b_only && query_ok && serve_template_upload(g, c, seg, query))
+    return true;
   if (!api_key_ok(cfg, c)) {
     answer(c, 401, error_body(401, "a valid X-API-Key is required"));
     return true;

@@ -9,7 +9,9 @@
 // dispatch() first.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +81,34 @@ void metrics_of_many(const gateway_ref& g, const http_call& c,
 /// of a secure sandbox, answered without any header.
 void serve_signed_files(const gateway_ref& g, const http_call& c, const std::string& path,
                         const std::map<std::string, std::string>& query);
+
+// -- template builds (e2b_templates.cpp) -----------------------------------------
+
+/// E2B's template build routes (/v3/templates, /templates/...: builds,
+/// uploads, names, tags); false if `seg` is none of them.
+bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector<std::string>& seg,
+                     const std::map<std::string, std::string>& query);
+/// PUT /templates/{id}/files/{hash}?signature=...: an upload the SDK sends
+/// without a header; false if `c` is not one.
+bool serve_template_upload(const gateway_ref& g, const http_call& c,
+                           const std::vector<std::string>& seg,
+                           const std::map<std::string, std::string>& query);
+/// True once the store's record of built templates is in memory.
+bool templates_loaded(const gateway_ref& g);
+/// Reads the record (on the worker pool) if needed, then runs `then`.
+void load_templates(const gateway_ref& g, std::function<void()> then);
+/// What a built template's tag creates: its layer and sandbox size (0: the
+/// node's default).
+struct built_template_target {
+  std::vector<std::string> layers;
+  double cpu = 0;
+  int64_t memory_mb = 0;
+};
+/// The built template `name` or `name:tag` names (from memory).
+std::optional<built_template_target> built_template(const gateway_ref& g, const std::string& id);
+/// DELETE /templates/{id} of a built template (all its tags); false if `id`
+/// is none.
+bool delete_built_template(const gateway_ref& g, const http_call& c, const std::string& id);
 
 /// An answer with a body and a content type.
 inline void answer(const http_call& c, int status, std::string body,

@@ -42,6 +42,10 @@ struct create_request {
   int64_t timeout_s = default_timeout_s;
   std::map<std::string, std::string> metadata;
   std::map<std::string, std::string> env;
+  /// Set from a built template (actors/e2b_templates.cpp), not the body:
+  /// its cpuCount and memoryMB; 0 = the node's default.
+  double template_cpu = 0;
+  int64_t template_memory_mb = 0;
 };
 
 [[nodiscard]] expected<create_request> parse_create(std::string_view body);

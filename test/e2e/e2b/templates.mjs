@@ -1,0 +1,108 @@
+// E2B's template build API (issue 27) through the unmodified SDK; PART picks
+// one: build (build, exists, tags, create from it), rebuild (the same
+// template again: cached), refused (what dsec does not build, by name).
+// NAME is the template's name, CONTEXT a directory with folder/test.txt and
+// hello.txt, BASE the template it builds from.
+import { Sandbox, assert, report, e2b } from './lib.mjs';
+
+const { Template, BuildError } = e2b;
+const part = process.env.PART;
+const name = process.env.NAME;
+const base = process.env.BASE || 'busybox';
+const context = process.env.CONTEXT;
+
+/// The template every part builds: files, env, workdir and a RUN using them.
+function appTemplate() {
+  return Template({ fileContextPath: context })
+    .fromTemplate(base)
+    .setWorkdir('/app')
+    .copy('folder/*', 'folder')
+    .copy('hello.txt', '/etc/hello.txt')
+    .setEnvs({ GREETING: 'hi "there" $HOME' })
+    .runCmd('cat folder/test.txt > copied.txt && echo "$GREETING" > greeting.txt');
+}
+
+/// Builds `template` as `target`; its log lines and the time it took.
+async function build(template, target, opts = {}) {
+  const logs = [];
+  const t0 = Date.now();
+  const info = await Template.build(template, target, {
+    cpuCount: 1, memoryMB: 256, onBuildLogs: (l) => logs.push(l.message ?? String(l)), ...opts,
+  });
+  return { info, logs, ms: Date.now() - t0 };
+}
+
+/// Expects `fn` to throw a BuildError whose message names `named`.
+async function refused(fn, named, what) {
+  try {
+    await fn();
+  } catch (e) {
+    assert.ok(e instanceof BuildError || e instanceof e2b.TemplateError || e instanceof Error,
+              `${what}: ${e}`);
+    assert.ok(String(e.message).includes(named), `${what}: "${e.message}" does not name ${named}`);
+    return e.message;
+  }
+  assert.fail(`${what}: nothing was thrown`);
+}
+
+if (part === 'build') {
+  const { info, logs, ms } = await build(appTemplate(), `${name}:v1`, { tags: ['stable'] });
+  assert.equal(info.templateId, name);
+  assert.ok(info.buildId.length > 0);
+  assert.ok(logs.some((l) => l.includes('RUN')), `the log shows the RUN step: ${logs.join('\n')}`);
+  // The build's status, read back.
+  const status = await Template.getBuildStatus(info);
+  assert.equal(status.status, 'ready');
+  // Names and tags.
+  assert.equal(await Template.exists(name), true);
+  assert.equal(await Template.exists(`${name}-none`), false);
+  assert.equal(await Template.exists('base'), true);
+  let tags = (await Template.getTags(name)).map((t) => t.tag).sort();
+  assert.deepEqual(tags, ['stable', 'v1']);
+  const assigned = await Template.assignTags(`${name}:v1`, ['prod', 'latest']);
+  assert.equal(assigned.buildId, info.buildId);
+  assert.deepEqual(assigned.tags, ['prod', 'latest']);
+  await Template.removeTags(name, 'stable');
+  tags = (await Template.getTags(name)).map((t) => t.tag).sort();
+  assert.deepEqual(tags, ['latest', 'prod', 'v1']);
+  await refused(() => Template.assignTags(`${name}:v1`, ':bad'), 'tag', 'a tag with a colon');
+  await refused(() => Template.removeTags(`${name}-none`, 'v1'), 'not found', 'an unknown template');
+  // A sandbox from a tag has the files, env and workdir the build made.
+  const sbx = await Sandbox.create(`${name}:prod`);
+  try {
+    const r = await sbx.commands.run('cat /app/copied.txt; cat /app/greeting.txt; echo "env=$GREETING"; pwd');
+    assert.equal(r.stdout, 'This is a test file.\nhi "there" $HOME\nenv=hi "there" $HOME\n/app\n');
+    assert.equal(await sbx.files.read('/etc/hello.txt'), 'hello from the context\n');
+    assert.equal((await sbx.getInfo()).templateId, `${name}:prod`);
+  } finally {
+    await sbx.kill();
+  }
+  report({ ok: true, buildId: info.buildId, ms, logLines: logs.length });
+} else if (part === 'rebuild') {
+  const { info, logs, ms } = await build(appTemplate(), `${name}:v2`);
+  const cached = logs.filter((l) => l.includes('CACHED')).length;
+  const sbx = await Sandbox.create(`${name}:v2`);
+  try {
+    assert.equal(await sbx.files.read('/app/copied.txt'), 'This is a test file.\n');
+  } finally {
+    await sbx.kill();
+  }
+  report({ ok: true, buildId: info.buildId, ms, cached });
+} else if (part === 'refused') {
+  const out = {};
+  out.hub = await refused(() => build(Template().fromImage('ubuntu:22.04').runCmd('true'), `${name}:x`),
+                          'ubuntu:22.04', 'a Docker Hub image');
+  out.start = await refused(
+    () => build(Template().fromTemplate(base).setStartCmd('sleep 1', 'true'), `${name}:x`),
+    'startCmd', 'a start command');
+  out.unknown = await refused(() => build(Template().fromTemplate(`${name}-none`), `${name}:x`),
+                              `${name}-none`, 'an unknown base template');
+  out.failing = await refused(
+    () => build(Template().fromTemplate(base).runCmd('echo about to fail; exit 3'), `${name}:x`),
+    'exited with code 3', 'a failing RUN');
+  // Nothing was tagged by the failed builds.
+  assert.equal(await Template.exists(`${name}`), false);
+  report({ ok: true, ...out });
+} else {
+  throw new Error(`unknown PART ${part}`);
+}

@@ -1,0 +1,159 @@
+# E2B's template build API (issue 27) on the Dockerfile builder: the
+# unmodified `e2b` SDK builds a template from busybox with WORKDIR, COPY (a
+# glob and a file, uploaded through the node's signed link), ENV and RUN,
+# checks exists and tags, creates sandboxes from tags and reads the files
+# and env the build made; a rebuild is cached; what dsec does not build is
+# refused by name. The node runs on a temp store seeded with the test
+# store's busybox layer (hard links), so build layers never reach the
+# shared test store. test/e2e/e2b/templates.mjs is plain E2B code.
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+
+import pytest
+
+from dsec_harness import BUSYBOX, STORE, TMP_ROOT, _finish_node, wait_for
+from test_e2b import API_KEY, e2b_module, key_file, keyed_node, run_js  # noqa: F401 (fixtures)
+
+
+def seed_store(path, refs):
+    """A store holding the test store's `refs` (hard links: read only)."""
+    os.makedirs(os.path.join(path, "blobs"), exist_ok=True)
+    os.makedirs(os.path.join(path, "tmp"), exist_ok=True)
+    with open(os.path.join(STORE, "catalog.json")) as f:
+        layers = json.load(f)["layers"]
+    for ref in refs:
+        blob = "sha256-" + layers[ref]["digest"].split(":")[1] + ".erofs"
+        src, dst = os.path.join(STORE, "blobs", blob), os.path.join(path, "blobs", blob)
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copyfile(src, dst)
+    with open(os.path.join(path, "catalog.json"), "w") as f:
+        json.dump({"version": 1, "layers": {r: layers[r] for r in refs}}, f)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tnode(dsec_bin, key_file):  # noqa: F811 (fixture)
+    root = tempfile.mkdtemp(prefix="dsec-e2btpl-", dir=TMP_ROOT)
+    n = keyed_node(dsec_bin, seed_store(os.path.join(root, "store"), [BUSYBOX]), key_file)
+    yield n
+    _finish_node(n)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def context():
+    d = tempfile.mkdtemp(prefix="dsec-e2btpl-ctx-", dir=TMP_ROOT)
+    os.makedirs(os.path.join(d, "folder"))
+    with open(os.path.join(d, "folder", "test.txt"), "w") as f:
+        f.write("This is a test file.\n")
+    with open(os.path.join(d, "hello.txt"), "w") as f:
+        f.write("hello from the context\n")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def name():
+    return "tpl-" + uuid.uuid4().hex[:10]
+
+
+def templates(module, node, part, **env):
+    return run_js(module, node, "templates", PART=part, **env)
+
+
+def build_sandboxes(node):
+    _, out = node.client.call("GET", "/v1/sandboxes")
+    items = out if isinstance(out, list) else out.get("sandboxes", [])
+    return [s for s in items if s.get("labels", {}).get("dsec-build")]
+
+
+def test_build_exists_tags_and_create(e2b_module, tnode, context, name):  # noqa: F811
+    out = templates(e2b_module, tnode, "build", NAME=name, CONTEXT=context)
+    assert out["ok"]
+    print(f"first build: {out['ms']} ms")
+    # The build's step sandboxes are gone; its work directory too.
+    assert wait_for(lambda: not build_sandboxes(tnode), 30)
+    assert not [p for p in os.listdir(os.path.join(tnode.store, "tmp")) if p.startswith("e2b-build-")]
+    # The template is a layer of the store, and its tags are recorded there.
+    with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
+        record = json.load(f)
+    assert sorted(record[name]) == ["latest", "prod", "v1"]
+    layer = record[name]["v1"]["layer"]
+    assert layer.startswith(f"e2b/{name}@v1.")
+    with open(os.path.join(tnode.store, "catalog.json")) as f:
+        assert layer in json.load(f)["layers"]
+
+
+def test_rebuild_is_cached(e2b_module, tnode, context, name):  # noqa: F811
+    out = templates(e2b_module, tnode, "rebuild", NAME=name, CONTEXT=context)
+    assert out["ok"]
+    # Every COPY and RUN step, and the flattened result, came from the cache.
+    assert out["cached"] >= 4, out
+    print(f"cached rebuild: {out['ms']} ms")
+
+
+def test_refused_by_name(e2b_module, tnode, name):  # noqa: F811
+    out = templates(e2b_module, tnode, "refused", NAME=name + "-bad")
+    assert "only images in a registry this node reaches" in out["hub"], out
+    assert "not supported by dsec" in out["start"], out
+    assert wait_for(lambda: not build_sandboxes(tnode), 30)
+
+
+def test_bad_requests_over_http(tnode, name):
+    c = tnode.client
+    status, req = c.call("POST", "/v3/templates", {"name": f"{name}-raw", "cpuCount": 1})
+    assert status == 202, req
+    tid, bid = req["templateID"], req["buildID"]
+    for steps, named in [([{"type": "HEALTHCHECK", "args": []}], "HEALTHCHECK"),
+                         ([{"type": "RUN", "args": ["true"], "mystery": 1}], "mystery"),
+                         ([{"type": "COPY", "args": ["a", "/b"], "filesHash": "x"}], "filesHash")]:
+        status, out = c.call("POST", f"/v2/templates/{tid}/builds/{bid}",
+                             {"fromTemplate": "busybox", "steps": steps})
+        assert status == 400 and named in out["message"], out
+    # A COPY whose files were never uploaded fails the build, naming them.
+    status, out = c.call("POST", f"/v2/templates/{tid}/builds/{bid}",
+                         {"fromTemplate": "busybox",
+                          "steps": [{"type": "COPY", "args": ["a.txt", "/a.txt"],
+                                     "filesHash": "ab" * 32}]})
+    assert status == 202, out
+
+    def finished():
+        s, st = c.call("GET", f"/templates/{tid}/builds/{bid}/status")
+        return st if st["status"] in ("ready", "error") else None
+
+    st = wait_for(finished, 60)
+    assert st["status"] == "error" and "never uploaded" in st["reason"]["message"], st
+    assert st["reason"]["step"] == "1", st
+    # Started once only; unknown builds, templates and names are 404.
+    status, out = c.call("POST", f"/v2/templates/{tid}/builds/{bid}", {"fromTemplate": "busybox"})
+    assert status == 409, out
+    status, out = c.call("GET", f"/templates/{tid}/builds/nope/status")
+    assert status == 404 and "nope" in out["message"], out
+    status, out = c.call("GET", f"/templates/aliases/{name}-none")
+    assert status == 404, out
+    status, out = c.call("GET", f"/templates/{name}-none/tags")
+    assert status == 404, out
+    status, out = c.call("POST", "/v2/sandboxes", {"templateID": f"{name}:no-such-tag"})
+    assert status >= 400, out
+    # An upload without the node's signature is refused.
+    status, _, body = c.raw("PUT", f"/templates/{tid}/files/{'cd' * 32}?signature=forged")
+    assert status == 401, body
+    # Names that are dsec's own templates are taken.
+    status, out = c.call("POST", "/v3/templates", {"name": "busybox"})
+    assert status == 400 and "built-in" in out["message"], out
+
+
+def test_delete_template(e2b_module, tnode, name):  # noqa: F811
+    c = tnode.client
+    status, _, body = c.raw("DELETE", f"/templates/{name}")
+    assert status == 204, body
+    status, out = c.call("GET", f"/templates/aliases/{name}")
+    assert status == 404, out
+    status, out = c.call("POST", "/v2/sandboxes", {"templateID": f"{name}:prod"})
+    assert status >= 400, out
