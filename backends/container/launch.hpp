@@ -103,7 +103,8 @@ expected<launched> launch_init(const launch_image& img, int listener,
 /// O(sandboxes) (the biggest growing cost of a create at 1,600 sandboxes).
 /// The thread takes the few descriptors a launch needs from the node's table
 /// with pidfd_getfd, and the caller takes init's pidfd back the same way.
-/// Launches are serialized (one clone+exec is well under a millisecond).
+/// Launches are serialized (one clone+exec is well under a millisecond);
+/// a node runs several launchers side by side (launcher_pool.hpp).
 class init_launcher {
  public:
   /// Null if this kernel lacks what it needs (pidfd_getfd, thread pidfds):
