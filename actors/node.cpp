@@ -28,6 +28,7 @@
 #include "actors/reclaim.hpp"
 #include "actors/wire_types.hpp"
 #include "backends/container/container_backend.hpp"
+#include "backends/container/launcher_pool.hpp"
 #include "backends/policy/cpu_class.hpp"
 #include "backends/vm/vm_backend.hpp"
 #include "core/clock.hpp"
@@ -251,6 +252,8 @@ expected<node_context_ptr> make_context(node_config cfg) {
   // Checked before anything is mounted: a node that cannot start leaves
   // nothing behind (the quota volume below is a loop mount).
   if (auto n = reclaim_samples_env(); !n)
+    return n.err();
+  if (auto n = backends::launchers_env(); !n)
     return n.err();
   auto init_path = find_init();
   if (!sys::exists(init_path))

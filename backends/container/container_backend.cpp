@@ -21,11 +21,13 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <optional>
 
 #include "backends/container/container_net.hpp"
 #include "backends/container/container_sandbox.hpp"
 #include "backends/policy/cpu_class.hpp"
 #include "backends/container/launch.hpp"
+#include "backends/container/launcher_pool.hpp"
 #include "backends/policy/seccomp_filter.hpp"
 #include "sys/cleanup.hpp"
 #include "sys/fs.hpp"
@@ -77,12 +79,24 @@ status await_ready(int ctl, int pidfd, const std::string& id) {
   return internal_error("create " + id + ": init setup: " + msg);
 }
 
-// The cgroup.procs file of every directory of `cg`, open for writing.
+// How init joins `cg`: the v2 directory, open, to be born in it (clone3
+// CLONE_INTO_CGROUP), and the `tasks` file of every v1 directory, open for
+// writing, where the single-threaded child moves itself. Why not
+// cgroup.procs: a write there moves a whole thread group and takes the
+// host-wide threadgroup lock, whose rcu_sync waits for an expedited RCU
+// grace period under cgroup_mutex whenever no other move happened within
+// the last grace period: 25-67 ms a create on a busy host, one create at a
+// time across the whole host. A thread moving itself skips that lock, and a
+// clone into a v2 group takes it only for reading (measured in a probe:
+// 4.4-5.0 ms against 12-20 ms from clone to being in all six groups).
 expected<std::vector<sys::unique_fd>> open_cgroup_procs(const sys::cgroup& cg) {
   std::vector<sys::unique_fd> fds;
+  auto unified = cg.unified_path();
   for (auto& dir : cg.paths()) {
-    auto path = dir + "/cgroup.procs";
-    fds.emplace_back(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    bool v2 = dir == unified;
+    auto path = v2 ? dir : dir + "/tasks";
+    fds.emplace_back(v2 ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                        : ::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fds.back())
       return sys_error("open", path, errno);
   }
@@ -114,8 +128,11 @@ class container_backend final : public backend {
     // (bench/density.py measures each against its absence).
     const char* off = std::getenv("DSEC_FLAT_OFF");
     std::string flat_off = off ? off : "";
-    launcher_ = init_launcher::start(flat_off.find("template") == std::string::npos,
-                                     flat_off.find("sysfs") == std::string::npos);
+    // DSEC_LAUNCHERS (checked at node start) sets how many (launcher_pool.hpp).
+    auto lanes = launchers_env();
+    launchers_ = launcher_pool::start(lanes ? *lanes : default_launchers,
+                                      flat_off.find("template") == std::string::npos,
+                                      flat_off.find("sysfs") == std::string::npos);
     // Once per node: load + verify of the eBPF programs takes ~50-90 ms.
     net_ = net::node_net::start(cfg.node_id, cfg.cgroup_root + "/unified", "dsec/" + cfg.node_id);
   }
@@ -143,7 +160,7 @@ class container_backend final : public backend {
   container_config cfg_;
   std::shared_ptr<io_loop> loop_;
   launch_image init_;
-  std::unique_ptr<init_launcher> launcher_; ///< null: launch from the calling thread
+  std::unique_ptr<launcher_pool> launchers_; ///< null: launch from the calling thread
   std::string seccomp_bpf_; ///< raw sock_filter program sent in every config
   std::shared_ptr<net::node_net> net_; ///< eBPF allow-lists, denial counters, bridge
   error init_error_;
@@ -193,8 +210,12 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   // A sandbox with an allow-list gets eth0 at create: it mounts a sysfs of
   // its own network namespace, where /sys/class/net shows it. Loopback-only
   // sandboxes share the template's (its lo only).
-  bool in_template = launcher_ && launcher_->in_template();
-  bool shared_sysfs = launcher_ && launcher_->has_sysfs() && p.spec.network.allow.empty();
+  // The launcher first: the config says which template init starts in.
+  std::optional<launcher_pool::lease> launcher;
+  if (launchers_)
+    launcher.emplace(launchers_->acquire());
+  bool in_template = launcher && (*launcher)->in_template();
+  bool shared_sysfs = launcher && (*launcher)->has_sysfs() && p.spec.network.allow.empty();
   auto frame = proto::encode(proto::config_msg{p.id, p.dir + "/rootfs", seccomp_bpf_,
                                                p.spec.protect.readonly, p.spec.protect.hidden,
                                                true, in_template, shared_sysfs});
@@ -206,9 +227,10 @@ status container_backend::start_init(const create_params& p, overlay_root root,
   std::vector<int> join_fds;
   for (auto& fd : *join)
     join_fds.push_back(fd.get());
-  auto child = launcher_ ? launcher_->launch(init_, sock->listener.get(), join_fds, &root,
-                                             shared_sysfs)
-                         : launch_init(init_, sock->listener.get(), join_fds, &root);
+  auto child = launcher ? (*launcher)->launch(init_, sock->listener.get(), join_fds, &root,
+                                              shared_sysfs)
+                        : launch_init(init_, sock->listener.get(), join_fds, &root);
+  launcher.reset(); // the lane is free for the next create while init sets up
   if (!child)
     return child.err();
   // Init has its own copies now; ours of the mount it attaches must not pin

@@ -39,6 +39,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <linux/sched.h>
 #include <unistd.h>
 
 #include <linux/magic.h>
@@ -251,9 +252,50 @@ const char* failed_step(int status) {
 
 } // namespace
 
+#if defined(__x86_64__)
+// clone3 with the child on its own stack: the child starts at the
+// instruction after the syscall with rsp at the stack's top, so glibc's
+// syscall() (whose `ret` would pop from the empty new stack) cannot be used.
+// The child calls fn(arg) from the registers clone3 preserves (r12, r13)
+// and exits with its result; the parent gets the pid or -errno.
+// SAFETY: fn must not return into anything (it execs or _exits; the exit
+// below is the guard) and runs with CLONE_VM | CLONE_VFORK semantics.
+long clone3_run(clone_args* ca, int (*fn)(void*), void* arg) {
+  long ret;
+  register void* r12 asm("r12") = reinterpret_cast<void*>(fn);
+  register void* r13 asm("r13") = arg;
+  asm volatile("syscall\n\t"
+               "testq %%rax, %%rax\n\t"
+               "jnz 1f\n\t"
+               "xorl %%ebp, %%ebp\n\t"
+               "movq %%r13, %%rdi\n\t"
+               "callq *%%r12\n\t"
+               "movl %%eax, %%edi\n\t"
+               "movl $60, %%eax\n\t" // SYS_exit
+               "syscall\n\t"
+               "ud2\n\t"
+               "1:\n\t"
+               : "=a"(ret)
+               : "0"(long{SYS_clone3}), "D"(ca), "S"(sizeof(*ca)), "r"(r12), "r"(r13)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+#endif
+
 expected<launched> launch_init(const launch_image& img, int listener,
                                const std::vector<int>& join, const overlay_root* root,
                                int sysfs) {
+  // A directory in `join` is the cgroup v2 group init is born in
+  // (CLONE_INTO_CGROUP); the rest are files the child writes itself into.
+  int born_in = -1;
+  std::vector<int> writes;
+  for (int fd : join) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+      born_in = fd;
+    else
+      writes.push_back(fd);
+  }
   // 64 KiB: child_main needs a few hundred bytes; the rest is headroom for
   // the libc clone trampoline and signal frames that cannot occur (blocked).
   constexpr size_t stack_size = 64 << 10;
@@ -264,8 +306,8 @@ expected<launched> launch_init(const launch_image& img, int listener,
                   root ? root->mount.get() : -1,
                   root ? root->node_view.get() : -1,
                   sysfs,
-                  join.data(),
-                  join.size()};
+                  writes.data(),
+                  writes.size()};
   int pidfd = -1;
   sigset_t all, old;
   sigfillset(&all);
@@ -274,11 +316,32 @@ expected<launched> launch_init(const launch_image& img, int listener,
   // execveat; we are suspended until then, so `args` and the stack live.
   int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS |
               CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWNET | SIGCHLD;
-  pid_t pid = ::clone(child_main, stack.data() + stack.size(), flags, &args, &pidfd);
-  int err = errno;
+  pid_t pid;
+  int err = 0;
+  if (born_in >= 0) {
+#if defined(__x86_64__)
+    clone_args ca{};
+    ca.flags = static_cast<uint64_t>(flags & ~CSIGNAL) | CLONE_INTO_CGROUP;
+    ca.pidfd = reinterpret_cast<uint64_t>(&pidfd);
+    ca.exit_signal = SIGCHLD;
+    // The top 16-byte aligned, as the ABI wants before the call in clone3_run.
+    ca.stack = reinterpret_cast<uint64_t>(stack.data());
+    ca.stack_size = stack.size() & ~size_t{15};
+    ca.cgroup = static_cast<uint64_t>(born_in);
+    long r = clone3_run(&ca, child_main, &args);
+    pid = r < 0 ? -1 : static_cast<pid_t>(r);
+    err = r < 0 ? static_cast<int>(-r) : 0;
+#else
+    pid = -1;
+    err = ENOSYS;
+#endif
+  } else {
+    pid = ::clone(child_main, stack.data() + stack.size(), flags, &args, &pidfd);
+    err = errno;
+  }
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0)
-    return sys_error("clone", "dsec-init", err);
+    return sys_error(born_in >= 0 ? "clone3 into its cgroup" : "clone", "dsec-init", err);
   launched l;
   l.pid = pid;
   l.pidfd.reset(pidfd);

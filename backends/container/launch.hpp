@@ -87,10 +87,12 @@ struct launched {
 
 /// Clones init into new pid, mount, uts, ipc and net namespaces with
 /// `listener` as its fd 3, `root` (if given) as init_proto::root_mount_fd
-/// and root_view_fd, and nothing else of ours open. Before it execs, the
-/// child writes itself into every `cgroup.procs` of `join` (open for
-/// writing), so init runs, and its memory is charged, inside the sandbox's
-/// cgroups from its first instruction.
+/// and root_view_fd, and nothing else of ours open. A directory in `join`
+/// is the cgroup v2 group the child is born in (clone3 CLONE_INTO_CGROUP);
+/// before it execs, the child writes itself ("0") into every other file of
+/// `join` (v1 `tasks` or `cgroup.procs`, open for writing), so init runs, and
+/// its memory is charged, inside the sandbox's cgroups from its first
+/// instruction.
 /// `sysfs` (if >= 0, with a root only) becomes init_proto::sysfs_tree_fd.
 expected<launched> launch_init(const launch_image& img, int listener,
                                const std::vector<int>& join,
@@ -103,7 +105,8 @@ expected<launched> launch_init(const launch_image& img, int listener,
 /// O(sandboxes) (the biggest growing cost of a create at 1,600 sandboxes).
 /// The thread takes the few descriptors a launch needs from the node's table
 /// with pidfd_getfd, and the caller takes init's pidfd back the same way.
-/// Launches are serialized (one clone+exec is well under a millisecond).
+/// Launches are serialized (one clone+exec is well under a millisecond);
+/// a node runs several launchers side by side (launcher_pool.hpp).
 class init_launcher {
  public:
   /// Null if this kernel lacks what it needs (pidfd_getfd, thread pidfds):
