@@ -18,35 +18,20 @@
 #include "actors/atoms.hpp"
 #include "actors/caf_error.hpp"
 #include "actors/chunk_relay.hpp"
+#include "actors/e2b_envd_stream.hpp"
 #include "actors/e2b_identity.hpp" // E2B's user and home (issue 27)
 #include "actors/interfaces.hpp"
 #include "actors/sandbox_pty.hpp" // terminals (issue 26 part 1)
 #include "api/e2b_codec.hpp"
+#include "api/e2b_upload.hpp" // envd 0.6 uploads (issue 27)
 #include "core/clock.hpp"
 #include "core/fs_entry_inspect.hpp"
 #include "core/inspect.hpp"
 
 namespace dsec::e2b {
 
-namespace {
+// -- what the streaming RPCs share (e2b_envd_stream.hpp) -------------------------------
 
-using namespace std::chrono_literals;
-
-/// Bound on a unary call through the front door (core/clock.hpp).
-constexpr auto call_timeout = call_wait(hop::front);
-/// A silent stream gets a keepalive event this often, well under undici's
-/// 300 s body timeout.
-constexpr auto keepalive_every = std::chrono::seconds(30);
-/// Output sent per data event (base64 makes it a third larger).
-constexpr size_t max_event_bytes = 1u << 20;
-
-constexpr const char* connect_json = "application/connect+json";
-
-// -- answers ----------------------------------------------------------------------
-
-/// A call on a paused sandbox that does not resume on its own (E2B's
-/// lifecycle without autoResume; the sandbox actor refuses it, "is paused"):
-/// E2B's proxy answers 502, which the SDK reads as the sandbox not running.
 bool paused_refusal(const error& err) {
   return err.code == errc::unavailable && err.message.find("is paused") != std::string::npos;
 }
@@ -54,6 +39,33 @@ bool paused_refusal(const error& err) {
 void answer_paused(const http_call& c, const error& err) {
   answer(c, 502, error_body(502, err.message));
 }
+
+void stream_error(const http_call& c, const error& err) {
+  if (paused_refusal(err))
+    return answer_paused(c, err);
+  c->begin_stream(200, connect_json);
+  c->write_chunk(end_of_stream(connect_code(err.code), err.message));
+  c->end_stream();
+}
+
+expected<std::string> stream_message(const http_call& c) {
+  auto ct = c->header("content-type");
+  if (ct.rfind("application/connect+json", 0) != 0)
+    return invalid_argument("connect: a streaming call needs Content-Type application/connect+json"
+                            ", got \"" + ct.substr(0, 100) + "\"");
+  return unwrap_request(c->body);
+}
+
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Bound on a unary call through the front door (core/clock.hpp).
+constexpr auto call_timeout = call_wait(hop::front);
+/// Output sent per data event (base64 makes it a third larger).
+constexpr size_t max_event_bytes = 1u << 20;
+
+// -- answers ----------------------------------------------------------------------
 
 /// An envd HTTP error (GET/POST /files, /health): E2B's `{code, message}`.
 void http_error(const http_call& c, const error& err) {
@@ -73,16 +85,6 @@ void rpc_error(const http_call& c, const error& err) {
 
 auto on_rpc_error(const http_call& c) {
   return [c](caf::error& err) { rpc_error(c, from_caf(err)); };
-}
-
-/// A streaming RPC that fails before its first message: a 200 with only the
-/// end-of-stream envelope carrying the error, as the Connect protocol says.
-void stream_error(const http_call& c, const error& err) {
-  if (paused_refusal(err))
-    return answer_paused(c, err);
-  c->begin_stream(200, connect_json);
-  c->write_chunk(end_of_stream(connect_code(err.code), err.message));
-  c->end_stream();
 }
 
 void unimplemented(const http_call& c, const std::string& what, bool streaming) {
@@ -183,15 +185,6 @@ void open_stream(const gateway_ref& g, const http_call& c, const std::string& id
   c->begin_stream(200, connect_json);
   c->write_chunk(envelope(0, start_event(pid)));
   follow_into(g, c, id, pid, true);
-}
-
-/// The message of a streaming request: enveloped for connect+json.
-expected<std::string> stream_message(const http_call& c) {
-  auto ct = c->header("content-type");
-  if (ct.rfind("application/connect+json", 0) != 0)
-    return invalid_argument("connect: a streaming call needs Content-Type application/connect+json"
-                            ", got \"" + ct.substr(0, 100) + "\"");
-  return unwrap_request(c->body);
 }
 
 status unary_content_type(const http_call& c) {
@@ -382,89 +375,6 @@ void fs_call_as_root(const gateway_ref& g, const http_call& c, const std::string
       });
 }
 
-/// E2B's EventType name of a watch chunk's type (actors/chunk_relay.hpp).
-const char* event_type(const std::string& type) {
-  if (type == "create")
-    return "EVENT_TYPE_CREATE";
-  if (type == "write")
-    return "EVENT_TYPE_WRITE";
-  if (type == "remove")
-    return "EVENT_TYPE_REMOVE";
-  if (type == "rename")
-    return "EVENT_TYPE_RENAME";
-  return "EVENT_TYPE_CHMOD";
-}
-
-/// WatchDir: the backend's events (inotify on a container) are pushed to a
-/// relay that writes each as it comes; the stream opens with the start event
-/// once the watch is set, and ends at the client's deadline
-/// (connect-timeout-ms), when the client leaves, or with the watch.
-void watch_dir(const gateway_ref& g, const http_call& c, const std::string& id,
-               const envd_identity& who) {
-  auto msg = stream_message(c);
-  if (!msg)
-    return stream_error(c, msg.err());
-  auto req = parse_watch(*msg, who.home);
-  if (!req)
-    return stream_error(c, req.err());
-  // parse_watch reads `recursive` as a depth: more than one level is recursive.
-  bool recursive = req->depth > 1;
-  auto open = std::make_shared<std::atomic<bool>>(false);
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  auto relay = spawn_chunk_relay(
-    g.self,
-    [c, open](exec_chunk chunk) {
-      if (chunk.stream == subscribed_stream && !open->exchange(true)) {
-        c->begin_stream(200, connect_json);
-        c->write_chunk(envelope(0, R"({"start":{}})"));
-        return;
-      }
-      auto [type, name] = watch_chunk_parts(chunk);
-      if (!type.empty())
-        c->write_chunk(envelope(0, watch_event(name, event_type(type))));
-    },
-    std::chrono::duration_cast<std::chrono::milliseconds>(keepalive_every), [c, open] {
-      if (*open)
-        c->write_chunk(envelope(0, R"({"keepalive":{}})"));
-    });
-  c->on_disconnect([relay] { caf::anon_send_exit(relay, caf::exit_reason::user_shutdown); });
-  auto self = g.self;
-  // Ends the stream with a clean end-of-stream, once (the deadline and the
-  // watch's own end may race).
-  std::function<void()> end_cleanly = [c, open, done] {
-    if (done->exchange(true))
-      return;
-    if (!open->exchange(true))
-      c->begin_stream(200, connect_json);
-    c->write_chunk(end_of_stream());
-    c->end_stream();
-  };
-  // The client's deadline ends the stream cleanly; the watch ends with the
-  // relay (the sandbox actor monitors it).
-  auto tmo = c->header("connect-timeout-ms");
-  if (!tmo.empty() && tmo.size() < 12 && tmo.find_first_not_of("0123456789") == std::string::npos
-      && std::stoll(tmo) > 0)
-    self->delayed_send(self, std::chrono::milliseconds(std::stoll(tmo)), cont_atom::value,
-                       continuation{[self, relay, end_cleanly] {
-                         drain_chunk_relay(self, relay, end_cleanly);
-                       }});
-  // No bound: answered when the watch ends.
-  self->request(g.front, caf::infinite, watch_atom::value, id, req->path, recursive, relay,
-                uint64_t{0})
-    .then(
-      [self, relay, end_cleanly](bool) { drain_chunk_relay(self, relay, end_cleanly); },
-      [self, c, relay, open, done](caf::error& err) {
-        drain_chunk_relay(self, relay, [c, open, done, e = from_caf(err)] {
-          if (done->exchange(true))
-            return;
-          if (!open->exchange(true))
-            return stream_error(c, e);
-          c->write_chunk(end_of_stream(connect_code(e.code), e.message));
-          c->end_stream();
-        });
-      });
-}
-
 // -- GET/POST /files, /health -----------------------------------------------------------
 
 void read_file(const gateway_ref& g, const http_call& c, const std::string& id,
@@ -482,26 +392,46 @@ void read_file(const gateway_ref& g, const http_call& c, const std::string& id,
 
 struct upload_state {
   std::vector<std::string> written;
+  /// X-Metadata-* of the upload, for every file (envd 0.6.2).
+  std::map<std::string, std::string> metadata;
   size_t left = 0;
   bool failed = false;
 };
 
-/// One file of an upload; the last to finish answers.
+/// One file of an upload is done (`err` set if it failed); the last answers.
+void file_done(const http_call& c, const std::shared_ptr<upload_state>& st, const error& err) {
+  --st->left;
+  if (err && !st->failed) {
+    st->failed = true;
+    return http_error(c, err);
+  }
+  if (st->left == 0 && !st->failed)
+    answer(c, 200, encode_written(st->written, st->metadata));
+}
+
+/// One file of an upload: written, then its metadata replaced by the
+/// upload's (none clears what an earlier upload left, as E2B's envd does).
 void write_one(const gateway_ref& g, const http_call& c, const std::string& id,
                std::shared_ptr<upload_state> st, upload f) {
-  g.self->request(g.front, call_timeout, wfile_atom::value, id, f.path, std::move(f.data))
+  auto self = g.self;
+  self->request(g.front, call_timeout, wfile_atom::value, id, f.path, std::move(f.data))
     .then(
-      [c, st](bool) {
-        if (--st->left == 0 && !st->failed)
-          answer(c, 200, encode_written(st->written));
+      [g, c, id, st, path = f.path](bool) {
+        g.self
+          ->request(g.front, call_timeout, fsop_atom::value, id,
+                    std::string{fs_ops::set_metadata}, path, metadata_lines(st->metadata),
+                    int32_t{1})
+          .then([c, st](std::vector<fs_entry>&) { file_done(c, st, {}); },
+                [c, st](caf::error& err) {
+                  // A backend without file operations keeps no metadata:
+                  // fine when none was asked, refused by name otherwise.
+                  if (st->metadata.empty())
+                    return file_done(c, st, {});
+                  auto e = from_caf(err);
+                  file_done(c, st, error{e.code, "upload metadata: " + e.message});
+                });
       },
-      [c, st](caf::error& err) {
-        --st->left;
-        if (!st->failed) {
-          st->failed = true;
-          http_error(c, from_caf(err));
-        }
-      });
+      [c, st](caf::error& err) { file_done(c, st, from_caf(err)); });
 }
 
 void write_files(const gateway_ref& g, const http_call& c, const std::string& id,
@@ -509,6 +439,15 @@ void write_files(const gateway_ref& g, const http_call& c, const std::string& id
   auto it = query.find("path");
   std::string qpath = it == query.end() ? std::string{} : it->second;
   auto ct = c->header("content-type");
+  // envd 0.6.2 metadata and 0.5.7 gzip bodies (api/e2b_upload.hpp), checked
+  // before anything is written.
+  auto metadata = parse_metadata_headers(c->headers);
+  if (!metadata)
+    return http_error(c, metadata.err());
+  auto body = decode_upload_body(c->header("content-encoding"), c->body,
+                                 g.ctx->config.max_file_bytes);
+  if (!body)
+    return http_error(c, body.err());
   std::vector<upload> files;
   if (ct.rfind("multipart/form-data", 0) == 0) {
     if (!qpath.empty()) {
@@ -517,7 +456,7 @@ void write_files(const gateway_ref& g, const http_call& c, const std::string& id
         return http_error(c, p.err());
       qpath = *p;
     }
-    auto parts = parse_multipart(ct, c->body, qpath, who.home);
+    auto parts = parse_multipart(ct, *body, qpath, who.home);
     if (!parts)
       return http_error(c, parts.err());
     files = std::move(*parts);
@@ -526,9 +465,10 @@ void write_files(const gateway_ref& g, const http_call& c, const std::string& id
     if (!p)
       return http_error(c, error{errc::invalid_argument, "upload: path= is required: "
                                                            + p.err().message});
-    files.push_back({*p, c->body});
+    files.push_back({*p, std::move(*body)});
   }
   auto st = std::make_shared<upload_state>();
+  st->metadata = std::move(*metadata);
   st->left = files.size();
   st->written.resize(files.size());
   for (size_t i = 0; i < files.size(); ++i) {

@@ -20,12 +20,14 @@
 
 namespace dsec::e2b {
 
-/// The envd version we claim: the SDK gates features on it. 0.5.2 has
-/// everything implemented here (Start/Connect/List/SendSignal/SendInput/
-/// CloseStdin, filesystem RPCs, multipart uploads, no default user); 0.5.7
-/// would promise octet-stream uploads, 0.6.x file metadata and watch
-/// entries, which we do not implement.
-constexpr const char* envd_version = "0.5.2";
+/// The envd version we claim: the SDK gates features on it (its
+/// envd/versions.ts). 0.6.4 is what is implemented here: Start/Connect/List/
+/// SendSignal/SendInput/CloseStdin (0.5.2), octet-stream and gzip uploads
+/// (0.5.7), file metadata as user.e2b.* xattrs (0.6.2), entry info in watch
+/// events (0.6.3) and `allowNetworkMounts` on a watch (0.6.4: a sandbox has
+/// no network mounts, so there is nothing to refuse), over the filesystem
+/// RPCs and multipart uploads of earlier versions.
+constexpr const char* envd_version = "0.6.4";
 /// The port the SDK names in E2b-Sandbox-Port for envd.
 constexpr const char* envd_port = "49983";
 /// Label that keeps the templateID a sandbox was created from (hidden from
@@ -151,13 +153,17 @@ struct fs_request {
   std::string path;
   std::string to;
   int32_t depth = 1;
+  /// WatchDir's includeEntry (envd 0.6.3): each event carries its entry.
+  bool include_entry = false;
 };
 
 /// `home`: where relative paths start (E2B: the calling user's home).
 [[nodiscard]] expected<fs_request> parse_fs(std::string_view json, bool move,
                                           std::string_view home = "/");
 
-/// WatchDirRequest: the directory and how deep (recursive = 16 levels).
+/// WatchDirRequest: the directory and how deep (recursive = 16 levels),
+/// includeEntry; allowNetworkMounts is accepted either way (a sandbox has
+/// no network mounts to refuse).
 [[nodiscard]] expected<fs_request> parse_watch(std::string_view json,
                                              std::string_view home = "/");
 /// A WatchDirResponse filesystem event; `type` an EventType name.
@@ -171,6 +177,9 @@ struct owner_names {
   std::map<uint32_t, std::string> groups;
 };
 std::string encode_entry(const fs_entry& e, const owner_names* names = nullptr);
+/// A watch event with its entry (envd 0.6.3, WatchDir's includeEntry).
+std::string watch_event(const std::string& name, const char* type, const fs_entry& entry,
+                        const owner_names* names);
 /// A symlink's target as E2B's envd answers it: absolute, "." and ".."
 /// resolved against the link's directory (lexically: one hop, not a chain).
 std::string resolved_link(const std::string& path, const std::string& target);

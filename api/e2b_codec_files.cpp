@@ -131,11 +131,20 @@ expected<fs_request> parse_watch(std::string_view body, std::string_view home) {
   auto j = json::parse(body, nullptr, false);
   auto rec = j.find("recursive");
   r->depth = rec != j.end() && rec->is_boolean() && rec->get<bool>() ? 16 : 1;
+  auto entry = j.find("includeEntry");
+  r->include_entry = entry != j.end() && entry->is_boolean() && entry->get<bool>();
   return r;
 }
 
 std::string watch_event(const std::string& name, const char* type) {
   return json{{"filesystem", {{"name", name}, {"type", type}}}}.dump();
+}
+
+std::string watch_event(const std::string& name, const char* type, const fs_entry& entry,
+                        const owner_names* names) {
+  auto j = json{{"filesystem", {{"name", name}, {"type", type}}}};
+  j["filesystem"]["entry"] = json::parse(encode_entry(entry, names));
+  return j.dump();
 }
 
 std::string encode_entry(const fs_entry& e, const owner_names* names) {
@@ -154,6 +163,8 @@ std::string encode_entry(const fs_entry& e, const owner_names* names) {
          {"modifiedTime", iso_ns(e.mtime_ns)}};
   if (!e.symlink_target.empty())
     j["symlinkTarget"] = resolved_link(e.path, e.symlink_target);
+  if (!e.metadata.empty()) // envd 0.6.2: the file's user.e2b.* attributes
+    j["metadata"] = e.metadata;
   return j.dump();
 }
 

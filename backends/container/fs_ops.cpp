@@ -17,6 +17,7 @@
 #include <cerrno>
 
 #include "backends/channel/sandbox_path.hpp"
+#include "backends/container/fs_metadata.hpp" // E2B file metadata (issue 27)
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
 
@@ -69,6 +70,7 @@ expected<fs_entry> entry_at(int dir, const std::string& name, const std::string&
     if (len > 0)
       e.symlink_target.assign(buf, static_cast<size_t>(len));
   }
+  e.metadata = read_metadata_at(dir, name, st.st_mode);
   return e;
 }
 
@@ -253,6 +255,23 @@ expected<std::vector<fs_entry>> do_remove(int root, const std::vector<std::strin
   return std::vector<fs_entry>{};
 }
 
+/// Replaces the E2B metadata of a file or directory; answers its entry.
+expected<std::vector<fs_entry>> do_set_metadata(int root, const std::vector<std::string>& parts,
+                                                const std::map<std::string, std::string>& m) {
+  sys::unique_fd fd{open_rel(root, join(parts, parts.size()), O_PATH | O_NOFOLLOW)};
+  if (!fd)
+    return sys_error("set metadata of", shown(parts), errno, file_errc(errno));
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0)
+    return sys_error("stat", shown(parts), errno, file_errc(errno));
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return invalid_argument("set metadata of " + shown(parts)
+                            + ": only files and directories carry metadata");
+  if (auto done = replace_metadata(fd.get(), shown(parts), m); !done)
+    return done.err();
+  return do_stat(root, parts);
+}
+
 } // namespace
 
 expected<std::vector<fs_entry>> file_op_in_root(int root, const std::string& op,
@@ -278,6 +297,8 @@ expected<std::vector<fs_entry>> file_op_in_root(int root, const std::string& op,
       return dest.err();
     return do_move(root, *parts, *dest);
   }
+  if (op == fs_ops::set_metadata)
+    return do_set_metadata(root, *parts, parse_metadata_lines(to));
   return invalid_argument("file operation \"" + op.substr(0, 64) + "\": unknown");
 }
 

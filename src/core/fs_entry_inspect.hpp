@@ -11,7 +11,7 @@ namespace dsec {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fs_entry& x) {
   return f(caf::meta::type_name("dsec::fs_entry"), x.name, x.path, x.type, x.size, x.mode, x.uid,
-           x.gid, x.mtime_ns, x.symlink_target);
+           x.gid, x.mtime_ns, x.symlink_target, x.metadata);
 }
 
 } // namespace dsec

@@ -25,6 +25,7 @@ TEST_CASE("fs_entry survives a message round trip", "[actor][wire]") {
   e.gid = 1001;
   e.mtime_ns = 1'700'000'000'000'000'007;
   e.symlink_target = "../c";
+  e.metadata = {{"author", "ada"}, {"stage", "b"}};
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
   REQUIRE_FALSE(sink(caf::make_message(std::vector<fs_entry>{e, e})));
@@ -43,6 +44,7 @@ TEST_CASE("fs_entry survives a message round trip", "[actor][wire]") {
   CHECK(v[1].gid == 1001);
   CHECK(v[1].mtime_ns == e.mtime_ns);
   CHECK(v[1].symlink_target == "../c");
+  CHECK(v[1].metadata == e.metadata);
 }
 
 } // namespace dsec
