@@ -17,6 +17,7 @@ packages=(
   openssl python3-jwt python3-cryptography # the e2e registry helper: TLS certs, a Bearer token server
   nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
   dnsmasq-base # the DNS upstream of the egress tests (test/pylib/egress_peer.py)
+  zlib1g-dev # gzip upload bodies of E2B's envd 0.6 (api/e2b_upload.cpp)
 )
 # npm: Debian's package, unless the installed nodejs brings its own (NodeSource's
 # does, and Debian's npm would conflict with it).
