@@ -70,7 +70,8 @@ TEST_CASE("the blob extents of a chunked layer are exactly its files' bytes", "[
   layers::store::build_options opts;
   opts.chunked = true;
   opts.chunk_size = 4096;
-  auto info = st->build(t.path + "/src", "t/ext", "1", "base", opts);
+  auto info = st->build(t.path + "/src", "t/ext", "1", "workspace", opts);
+  INFO((info ? std::string{} : info.err().message));
   REQUIRE(info);
   auto image = st->blob_path(info->digest);
   auto ref = layers::read_data_blob_ref(image);
