@@ -18,8 +18,9 @@ in one of two read patterns (--patterns, each run side by side):
             of one image read largely the same files, as sandboxes of a task
             image that run the same harness do.
 
-Modes, each on a fresh node (empty store, empty chunk cache, page cache
-dropped):
+Modes, each on a fresh node (empty store, empty chunk cache; the registry's
+data blobs warm, read once before the modes, or with --cold-registry the page
+cache dropped before each, the registry's too):
 
   convert   pull + convert on this node: the first create of each image pulls
             its layers whole and builds the EROFS layer here (--no-publish,
@@ -303,6 +304,42 @@ class Bench:
             json.dump({"params": [a.images, a.image_mb, a.files, a.seed],
                        "images": self.images}, f)
 
+    def cold_start(self):
+        """Before each measure. A fresh node's store and chunk cache are new
+        files, so no page cache of the node's own survives anyway; what
+        drop_caches also drops is the registry's. With --cold-registry it
+        does (every range request then reads distribution's 4 MiB buffer
+        from the host's shared disk); by default the registry's data blobs
+        stay warm, as a registry serving a cluster keeps the images in use,
+        and its cache is not the node's."""
+        if self.a.cold_registry:
+            drop_caches()
+        else:
+            os.sync()
+
+    def warm_registry(self):
+        """Reads each published conversion's data blob once (registry side)."""
+        blobs = os.path.join(self.work, "registry-data", "docker", "registry", "v2", "blobs",
+                             "sha256")
+        t, total = time.monotonic(), 0
+        for img in self.images:
+            conv = img["manifest"].replace("sha256:", "sha256-") + ".dsec"
+            req = urllib.request.Request(
+                f"http://{REG}/v2/{img['repo']}/manifests/{conv}",
+                headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    m = json.load(r)
+            except OSError:
+                continue  # not published yet
+            for layer in m.get("layers", []):
+                hexd = layer["digest"].split(":", 1)[1]
+                with open(os.path.join(blobs, hexd[:2], hexd, "data"), "rb") as f:
+                    while chunk := f.read(8 << 20):
+                        total += len(chunk)
+        log(f"registry warmed: {total >> 20} MiB of conversions read in "
+            f"{time.monotonic() - t:.1f}s")
+
     def node(self, name, extra=()):
         state = os.path.join(self.work, name, "state")
         store = os.path.join(self.work, name, "store")
@@ -341,7 +378,7 @@ class Bench:
         jobs = self.jobs(n, a.seed * 1000 + n, pattern)
         name = f"{mode}-n{n}-{pattern}"
         load = [round(x, 2) for x in os.getloadavg()]
-        drop_caches()
+        self.cold_start()
         rx0 = rx_bytes()
         cpu0 = self.reg.cpu_seconds()
         rd0, wr0 = disk_sectors(self.disk)
@@ -403,7 +440,7 @@ class Bench:
         """A fresh node: create -> first exec from an image converted elsewhere,
         then one sandbox reading 5 % of the image: bytes fetched."""
         img = self.images[0]
-        drop_caches()
+        self.cold_start()
         node, _ = self.node("cold")
         ids = []
         try:
@@ -447,13 +484,18 @@ NOTES = [
     "namespace; both veth ends are shaped with tc (netem where the kernel has it, else tbf: see "
     "shaping), so every "
     "byte a node fetches crosses a 'remote' link. registry_bytes counts what crossed it.",
-    "One node per mode, fresh each time (empty store and chunk cache, page cache dropped): "
+    "One node per mode, fresh each time (empty store and chunk cache; the registry's data blobs "
+    "warm unless params.cold_registry, then the page cache is dropped before each mode): "
     "'each node pulls each image' is this node's share of a cluster-wide burst.",
     "convert: the node pulls the image layers (zstd) and builds its chunked EROFS layer itself, "
     "publishing nothing. full: `dsec layer pull` of the conversion another node published "
     "(metadata image + whole data blob) before the burst. ondemand: the node fetches the "
     "published metadata image and reads data chunks by HTTP range requests through the lazy "
     "blob daemon as sandboxes touch them.",
+    "Per on-demand result, per_request: range requests per sandbox, KiB per request, the "
+    "readers' wait per request and the registry's CPU per request (from /proc of the registry); "
+    "distribution reads every range through a 4 MiB buffered reader, so a request costs it about "
+    "the same for 16 KiB as for 1 MiB (bench/range_latency.py --kb 16,256,1024).",
     "Each sandbox reads a random 4-13 % of its image's bytes (whole files), as in the DSec "
     "report; workers creates+reads are in flight at once. pattern random: its own random "
     "files; pattern shared: the first 4-13 % of one per-image order of the files.",
@@ -547,6 +589,9 @@ def main():
                    help="read patterns, comma-separated: random, shared (see above)")
     p.add_argument("--quick", action="store_true",
                    help="2 images of 32 MiB, 400 files, N=16: a smoke run")
+    p.add_argument("--cold-registry", action="store_true",
+                   help="drop the page cache (the registry's too) before each measure "
+                        "(the default keeps the registry's data blobs warm: see cold_start)")
     p.add_argument("--out", default=None)
     p.add_argument("--prepare-images", action="store_true",
                    help="only make and push the images, keep them in --work, and stop")
@@ -609,6 +654,8 @@ def main():
                     kept["published_s"] = publish_s
                     with open(saved, "w") as f:
                         json.dump(kept, f)
+            if not a.cold_registry:
+                b.warm_registry()
             cold = b.cold_first_exec()
             log(f"cold node: {json.dumps(cold)}")
         for n in ns:
@@ -628,7 +675,8 @@ def main():
         "dsec_bin": a.dsec_bin, "reused_images": a.reuse_images,
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
-                   "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},
+                   "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed,
+                   "cold_registry": a.cold_registry},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
         "shaping": b.reg.shaping if b.reg else None,
