@@ -18,8 +18,9 @@ in one of two read patterns (--patterns, each run side by side):
             of one image read largely the same files, as sandboxes of a task
             image that run the same harness do.
 
-Modes, each on a fresh node (empty store, empty chunk cache, page cache
-dropped):
+Modes, each on a fresh node (empty store, empty chunk cache; the registry's
+data blobs warm, read once before the modes, or with --cold-registry the page
+cache dropped before each, the registry's too):
 
   convert   pull + convert on this node: the first create of each image pulls
             its layers whole and builds the EROFS layer here (--no-publish,
@@ -112,7 +113,10 @@ class RemoteRegistry:
         os.makedirs(storage, exist_ok=True)
         cfg = os.path.join(work, "registry.yml")
         with open(cfg, "w") as f:
-            f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            # The blob descriptor cache as Debian's /etc/docker/registry/config.yml
+            # ships it: range requests skip the link-file reads and stats.
+            f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  cache:\n"
+                    f"    blobdescriptor: inmemory\n  filesystem:\n"
                     f"    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
                     f"http:\n  addr: {REG}\n")
         self.log = open(os.path.join(work, "registry.log"), "wb")
@@ -138,6 +142,13 @@ class RemoteRegistry:
             self.proc = None
         subprocess.run(["ip", "link", "del", VETH_HOST], stderr=subprocess.DEVNULL)
         subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
+
+    def cpu_seconds(self):
+        """The registry's CPU time so far (utime + stime; `ip netns exec`
+        execs it in place, so the Popen pid is the registry's)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     @staticmethod
     def manifest_digest(repo, tag):
@@ -293,6 +304,42 @@ class Bench:
             json.dump({"params": [a.images, a.image_mb, a.files, a.seed],
                        "images": self.images}, f)
 
+    def cold_start(self):
+        """Before each measure. A fresh node's store and chunk cache are new
+        files, so no page cache of the node's own survives anyway; what
+        drop_caches also drops is the registry's. With --cold-registry it
+        does (every range request then reads distribution's 4 MiB buffer
+        from the host's shared disk); by default the registry's data blobs
+        stay warm, as a registry serving a cluster keeps the images in use,
+        and its cache is not the node's."""
+        if self.a.cold_registry:
+            drop_caches()
+        else:
+            os.sync()
+
+    def warm_registry(self):
+        """Reads each published conversion's data blob once (registry side)."""
+        blobs = os.path.join(self.work, "registry-data", "docker", "registry", "v2", "blobs",
+                             "sha256")
+        t, total = time.monotonic(), 0
+        for img in self.images:
+            conv = img["manifest"].replace("sha256:", "sha256-") + ".dsec"
+            req = urllib.request.Request(
+                f"http://{REG}/v2/{img['repo']}/manifests/{conv}",
+                headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    m = json.load(r)
+            except OSError:
+                continue  # not published yet
+            for layer in m.get("layers", []):
+                hexd = layer["digest"].split(":", 1)[1]
+                with open(os.path.join(blobs, hexd[:2], hexd, "data"), "rb") as f:
+                    while chunk := f.read(8 << 20):
+                        total += len(chunk)
+        log(f"registry warmed: {total >> 20} MiB of conversions read in "
+            f"{time.monotonic() - t:.1f}s")
+
     def node(self, name, extra=()):
         state = os.path.join(self.work, name, "state")
         store = os.path.join(self.work, name, "store")
@@ -331,8 +378,9 @@ class Bench:
         jobs = self.jobs(n, a.seed * 1000 + n, pattern)
         name = f"{mode}-n{n}-{pattern}"
         load = [round(x, 2) for x in os.getloadavg()]
-        drop_caches()
+        self.cold_start()
         rx0 = rx_bytes()
+        cpu0 = self.reg.cpu_seconds()
         rd0, wr0 = disk_sectors(self.disk)
         extra = ["--no-publish"] if mode == "convert" else []
         node, store = self.node(name, extra)
@@ -363,6 +411,7 @@ class Bench:
         os.sync()
         rd1, wr1 = disk_sectors(self.disk)
         fetched = rx_bytes() - rx0
+        registry_cpu = self.reg.cpu_seconds() - cpu0
         shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
         res = {
             "mode": mode, "n": n, "pattern": pattern, "completion_s": round(completion, 3), "loadavg_before": load,
@@ -370,8 +419,20 @@ class Bench:
             "registry_bytes": fetched, "local_bytes_du": written_local,
             "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
             "bytes_read_by_sandboxes": sum(g for _, _, g in jobs),
-            "lazy": lazy,
+            "lazy": lazy, "registry_cpu_s": round(registry_cpu, 2),
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         }
+        # Where an on-demand burst's time goes: requests per sandbox, bytes
+        # per request, how long a reader waited on each, the registry's CPU
+        # per request.
+        reqs = lazy.get("range_requests", 0)
+        if reqs:
+            res["per_request"] = {
+                "requests_per_sandbox": round(reqs / n, 1),
+                "kib_per_request": round(lazy.get("bytes_fetched", 0) / reqs / 1024, 1),
+                "wait_ms": round(1000 * lazy.get("fetch_seconds", 0) / reqs, 1),
+                "registry_cpu_ms": round(1000 * registry_cpu / reqs, 2),
+            }
         log(json.dumps(res))
         return res
 
@@ -379,7 +440,7 @@ class Bench:
         """A fresh node: create -> first exec from an image converted elsewhere,
         then one sandbox reading 5 % of the image: bytes fetched."""
         img = self.images[0]
-        drop_caches()
+        self.cold_start()
         node, _ = self.node("cold")
         ids = []
         try:
@@ -404,6 +465,7 @@ class Bench:
                        {"cmd": sh_cat(paths), "timeout_s": 600})
             ok = r.get("exit_code") == 0
             rx2 = rx_bytes()
+            lazy = lazy_metrics(node.rest)
         finally:
             node.stop(ids)
             shutil.rmtree(os.path.join(self.work, "cold"), ignore_errors=True)
@@ -412,7 +474,9 @@ class Bench:
                 "read_5pct_ok": ok, "bytes_read": got,
                 "bytes_fetched_for_5pct_read": rx2 - rx0,
                 "image_bytes": img["bytes"],
-                "fetched_fraction": round((rx2 - rx0) / img["bytes"], 4)}
+                "fetched_fraction": round((rx2 - rx0) / img["bytes"], 4),
+                "range_requests": lazy.get("range_requests"),
+                "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
 NOTES = [
@@ -420,13 +484,18 @@ NOTES = [
     "namespace; both veth ends are shaped with tc (netem where the kernel has it, else tbf: see "
     "shaping), so every "
     "byte a node fetches crosses a 'remote' link. registry_bytes counts what crossed it.",
-    "One node per mode, fresh each time (empty store and chunk cache, page cache dropped): "
+    "One node per mode, fresh each time (empty store and chunk cache; the registry's data blobs "
+    "warm unless params.cold_registry, then the page cache is dropped before each mode): "
     "'each node pulls each image' is this node's share of a cluster-wide burst.",
     "convert: the node pulls the image layers (zstd) and builds its chunked EROFS layer itself, "
     "publishing nothing. full: `dsec layer pull` of the conversion another node published "
     "(metadata image + whole data blob) before the burst. ondemand: the node fetches the "
     "published metadata image and reads data chunks by HTTP range requests through the lazy "
     "blob daemon as sandboxes touch them.",
+    "Per on-demand result, per_request: range requests per sandbox, KiB per request, the "
+    "readers' wait per request and the registry's CPU per request (from /proc of the registry); "
+    "distribution reads every range through a 4 MiB buffered reader, so a request costs it about "
+    "the same for 16 KiB as for 1 MiB (bench/range_latency.py --kb 16,256,1024).",
     "Each sandbox reads a random 4-13 % of its image's bytes (whole files), as in the DSec "
     "report; workers creates+reads are in flight at once. pattern random: its own random "
     "files; pattern shared: the first 4-13 % of one per-image order of the files.",
@@ -463,6 +532,9 @@ def summarize(results):
                     1 - od["registry_bytes"] / max(1, b["registry_bytes"]), 3)
                 s[f"write_reduction_vs_{base}_du"] = round(
                     1 - od["local_bytes_du"] / max(1, b["local_bytes_du"]), 3)
+        if od:
+            s["ondemand_range_requests"] = od["lazy"].get("range_requests")
+            s["ondemand_registry_cpu_s"] = od.get("registry_cpu_s")
         out[f"{n}-{pattern}"] = s
     return out
 
@@ -517,6 +589,9 @@ def main():
                    help="read patterns, comma-separated: random, shared (see above)")
     p.add_argument("--quick", action="store_true",
                    help="2 images of 32 MiB, 400 files, N=16: a smoke run")
+    p.add_argument("--cold-registry", action="store_true",
+                   help="drop the page cache (the registry's too) before each measure "
+                        "(the default keeps the registry's data blobs warm: see cold_start)")
     p.add_argument("--out", default=None)
     p.add_argument("--prepare-images", action="store_true",
                    help="only make and push the images, keep them in --work, and stop")
@@ -579,6 +654,8 @@ def main():
                     kept["published_s"] = publish_s
                     with open(saved, "w") as f:
                         json.dump(kept, f)
+            if not a.cold_registry:
+                b.warm_registry()
             cold = b.cold_first_exec()
             log(f"cold node: {json.dumps(cold)}")
         for n in ns:
@@ -598,7 +675,8 @@ def main():
         "dsec_bin": a.dsec_bin, "reused_images": a.reuse_images,
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
-                   "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed},
+                   "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed,
+                   "cold_registry": a.cold_registry},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
         "shaping": b.reg.shaping if b.reg else None,

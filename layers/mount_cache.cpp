@@ -67,6 +67,16 @@ expected<std::string> mount_options(const std::string& image, const std::string&
     return internal_error("mount layer " + what + ": data blob " + data + " is "
                           + std::to_string(st.st_size) + " bytes, the image records "
                           + std::to_string(ref->blocks) + " blocks (truncated?)");
+  // A data blob that is a symlink is a lazy one (registry/lazy_source.hpp),
+  // a file on the lazy blob daemon's FUSE mount. directio: EROFS then reads
+  // it with direct reads sized to what the EROFS file being read needs (its
+  // readahead stops at that file's end), instead of through the FUSE file's
+  // page cache, whose readahead reads past a file into the next one in the
+  // blob (bytes fetched from the registry that nobody reads), and which would
+  // hold the blob's pages a second time beside EROFS's own.
+  struct stat lst;
+  if (::lstat(data.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+    return "device=" + data + ",directio";
   return "device=" + data;
 }
 

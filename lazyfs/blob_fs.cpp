@@ -12,6 +12,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "registry/blob_extents.hpp"
 #include "registry/chunk_list.hpp"
 
 namespace dsec::lazyfs {
@@ -184,6 +185,11 @@ expected<std::shared_ptr<const blob_fs::source_state>> blob_fs::lookup(const std
   } else if (list.err().code != errc::not_found) {
     return list.err();
   }
+  // Without saved extents (an older registration) reads are not widened.
+  if (auto ext = registry::load_blob_extents(store_root_, digest); ext)
+    state->extents = std::move(*ext);
+  else if (ext.err().code != errc::not_found)
+    return ext.err();
   std::lock_guard<std::mutex> guard{mu_};
   return sources_.emplace(hex, std::move(state)).first->second;
 }
@@ -220,32 +226,40 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     return req;
   };
   const uint64_t first = offset / chunk, last = (offset + len - 1) / chunk;
-  std::vector<chunk_request> run;
   bool misses = false;
-  for (uint64_t index = first; index <= last; ++index) {
-    run.push_back(make(index));
-    misses = misses || !cache_->holds(hex, index);
-  }
-  // A read that continues a stream and misses also fetches what follows it
-  // (fetch_plan.hpp); one that finds its chunks held fetches nothing.
+  for (uint64_t index = first; index <= last && !misses; ++index)
+    misses = !cache_->holds(hex, index);
+  // A read that misses inside a known file fetches the whole file; else one
+  // that continues a stream also fetches what follows it (fetch_plan.hpp).
+  // One that finds its chunks held fetches nothing.
   auto ahead = streams_.note_read(hex, offset, len, policy_);
-  if (misses && ahead > 0)
-    for (uint64_t index = last + 1;
-         index < chunks && index * chunk < offset + len + ahead; ++index)
-      run.push_back(make(index));
-  // A read that spans chunks (a file's extent, the kernel's readahead)
-  // fetches its missing ones in one request per span, not one per chunk.
-  if (misses && run.size() > 1)
-    cache_->fetch_missing(
-        run,
-        [&](const chunk_request& first_req, uint64_t length) {
-          return fetcher->fetch(*state->src, first_req.index * chunk, uint32_t(length));
-        },
-        policy_.max_gap);
+  if (misses) {
+    auto span = whole_file_span(state->extents, offset, len, chunk, src.size,
+                                policy_.max_file_fetch);
+    span.first = std::min(span.first, first);
+    span.last = std::max(span.last, last);
+    // Inside a known file the span ends where the file does (or a bound
+    // past the read): stream readahead is for blobs without extents.
+    bool in_file = policy_.max_file_fetch > 0 && layers::extent_at(state->extents, offset);
+    if (!in_file && ahead > 0)
+      while (span.last + 1 < chunks && (span.last + 1) * chunk < offset + len + ahead)
+        ++span.last;
+    // Its missing chunks in one request per stretch, not one per chunk.
+    if (span.last > span.first) {
+      std::vector<chunk_request> run;
+      for (uint64_t index = span.first; index <= span.last; ++index)
+        run.push_back(make(index));
+      cache_->fetch_missing(
+          run,
+          [&](const chunk_request& first_req, uint64_t length) {
+            return fetcher->fetch(*state->src, first_req.index * chunk, uint32_t(length));
+          },
+          policy_.max_gap);
+    }
+  }
   size_t done = 0;
-  for (const auto& req : run) {
-    if (req.index > last)
-      break;
+  for (uint64_t index = first; index <= last; ++index) {
+    auto req = make(index);
     uint64_t pos = offset + done;
     auto in_chunk = uint32_t(pos - req.index * chunk);
     auto take = uint32_t(std::min<uint64_t>(len - done, req.length - in_chunk));

@@ -84,6 +84,9 @@ class blob_fs {
     std::shared_ptr<const registry::blob_source> src;
     /// Chunk digest list (registry/chunk_list.hpp); empty: length checks only.
     std::string chunks;
+    /// Where each file lies in the blob (registry/blob_extents.hpp); empty:
+    /// reads are not widened to whole files.
+    std::vector<layers::blob_extent> extents;
   };
 
   expected<std::shared_ptr<const source_state>> lookup(const std::string& hex);

@@ -37,6 +37,23 @@ std::vector<chunk_span> plan_spans(uint64_t first, const std::vector<bool>& miss
   return out;
 }
 
+chunk_span whole_file_span(const std::vector<layers::blob_extent>& extents, uint64_t offset,
+                           uint64_t len, uint64_t chunk_size, uint64_t blob_size,
+                           uint64_t max_file_fetch) {
+  uint64_t lo = offset, hi = offset + std::max<uint64_t>(len, 1);
+  if (max_file_fetch > 0)
+    if (const auto* e = layers::extent_at(extents, offset)) {
+      if (e->end - e->start <= max_file_fetch)
+        lo = std::min(lo, e->start), hi = std::max(hi, e->end);
+      else
+        hi = std::max(hi, std::min(e->end, offset + max_file_fetch));
+    }
+  hi = std::max(std::min(hi, blob_size), lo + 1);
+  if (chunk_size == 0)
+    return {0, 0};
+  return {lo / chunk_size, (hi - 1) / chunk_size};
+}
+
 uint64_t stream_table::note_read(const std::string& blob, uint64_t offset, uint64_t len,
                                  const fetch_policy& policy) {
   std::lock_guard<std::mutex> guard{mu_};

@@ -14,6 +14,12 @@
 //             [min, max]. (The kernel's own 128 KiB readahead on the FUSE
 //             file makes a short stream of every small file: those get no
 //             more.) The daemon caps it at 512 KiB.
+//   whole file when the blob's file extents are known (EROFS metadata,
+//             registry/blob_extents.hpp), a read that misses fetches the
+//             whole file it starts in, up to a bound, in one request: a
+//             reader that opens a file reads it to its end, and a request
+//             costs the registry as much for 16 KiB as for 1 MiB. Stream
+//             readahead is then left to files past that bound.
 //
 // Pure functions and a small thread-safe table; no I/O. Every chunk still
 // goes through the cache's verification (length, chunk list digest).
@@ -23,6 +29,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "layers/erofs_extents.hpp"
 
 namespace dsec::lazyfs {
 
@@ -36,6 +44,10 @@ struct fetch_policy {
   /// `readahead_max` bytes, else what the stream has read so far. 0: none.
   uint64_t readahead_min = 128u << 10;
   uint64_t readahead_max = 1u << 20;
+  /// A read that misses inside a file (blob extents known) fetches the
+  /// whole file, at most this many bytes from the read on; 0: only what
+  /// the read touches. (The daemon sets it; see whole_file_span.)
+  uint64_t max_file_fetch = 0;
 };
 
 /// One range request: chunks [first, last] of a blob.
@@ -52,6 +64,18 @@ struct chunk_span {
 /// on a held chunk.
 std::vector<chunk_span> plan_spans(uint64_t first, const std::vector<bool>& missing,
                                    uint64_t chunk_size, uint64_t max_gap);
+
+/// The chunks a read of [offset, offset+len) of a blob of `blob_size` bytes
+/// fetches when it misses and the blob's file extents are known: the read's
+/// own chunks widened to the whole file (extent) its first byte lies in, as
+/// a reader of a file reads it to the end. A file longer than
+/// `max_file_fetch` bytes is fetched from the read on, that many bytes (at
+/// least the read). Past the file nothing is fetched: the next file in the
+/// blob is another reader's. No extent at `offset`, or max_file_fetch 0:
+/// the read's own chunks.
+chunk_span whole_file_span(const std::vector<layers::blob_extent>& extents, uint64_t offset,
+                           uint64_t len, uint64_t chunk_size, uint64_t blob_size,
+                           uint64_t max_file_fetch);
 
 /// Recent read streams of the blobs of one daemon, to decide readahead.
 class stream_table {

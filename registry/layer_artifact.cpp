@@ -13,6 +13,7 @@
 #include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
 #include "layers/store.hpp"
+#include "registry/blob_extents.hpp"
 #include "registry/chunk_list.hpp"
 #include "registry/lazy_source.hpp"
 #include "registry/manifest.hpp"
@@ -198,6 +199,13 @@ status store_data_blob(layers::store& st, registry_client& client, const image_r
       if (auto s = save_chunk_list(st.root(), src.digest, *list); !s)
         return error{s.err().code, what + ": " + s.err().message};
     }
+    // Where each file lies in the blob, so the daemon reads a file whole on
+    // its first miss (registry/blob_extents.hpp). Written before the source,
+    // which the daemon looks up first. An image the walk cannot read is
+    // still served, a kernel read at a time.
+    if (auto ext = layers::read_blob_extents(image_tmp); ext)
+      if (auto s = save_blob_extents(st.root(), src.digest, *ext); !s)
+        return error{s.err().code, what + ": " + s.err().message};
     if (auto s = register_blob_source(st.root(), src); !s)
       return error{s.err().code, what + ": " + s.err().message};
     return {};
