@@ -26,6 +26,8 @@
 #include "core/image_reference.hpp"
 #include "core/inspect.hpp"
 #include "layers/aliases.hpp"
+#include "api/e2b_host_mask.hpp"
+#include "core/host_mask.hpp"
 
 namespace dsec::e2b {
 
@@ -83,6 +85,12 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
     return reply_error(c, traffic.err());
   if (!traffic->empty())
     spec.labels[traffic_token_label] = std::move(*traffic);
+  // network.maskRequestHost: the Host its ports see (api/e2b_host_mask.hpp).
+  auto mask = host_mask_of_create(c->body);
+  if (!mask)
+    return reply_error(c, mask.err());
+  if (!mask->empty())
+    spec.labels[host_mask_label] = std::move(*mask);
   // E2B's ports take traffic without an API key (its SDKs send none to
   // them); the traffic token above, when set, still guards them.
   spec.labels[public_ports_label] = "true";

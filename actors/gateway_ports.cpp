@@ -27,6 +27,7 @@
 #include "api/gateway_routes.hpp"
 #include "backends/backend.hpp"
 #include "core/clock.hpp"
+#include "core/host_mask.hpp"
 #include "core/host_port.hpp"
 #include "core/json_codec.hpp"
 #include "core/port_route.hpp"
@@ -175,7 +176,8 @@ bool upgrade_requested(const http_exchange& c) {
 /// it: hop-by-hop headers replaced by this hop's own, and the node's
 /// credentials and routing headers kept only for the owner.
 relay_request upstream_request(const http_exchange& c, const node_config& cfg,
-                               const std::string& target, bool to_owner, std::string what) {
+                               const std::string& target, bool to_owner, std::string what,
+                               const std::string& host = {}) {
   relay_request r;
   r.upgrade = upgrade_requested(c);
   r.head = c.method == "HEAD";
@@ -194,8 +196,12 @@ relay_request upstream_request(const http_exchange& c, const node_config& cfg,
             || name == "e2b-traffic-access-token"
             || (drop_key && (name == "x-api-key" || name == "authorization"))))
       continue;
+    if (!host.empty() && name == "host")
+      continue; // replaced by the sandbox's host mask below
     out += name + ": " + value + "\r\n";
   }
+  if (!host.empty())
+    out += "Host: " + host + "\r\n";
   // Any other request leaves the connection open (HTTP/1.1's default) for
   // the next one to the same place (actors/upstream_pool.hpp).
   if (r.upgrade)
@@ -276,7 +282,9 @@ void on_route(const node_config& cfg, const http_call& c, const port_call& pc, i
   auto sb = route.local.lock();
   if (!sb)
     return gateway_reply_error(c, not_found("sandbox " + pc.id + " not found (destroyed)"));
-  auto req = upstream_request(*c, cfg, pc.target, false, what);
+  // E2B's maskRequestHost: the Host the port sees (core/host_mask.hpp).
+  auto host = route.host_mask.empty() ? std::string{} : masked_host(route.host_mask, port);
+  auto req = upstream_request(*c, cfg, pc.target, false, what, host);
   // The backend handle is part of the key: a connection never outlives the
   // sandbox instance it was opened into (a destroyed one's close on their own).
   char handle[32];

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include "actors/sandbox_ops.hpp"
+#include "core/host_mask.hpp"
 #include "core/host_port.hpp"
 #include "core/port_route.hpp"
 
@@ -36,6 +37,8 @@ void route_port(sandbox_actor_ptr self, caf::response_promise rp, int32_t port) 
     r.traffic_token = it->second;
   if (auto it = st.spec.labels.find(public_ports_label); it != st.spec.labels.end())
     r.public_ports = it->second == "true";
+  if (auto it = st.spec.labels.find(host_mask_label); it != st.spec.labels.end())
+    r.host_mask = it->second;
   r.local = st.sb;
   r.actor = caf::actor_cast<caf::actor>(self);
   rp.deliver(std::move(r));

@@ -10,6 +10,7 @@
 
 #include "api/e2b_codec_detail.hpp"
 #include "core/allow_list.hpp"
+#include "core/deny_list.hpp"
 #include "core/egress_sources.hpp"
 
 namespace dsec::e2b {
@@ -65,7 +66,7 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
         return invalid_argument(std::string{what + ": "} + key + " must be a boolean");
       internet = j[key].get<bool>();
     }
-  std::vector<std::string> allow_out;
+  std::vector<std::string> allow_out, deny_out;
   if (auto nw = j.find("network"); nw != j.end() && !nw->is_null()) {
     if (!nw->is_object())
       return invalid_argument(what + ": network must be an object");
@@ -81,31 +82,34 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
     if (!allow || !deny)
       return !allow ? allow.err() : deny.err();
     auto sources = net::installed_egress_sources();
-    // Closed unless allow_internet_access is true and 0.0.0.0/0 not denied.
-    bool closes_all = std::count(deny->begin(), deny->end(), all_traffic) > 0
-                      || internet != true;
+    // Addresses and CIDRs to close (network.deny, core/deny_list.hpp).
     for (auto& d : *deny) {
-      if (d == all_traffic)
+      if (d == all_traffic || sources.by_name.count(d))
         continue;
+      auto entry = allow_entry_of(d);
+      if (auto p = net::parse_deny_list({entry}); !p)
+        return invalid_argument(what + ": network.denyOut \"" + d.substr(0, 100)
+                                + "\": not an IP address, CIDR or egress source name "
+                                  "(domains cannot be denied, as in E2B; egress sources: "
+                                + net::known_sources_text() + ")");
+      deny_out.push_back(std::move(entry));
+    }
+    // The internet is open when allow_internet_access is true, or absent
+    // (E2B's default) beside a deny of single addresses, unless 0.0.0.0/0 is
+    // denied; allowOut wins over denyOut and denyOut over the open internet.
+    bool open = std::count(deny->begin(), deny->end(), all_traffic) == 0
+                && (internet == true || (!internet && !deny_out.empty()));
+    for (auto& d : *deny) {
       // A name of the node's egress sources (DSec's {"npm": false}) is
       // closed like everything not allowed; allowOut naming it too wins,
       // as in E2B. "All but npm" is no allow-list: refused, not widened.
-      if (sources.by_name.count(d) && closes_all)
+      if (d == all_traffic || !sources.by_name.count(d) || !open)
         continue;
-      if (sources.by_name.count(d))
-        return refused(what,
-                       "network.denyOut \"" + d.substr(0, 100) + "\" with the internet open",
-                       "an allow-list cannot open all traffic but a source; deny " +
-                         std::string{all_traffic} + " too and list what to open in allowOut");
-      return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\"",
-                     "dsec denies everything not allowed; denyOut takes only " +
-                       std::string{all_traffic} + " or an egress source name ("
-                       + net::known_sources_text() + ")");
+      return refused(what, "network.denyOut \"" + d.substr(0, 100) + "\" with the internet open",
+                     "an allow-list cannot open all traffic but a source; deny " +
+                       std::string{all_traffic} + " too and list what to open in allowOut");
     }
-    // denyOut 0.0.0.0/0 closes what allow_internet_access (true by default
-    // in E2B's SDK) opened; allowOut takes precedence over it, as in E2B.
-    if (!deny->empty())
-      internet = false;
+    internet = open;
     for (auto& a : *allow) {
       // A name of the node's egress sources (`pypi`) stays a name: the same
       // rule as dsec's own network.allow.
@@ -120,10 +124,17 @@ status apply_network(const std::string& what, const json& j, sandbox_spec& spec)
       allow_out.push_back(std::move(entry));
     }
   }
-  if (internet == true)
-    spec.network.allow = {"0.0.0.0/0:*", "[::/0]:*"};
-  else
-    spec.network.allow = std::move(allow_out); // empty: none, dsec's default
+  spec.network.allow = std::move(allow_out); // empty: none, dsec's default
+  spec.network.deny.clear();
+  if (internet == true) {
+    // allowOut entries stay before the catch-alls: they win over denyOut.
+    if (!deny_out.empty())
+      spec.network.deny = std::move(deny_out);
+    else
+      spec.network.allow.clear(); // the catch-alls open them anyway
+    spec.network.allow.push_back("0.0.0.0/0:*");
+    spec.network.allow.push_back("[::/0]:*");
+  }
   return {};
 }
 
@@ -270,7 +281,7 @@ expected<network_policy> parse_network_update(std::string_view body, const std::
       net[k] = v;
     else
       return refused(what, k.substr(0, 100), "dsec's network is an allow-list of addresses and "
-                                             "domains: allowOut, denyOut 0.0.0.0/0, "
+                                             "domains: allowOut, denyOut, "
                                              "allow_internet_access");
   }
   create_shape["network"] = net;

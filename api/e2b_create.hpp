@@ -7,9 +7,11 @@
 //   autoResume {enabled}      -> auto_resume (false when absent, as in E2B:
 //                                a paused sandbox resumes only on connect)
 //   allow_internet_access     -> false: network none; true: every address
-//   network.allowOut/denyOut  -> network.allow (denyOut only as "all traffic",
-//                                0.0.0.0/0, the rest of E2B's model needs a
-//                                deny list dsec does not have)
+//   network.allowOut/denyOut  -> network.allow and network.deny: denyOut
+//                                0.0.0.0/0 closes the internet, other denyOut
+//                                addresses and CIDRs close themselves in an
+//                                open internet; allowOut wins over denyOut
+//                                (core/deny_list.hpp)
 //   network.allowPublicTraffic, maskRequestHost: api/e2b_ports.hpp
 //   secure, mcp, volumeMounts, iam, network.rules/egressProxy/httpsPorts and
 //   any field not named here -> 400 naming it.

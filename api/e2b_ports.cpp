@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/e2b_codec.hpp"
+#include "core/host_mask.hpp"
 #include "core/port_route.hpp"
 
 namespace dsec::e2b {
@@ -41,9 +42,6 @@ expected<std::string> traffic_token_of_create(std::string_view body) {
     return std::string{};
   if (!net->is_object())
     return invalid_argument("create sandbox: network must be an object");
-  if (auto m = net->find("maskRequestHost"); m != net->end() && !m->is_null())
-    return invalid_argument("create sandbox: network.maskRequestHost is not implemented by dsec "
-                            "(requests reach a port with the Host header they were sent with)");
   auto pub = net->find("allowPublicTraffic");
   if (pub == net->end() || pub->is_null())
     return std::string{};
@@ -62,7 +60,11 @@ std::string encode_sandbox(const sandbox_info& info, const std::string& access_t
   if (auto md = j.find("metadata"); md != j.end() && md->is_object()) {
     md->erase(traffic_token_label);
     md->erase(public_ports_label);
+    md->erase(host_mask_label);
   }
+  // network.maskRequestHost as E2B's getInfo shows it (core/host_mask.hpp).
+  if (auto it = info.labels.find(host_mask_label); it != info.labels.end())
+    j["network"]["maskRequestHost"] = it->second;
   return j.dump();
 }
 

@@ -14,9 +14,8 @@
 namespace dsec::e2b {
 
 /// A create body's traffic token: a fresh random token if it asks for one
-/// (network.allowPublicTraffic false), "" if not. invalid_argument for the
-/// network options of E2B's proxy that dsec does not implement
-/// (maskRequestHost), naming them.
+/// (network.allowPublicTraffic false), "" if not. (maskRequestHost:
+/// api/e2b_host_mask.hpp.)
 [[nodiscard]] expected<std::string> traffic_token_of_create(std::string_view body);
 
 /// encode_sandbox (e2b_codec.hpp) with `domain` (null when empty) and the

@@ -5,6 +5,8 @@
 
 #include <iostream>
 
+#include "core/deny_list.hpp"
+
 namespace dsec::backends {
 
 namespace {
@@ -28,6 +30,8 @@ status check_network(const net::node_net& net, const std::string& id,
                      const network_policy& policy) {
   if (auto entries = net::parse_allow_list(policy.allow); !entries)
     return invalid_argument("create " + id + ": " + entries.err().message);
+  if (auto deny = net::parse_deny_list(policy.deny); !deny)
+    return invalid_argument("create " + id + ": " + deny.err().message);
   if (!policy.allow.empty() && net.ebpf_error())
     return invalid_argument("create " + id + ": network.allow needs eBPF on this node, which is "
                             "unavailable: " + net.ebpf_error().message);

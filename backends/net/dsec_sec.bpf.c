@@ -7,8 +7,9 @@
  * `sandbox_level`, and lets sockets of cgroups it does not know through.
  *
  *  - cgroup/connect4, connect6, sendmsg4, sendmsg6: allow loopback, refuse the
- *    host's own addresses whatever the list says, allow a destination that a
- *    rule of the sandbox's policy matches, refuse (EPERM) and count the rest.
+ *    host's own addresses whatever the list says, allow a destination whose
+ *    first matching rule of the sandbox's policy allows, refuse (EPERM) and
+ *    count the rest (a deny rule's match included).
  *    connect4 alone would be bypassed by IPv6 sockets to ::ffff:a.b.c.d and by
  *    unconnected UDP sendto, hence all four.
  *  - tp_btf/sys_exit: a syscall of a known sandbox that failed with EPERM
@@ -116,8 +117,11 @@ static __always_inline int check(__u32 a[4], __u16 port) {
       struct dsec_rule *r = &p->rules[i];
       if ((a[0] & r->mask[0]) == r->addr[0] && (a[1] & r->mask[1]) == r->addr[1] &&
           (a[2] & r->mask[2]) == r->addr[2] && (a[3] & r->mask[3]) == r->addr[3] &&
-          (r->port == 0 || r->port == port))
+          (r->port == 0 || r->port == port)) {
+        if (r->action == DSEC_RULE_DENY)
+          break; /* network.deny: refused and counted below */
         return 1;
+      }
     }
   }
   struct dsec_stats *s = bpf_map_lookup_elem(&stats, &cg);

@@ -127,6 +127,7 @@ dsec_rule make_rule(const rule& r) {
   for (int i = 0; i < 4; ++i)
     k.addr[i] = a[i] & k.mask[i];
   k.port = htons(r.port);
+  k.action = r.deny ? DSEC_RULE_DENY : DSEC_RULE_ALLOW;
   return k;
 }
 

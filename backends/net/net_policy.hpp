@@ -34,10 +34,12 @@ struct dsec_sec_bpf;
 namespace dsec::net {
 
 /// One resolved kernel rule: (addr & mask(prefix)) == addr, port 0 = any.
+/// The first matching rule decides; `deny` refuses (network.deny).
 struct rule {
   addr16 addr{};
   int prefix = 128;
   uint16_t port = 0; ///< host byte order
+  bool deny = false;
 };
 
 class policy_engine {
@@ -55,8 +57,8 @@ class policy_engine {
   policy_engine(const policy_engine&) = delete;
   policy_engine& operator=(const policy_engine&) = delete;
 
-  /// Installs (or replaces) the rules of sandbox `cgroup_id` and makes sure
-  /// its counters exist. At most 128 rules.
+  /// Installs (or replaces) the rules of sandbox `cgroup_id`, first match
+  /// deciding, and makes sure its counters exist. At most 128 rules.
   status put(uint64_t cgroup_id, const std::vector<rule>& rules);
 
   /// Forgets the sandbox: policy and counters.

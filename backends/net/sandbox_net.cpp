@@ -1,6 +1,8 @@
 // node_net and sandbox_net (see sandbox_net.hpp): joining a sandbox, policy
 // replacement, domain resolution and its periodic refresh.
 #include "backends/net/sandbox_net.hpp"
+#include "backends/net/deny_list.hpp"
+#include "core/deny_list.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -270,6 +272,9 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
   auto sourced = parse_allow_list_sourced(policy.allow);
   if (!sourced)
     return sourced.err();
+  auto deny = parse_deny_list(policy.deny);
+  if (!deny)
+    return deny.err();
   auto entries = std::make_optional<std::vector<allow_entry>>();
   std::vector<std::string> sources;
   for (auto& s : *sourced) {
@@ -352,13 +357,16 @@ expected<bool> sandbox_net::set(const network_policy& policy) {
     auto old = std::move(entries_);
     auto old_sources = std::move(sources_);
     auto old_domains = std::move(domains_);
+    auto old_deny = std::move(deny_);
     entries_ = std::move(*entries);
     sources_ = std::move(sources);
     domains_ = std::move(domains);
+    deny_ = std::move(*deny);
     if (auto st = install_locked(); !st) {
       entries_ = std::move(old);
       sources_ = std::move(old_sources);
       domains_ = std::move(old_domains);
+      deny_ = std::move(old_deny);
       return st.err();
     }
   }
@@ -447,11 +455,14 @@ void sandbox_net::count_denial(std::string text) {
 }
 
 status sandbox_net::install_locked() {
-  std::vector<rule> rules;
+  // First match decides: narrow allows, denies, catch-alls (deny_list.hpp).
+  std::vector<rule> rules, deny, catch_all;
+  for (auto& e : deny_)
+    deny.push_back(deny_rule(e));
   auto now = steady::now();
   for (auto& e : entries_) {
     if (e.domain.empty()) {
-      rules.push_back({e.addr, e.prefix, e.port});
+      (is_catch_all(e) ? catch_all : rules).push_back({e.addr, e.prefix, e.port});
       continue;
     }
     auto it = domains_.find(e.domain);
@@ -465,8 +476,10 @@ status sandbox_net::install_locked() {
       rules.push_back({a.first, 128, e.port});
   }
   // More than the kernel holds: the rest stays closed (fail closed).
-  if (rules.size() > max_rules)
-    rules.resize(max_rules);
+  auto ordered = ordered_rules(std::move(rules), deny, catch_all, max_rules);
+  if (!ordered)
+    return ordered.err();
+  rules = std::move(*ordered);
   // Addresses of named rules on the web ports go through the name check.
   std::vector<uint32_t> named;
   for (auto& e : entries_) {

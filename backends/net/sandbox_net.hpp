@@ -209,6 +209,8 @@ class sandbox_net {
   mutable port_scan_watch scan_;
   sandbox_link link_;
   bool released_ = false;
+  /// network.deny, parsed (backends/net/deny_list.hpp); under m_.
+  std::vector<allow_entry> deny_;
 };
 
 } // namespace dsec::net

@@ -18,12 +18,17 @@
 /* Syscall numbers the kind table covers (x86_64 tops out near 460). */
 #define DSEC_MAX_SYSCALL 512
 
-/* One allowed destination: (addr & mask) == addr, port 0 = any port. */
+/* One destination rule: (addr & mask) == addr, port 0 = any port. The
+ * first rule that matches decides: DSEC_RULE_ALLOW lets the connect or send
+ * through, DSEC_RULE_DENY refuses and counts it (network.deny; the node
+ * orders rules so E2B's precedence holds, backends/net/deny_list.hpp). */
+#define DSEC_RULE_ALLOW 0
+#define DSEC_RULE_DENY 1
 struct dsec_rule {
   __u32 addr[4];
   __u32 mask[4];
   __u16 port;
-  __u16 pad;
+  __u16 action;
 };
 
 /* The policy of one sandbox, keyed by the cgroup id of its v2 directory. */

@@ -126,7 +126,7 @@ status read_value(const json& j, const char* key, network_policy& out, const ran
     return {};
   if (!it->is_object())
     return bad(key, R"(must be {"mode":"none"} or {"allow":[...]})");
-  if (auto st = reject_unknown(*it, {"mode", "allow"}, key); !st)
+  if (auto st = reject_unknown(*it, {"mode", "allow", "deny"}, key); !st)
     return st;
   std::string mode;
   if (auto st = get_string(*it, "mode", mode); !st)

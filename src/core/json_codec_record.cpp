@@ -22,6 +22,8 @@ json spec_to_json(const sandbox_spec& s) {
   // Special (core/spec_fields.hpp): parse_spec reads either form back.
   j["network"] = s.network.allow.empty() ? json{{"mode", "none"}}
                                          : json{{"allow", s.network.allow}};
+  if (!s.network.deny.empty())
+    j["network"]["deny"] = s.network.deny;
   return j;
 }
 

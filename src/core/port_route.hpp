@@ -37,12 +37,15 @@ struct port_route {
   /// CAF-free header), which the owner's gateway asks directly for the next
   /// request to the sandbox (actors/gateway_ports.cpp). Never serialized.
   std::any actor;
+  /// The Host header requests to the port carry (core/host_mask.hpp, E2B's
+  /// maskRequestHost, `${PORT}` not yet replaced); empty: as sent.
+  std::string host_mask;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, port_route& x) {
   return f(caf::meta::type_name("dsec::port_route"), x.node, x.rest, x.traffic_token, x.backend,
-           x.public_ports);
+           x.public_ports, x.host_mask);
 }
 
 /// The label whose value is a sandbox's traffic token (E2B's

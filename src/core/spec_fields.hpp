@@ -170,7 +170,8 @@ struct field_list<network_policy> {
   // refuses 129-256 as invalid_argument with that reason; this bound keeps
   // a huge list from being parsed entry by entry at all.
   static constexpr auto fields =
-    std::make_tuple(fld("allow", &network_policy::allow, {0, 256, "more than 256 entries"}));
+    std::make_tuple(fld("allow", &network_policy::allow, {0, 256, "more than 256 entries"}),
+                    fld("deny", &network_policy::deny, {0, 256, "more than 256 entries"}));
 };
 
 template <>

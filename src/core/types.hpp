@@ -33,6 +33,11 @@ const char* to_string(sandbox_state s);
 struct network_policy {
   /// "host:port", "cidr:port" or "domain:port" entries.
   std::vector<std::string> allow;
+  /// "host:port" or "cidr:port" entries closed although `allow` opens them
+  /// through a catch-all (0.0.0.0/0, ::/0): every other allow entry wins
+  /// over a deny, as E2B's allowOut wins over denyOut
+  /// (backends/net/deny_list.hpp).
+  std::vector<std::string> deny;
 };
 
 /// Paths inside the sandbox that the agent may read but not change, or not see.

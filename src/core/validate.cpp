@@ -3,6 +3,8 @@
 #include "core/layer_config.hpp"
 
 #include "core/allow_list.hpp"
+#include "core/deny_list.hpp"
+#include "core/host_mask.hpp"
 #include "core/egress_sources.hpp"
 #include "core/image_reference.hpp"
 #include "core/layer_ref.hpp"
@@ -161,6 +163,10 @@ status validate(const sandbox_spec& s) {
   status st;
   if (!(st = check_string_map(s.env, "env", true))
       || !(st = check_string_map(s.labels, "labels", false))
+      || !(st = s.labels.count(host_mask_label)
+                  ? check_host_mask(s.labels.at(host_mask_label),
+                                    std::string{"labels."} + host_mask_label)
+                  : status{})
       || !(st = check_strings(s.network.allow, "network.allow"))
       || !(st = validate(s.network))
       || !(st = check_strings(s.protect.readonly, "protect.readonly"))
@@ -213,6 +219,15 @@ status validate(const network_policy& policy) {
                                       " (port 1-65535 or *)");
   if (auto list = net::parse_allow_list(policy.allow); !list)
     return list.err();
+  if (auto st = check_strings(policy.deny, "network.deny"); !st)
+    return st;
+  if (auto deny = net::parse_deny_list(policy.deny); !deny)
+    return deny.err();
+  // Each entry is one kernel rule or more; the kernel holds 128 per sandbox.
+  if (!policy.deny.empty() && policy.allow.size() + policy.deny.size() > net::max_allow_entries)
+    return bad("network", std::to_string(policy.allow.size()) + " allow and "
+                            + std::to_string(policy.deny.size()) + " deny entries; at most "
+                            + std::to_string(net::max_allow_entries) + " together");
   return {};
 }
 

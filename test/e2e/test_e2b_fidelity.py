@@ -82,7 +82,7 @@ def test_a_command_of_a_killed_sandbox(e2b_module, e2b_node):
     ({"autoPause": True, "autoPauseMemory": False}, "autoPauseMemory"),
     ({"network": {"rules": {}}}, "network.rules"),
     ({"network": {"egressProxy": {"address": "p:1"}}}, "network.egressProxy"),
-    ({"network": {"denyOut": ["10.0.0.0/8"]}}, "network.denyOut"),
+    ({"network": {"denyOut": ["example.com"]}}, "network.denyOut"),
     ({"network": {"allowOut": ["not a host!"]}}, "network.allowOut"),
 ])
 def test_options_dsec_does_not_implement_are_refused_by_name(e2b_node, body, named):

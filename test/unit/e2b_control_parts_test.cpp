@@ -108,7 +108,7 @@ TEST_CASE("e2b updateNetwork maps onto the allow-list or refuses by name", "[uni
   for (auto [body, named] : std::vector<std::pair<const char*, const char*>>{
          {R"({"egressProxy":{"address":"x:1"}})", "egressProxy"},
          {R"({"rules":{}})", "rules"},
-         {R"({"denyOut":["8.8.8.8"]})", "denyOut"}}) {
+         {R"({"denyOut":["example.com"]})", "denyOut"}}) {
     auto r = parse_network_update(body, "n1.a");
     REQUIRE(!r);
     CHECK(r.err().message.find(named) != std::string::npos);

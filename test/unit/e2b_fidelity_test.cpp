@@ -36,7 +36,7 @@ TEST_CASE("e2b create options map onto the spec or are refused by name", "[unit]
          {R"({"whatever":1})", "whatever"},
          {R"({"autoPause":true,"autoPauseMemory":false})", "autoPauseMemory"},
          {R"({"network":{"rules":{}}})", "network.rules"},
-         {R"({"network":{"denyOut":["1.2.3.4"]}})", "network.denyOut"},
+         {R"({"network":{"denyOut":["example.com"]}})", "network.denyOut"},
          {R"({"network":{"allowOut":["a b"]}})", "network.allowOut"},
          {R"({"secure":false})", "secure false"},
          {R"({"autoResume":true})", "autoResume"}}) {

@@ -385,7 +385,8 @@ class Client:
                paused_ttl_s: Optional[int] = None, image: Optional[str] = None,
                on_timeout: Optional[str] = None, idle_timeout_s: Optional[int] = None,
                on_idle: Optional[str] = None, auto_resume: Optional[bool] = None,
-               network: Union[Sequence[str], Mapping[str, object], str, None] = None) -> Sandbox:
+               network: Union[Sequence[str], Mapping[str, object], str, None] = None,
+               network_deny: Optional[Sequence[str]] = None) -> Sandbox:
         """Creates a sandbox and waits until it runs.
 
         ``network`` is what the sandbox may reach, as in DSec's SDK: egress
@@ -394,6 +395,8 @@ class Client:
         (``["pypi", "10.0.0.5:443"]``), or ``"none"`` (the default: no
         network). ``network_allow`` is the same allow-list under the spec
         field's name; pass one of the two.
+        ``network_deny`` (``["10.0.0.0/8:*"]``, addresses and CIDRs) closes
+        what only a catch-all allow entry (``0.0.0.0/0:*``) opens.
 
         ``layers`` are ``name@version`` refs, first = bottom. ``image`` (an
         image reference, ``"127.0.0.1:5000/team/py:3.11"``) starts it from an
@@ -421,7 +424,7 @@ class Client:
             protect_readonly=protect_readonly, protect_hidden=protect_hidden,
             paused_ttl_s=paused_ttl_s, image=image, on_timeout=on_timeout,
             idle_timeout_s=idle_timeout_s, on_idle=on_idle, auto_resume=auto_resume,
-            network=network))
+            network=network, network_deny=network_deny))
         return Sandbox(self, _info(self._call("create", (spec,))))
 
     def create_many(self, n: int, layers: Optional[Sequence[str]] = None,

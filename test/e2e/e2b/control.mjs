@@ -105,11 +105,18 @@ if (part === 'snapshots') {
   const before = (await native(sbx.sandboxId)).denials.network;
   await dial('10.9.9.9');
   assert.equal((await native(sbx.sandboxId)).denials.network, before, 'now allowed');
+  // denyOut of one address alone: the internet open but that address.
+  await sbx.updateNetwork({ denyOut: ['10.9.9.9'] });
+  const open = (await native(sbx.sandboxId)).denials.network;
+  await dial('10.1.2.3');
+  assert.equal((await native(sbx.sandboxId)).denials.network, open, 'the internet is open');
+  await dial('10.9.9.9');
+  assert.ok((await native(sbx.sandboxId)).denials.network > open, 'the denied address');
   // What dsec cannot do is refused by name, not ignored.
-  const e = await rejects(() => sbx.updateNetwork({ denyOut: ['8.8.8.8'] }), Error, 'a deny list');
+  const e = await rejects(() => sbx.updateNetwork({ denyOut: ['example.com'] }), Error, 'a domain');
   assert.match(e.message, /denyOut/);
-  const m = await rejects(() => Sandbox.create(template, { network: { maskRequestHost: 'x:${PORT}' } }),
-                          Error, 'maskRequestHost');
+  const m = await rejects(() => Sandbox.create(template, { network: { maskRequestHost: 'x y' } }),
+                          Error, 'a bad maskRequestHost');
   assert.match(m.message, /maskRequestHost/);
   await sbx.kill();
   await rejects(() => Sandbox.updateNetwork(sbx.sandboxId, {}), NotFoundError, 'a killed sandbox');
