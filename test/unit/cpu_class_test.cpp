@@ -82,7 +82,8 @@ TEST_CASE("update bodies that are refused name what is wrong", "[cpu_class]") {
     {R"({"network":"none"})", "network"},
     {R"({"network":{"mode":"open"}})", "network.mode"},
     {R"({"network":{"allow":["not an address"]}})", "network"},
-    {R"({"network":{"allow":[],"deny":[]}})", "deny"},
+    {R"({"network":{"allow":[],"denied":[]}})", "denied"},
+    {R"({"network":{"allow":[],"deny":["pypi.org:*"]}})", "network.deny"},
   };
   for (auto& r : rows) {
     INFO(r.body);

@@ -196,8 +196,9 @@ TEST_CASE("each bound of the field list is enforced with its message", "[fields]
     }
   });
   // cpu, memory_mb, disk_mb, pids, ttl_s, paused_ttl_s, idle_timeout_s;
-  // layers, env, labels, network.allow, protect.readonly, protect.hidden.
-  CHECK(bounds == 13);
+  // layers, env, labels, network.allow, network.deny, protect.readonly,
+  // protect.hidden.
+  CHECK(bounds == 14);
 }
 
 TEST_CASE("network.allow: 256 is the field list's bound, 128 the kernel's", "[fields][limits]") {
