@@ -300,3 +300,38 @@ TEST_CASE("net: a name that does not resolve opens nothing and says so", "[net]"
   require_gone(p.id, p.dir, -1);
   CHECK(links() == before);
 }
+
+// network.deny (backends/net/deny_list.hpp): the open internet but one
+// port of the peer; a narrower allow wins over the deny; a deny of a whole
+// range beside a catch-all closes it; refusals are counted.
+TEST_CASE("net: deny entries close what the catch-all opens", "[net][deny]") {
+  if (!is_root())
+    return;
+  peer pr;
+  sandbox_spec spec;
+  spec.network.allow = {"0.0.0.0/0:*"};
+  spec.network.deny = {pr.addr() + ":8081"};
+  auto p = w().params(spec);
+  auto r = w().backend->create(p);
+  INFO((r ? "" : r.err().message));
+  REQUIRE(r);
+  auto sb = *r;
+  CHECK(talk(*sb, pr.addr(), 8080) == "echo:hi\n");
+  CHECK(talk(*sb, pr.addr(), 8081).find("not permitted") != std::string::npos);
+  CHECK(talk(*sb, "::ffff:" + pr.addr(), 8081).find("not permitted") != std::string::npos);
+  auto d = sb->denials();
+  CHECK(d.network == 2);
+  CHECK(has_recent(d, "net " + pr.addr() + ":8081"));
+  network_policy wins;
+  wins.allow = {pr.addr() + ":8081", "0.0.0.0/0:*"};
+  wins.deny = {"10.123.0.0/16:*"};
+  REQUIRE(sb->set_network(wins));
+  CHECK(talk(*sb, pr.addr(), 8081) == "echo:hi\n");
+  CHECK(talk(*sb, pr.addr(), 8080).find("not permitted") != std::string::npos);
+  network_policy bad;
+  bad.allow = {"0.0.0.0/0:*"};
+  bad.deny = {"example.com:*"};
+  CHECK_FALSE(sb->set_network(bad));
+  REQUIRE(sb->destroy());
+  require_gone(p.id, p.dir, -1);
+}
