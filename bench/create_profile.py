@@ -28,12 +28,15 @@ import concurrent.futures as cf
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import density  # noqa: E402  (Node, make_sandbox, cpu_ns)
+
+PERF_HZ = 299  # samples a second a CPU; odd, so it never locks onto a timer
 
 
 def host_history():
@@ -63,7 +66,8 @@ def host_history():
 
 
 def perf_top(data, limit=25):
-    """The hottest symbols of dsec's tasks (node and sandboxes) in `data`."""
+    """The hottest symbols of every task on the host in `data` (other
+    tenants' included: the host's own picture)."""
     out = subprocess.run(
         ["perf", "report", "-i", data, "--no-children", "--stdio", "--sort", "comm,sym",
          "--percent-limit", "0.4"],
@@ -76,6 +80,54 @@ def perf_top(data, limit=25):
         if len(rows) >= limit:
             break
     return rows
+
+
+# Tasks a create runs in: the node's threads (dsec, dsec-launch, caf.*), init
+# before and after its exec (memfd:dsec-init) and the sandbox's idle process.
+OURS = re.compile(r"^(dsec|dsec-launch|caf\..*|memfd:dsec-init|sleep)$")
+
+
+def perf_ours(data, creates, freq):
+    """CPU ms per create by symbol (inclusive: a function with its callees)
+    in the tasks a create runs in, over the `creates` finished while `data`
+    was recorded; also their share of all the host's samples. A host-wide
+    percentage mixes in other tenants and the window's length; ms per create
+    compares the first batch with the last."""
+    comm = subprocess.run(
+        ["perf", "report", "-i", data, "--no-children", "--stdio", "-g", "none",
+         "--sort", "comm", "-n"], capture_output=True, text=True, timeout=600).stdout
+    total, mine = 0, {}
+    for line in comm.splitlines():
+        p = line.split()
+        if len(p) >= 3 and p[0].endswith("%") and p[1].isdigit():
+            total += int(p[1])
+            name = " ".join(p[2:])
+            if OURS.match(name):
+                mine[name] = int(p[1])
+    if not mine or not creates:
+        return {"samples": total, "ours_share": 0, "ms_per_create": {}}
+    out = subprocess.run(
+        ["perf", "report", "-i", data, "--children", "--stdio", "-g", "none",
+         "--comms", ",".join(mine), "--sort", "sym", "--percent-limit", "0.3"],
+        capture_output=True, text=True, timeout=600).stdout
+    ms = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\[.\]\s+(.+?)\s*$", line)
+        if m:
+            sym = m.group(2)[:80]
+            ms[sym] = max(ms.get(sym, 0), round(float(m.group(1)) / 100 * total / freq
+                                                / creates * 1000, 3))
+    by_comm = {c: round(n / freq / creates * 1000, 3) for c, n in mine.items()}
+    return {"samples": total, "ours_share": round(sum(mine.values()) / total, 3),
+            "ms_per_create_by_task": by_comm, "ms_per_create": ms}
+
+
+def growth(first, last, limit=25):
+    """Symbols whose CPU ms per create grew most from the first profiled
+    batch to the last."""
+    a, b = first.get("ms_per_create", {}), last.get("ms_per_create", {})
+    rows = sorted(((b.get(k, 0) - a.get(k, 0), k) for k in set(a) | set(b)), reverse=True)
+    return [f"{k}: {a.get(k, 0):.2f} -> {b.get(k, 0):.2f} ms" for d, k in rows[:limit] if d > 0]
 
 
 def run_variant(args, name, env_extra, node_args):
@@ -92,25 +144,36 @@ def run_variant(args, name, env_extra, node_args):
         for b in range(nb):
             perf = None
             data = f"/var/tmp/dsec-create-profile-{name}-{b}.data"
+            done = []  # when each create of this batch finished
             if args.perf_seconds and b in (0, nb - 1):
                 perf = subprocess.Popen(
-                    ["perf", "record", "-a", "-g", "-F", "299", "-o", data, "--",
+                    ["perf", "record", "-a", "-g", "-F", str(PERF_HZ), "-o", data, "--",
                      "sleep", str(args.perf_seconds)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             c0 = density.cpu_ns(node.proc.pid, node.node_id)
             t0 = time.monotonic()
             futs = [pool.submit(density.make_sandbox, node.port, "busybox", args)
                     for _ in range(args.batch)]
+            for f in futs:
+                f.add_done_callback(lambda _f: done.append(time.monotonic()))
             made = [f.result() for f in futs]
             dt = time.monotonic() - t0
             cpu = (density.cpu_ns(node.proc.pid, node.node_id) - c0) / args.batch / 1e6
             ids += [sid for sid, _ in made]
+            # The node's and its sandboxes' share of the host's CPU: with the
+            # CPU per create, what sets the rate on a shared host.
+            share = args.batch * cpu / 1000 / dt / os.cpu_count()
             row = {"from_n": len(ids) - args.batch, "to_n": len(ids),
                    "creates_per_s": round(args.batch / dt, 1),
-                   "cpu_ms_per_create": round(cpu, 2), "load1": os.getloadavg()[0]}
+                   "cpu_ms_per_create": round(cpu, 2),
+                   "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
+                   "host_cpu_share": round(share, 3), "load1": os.getloadavg()[0]}
             if perf:
                 perf.wait()
+                in_window = sum(1 for t in done if t - t0 <= args.perf_seconds)
                 row["profile"] = perf_top(data)
+                row["ours"] = perf_ours(data, in_window, PERF_HZ)
+                row["ours"]["creates_in_window"] = in_window
                 row["perf_data"] = data  # kept for `perf report -i` (delete when done)
             batches.append(row)
             print(json.dumps({"variant": name, **{k: v for k, v in row.items()
@@ -123,8 +186,15 @@ def run_variant(args, name, env_extra, node_args):
         except OSError:
             pass
     first, last = batches[0]["creates_per_s"], batches[-1]["creates_per_s"]
+    per_cpu = [b["creates_per_cpu_s"] for b in batches]
+    profiled = [b["ours"] for b in batches if "ours" in b]
     return {"variant": name, "env": env_extra, "node_args": node_args, "batches": batches,
-            "last_over_first": round(last / first, 3) if first else None}
+            "last_over_first": round(last / first, 3) if first else None,
+            # The same ratio with the host's share taken out: creates per
+            # CPU-second of the node and its sandboxes.
+            "per_cpu_last_over_first": (round(per_cpu[-1] / per_cpu[0], 3)
+                                        if per_cpu[0] and per_cpu[-1] else None),
+            "ours_growth": growth(profiled[0], profiled[-1]) if len(profiled) > 1 else []}
 
 
 def main():
