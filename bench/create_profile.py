@@ -12,14 +12,18 @@ sandboxes, each with one idle `sleep` (density.py's make_sandbox), 16 in flight,
 in batches of --batch; each batch's creates/s and CPU ms per create (node plus
 its sandboxes' cgroups) are recorded, so the last batch's rate over the first's
 is the ratio issue 28 asks to keep >= 0.8. With --perf-seconds, `perf record -a
--g` runs for that long at the start of the first and of the last batch, and the
-hottest kernel and user symbols of the node's and its sandboxes' tasks are
-kept in the JSON (perf's raw data stays in /var/tmp, named in the JSON, for
+-g` runs for that long (at most the batch) at the start of the first and of the
+last batch; the JSON keeps the host's hottest symbols (`profile`) and, for the
+tasks a create runs in (node threads, init, the sandbox's process), CPU ms per
+create by symbol and their growth from the first batch to the last (`ours`,
+`ours_growth`) (perf's raw data stays in /var/tmp, named in the JSON, for
 `perf report -g`; delete it when done). The host's history is
 recorded too: uptime, memory cgroups alive (with dying ones), and how many
 cgroups the memory hierarchy has made since boot (the inode number of a probe
 directory), since a host that ran thousands of sandboxes is the case measured.
-With --variants the node runs once per variant (its environment), one after
+With --control, every sandbox is then deleted and one more batch is made at N=0
+on the same node (`control`): the host's load at the end without the N. With
+--variants the node runs once per variant (its environment), one after
 the other on the same host.
 """
 
@@ -29,8 +33,10 @@ import datetime
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -122,6 +128,82 @@ def perf_ours(data, creates, freq):
             "ms_per_create_by_task": by_comm, "ms_per_create": ms}
 
 
+class ThreadStates:
+    """Samples the node's threads every 50 ms while a batch runs: how many
+    run (R) and how many wait uninterruptibly (D), and in which kernel
+    function the D ones wait, so a create held up by a host-wide lock shows
+    even when its CPU time does not grow."""
+
+    def __init__(self, pid):
+        self.pid, self.stop, self.n = pid, threading.Event(), 0
+        self.count = {"R": 0, "D": 0}
+        self.wchan = {}
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        base = f"/proc/{self.pid}/task"
+        while not self.stop.wait(0.05):
+            self.n += 1
+            try:
+                tids = os.listdir(base)
+            except OSError:
+                return
+            for t in tids:
+                try:
+                    with open(f"{base}/{t}/stat") as f:
+                        state = f.read().rsplit(")", 1)[1].split()[0]
+                    if state not in self.count:
+                        continue
+                    self.count[state] += 1
+                    if state == "D":
+                        with open(f"{base}/{t}/wchan") as f:
+                            w = f.read().strip() or "?"
+                        self.wchan[w] = self.wchan.get(w, 0) + 1
+                except OSError:
+                    pass
+
+    def result(self):
+        self.stop.set()
+        self.thread.join()
+        n = max(self.n, 1)
+        top = sorted(self.wchan.items(), key=lambda kv: -kv[1])[:8]
+        return {"running_avg": round(self.count["R"] / n, 2),
+                "waiting_d_avg": round(self.count["D"] / n, 2),
+                "d_wchan": {w: round(c / n, 2) for w, c in top}}
+
+
+def control_batch(args, node, pool, ids):
+    """After the fill: every sandbox deleted, then one more batch on the same
+    node, back at N=0 but minutes later, on the host as it is now. A rate
+    that comes back near the first batch's says the last batch was slow
+    because of N; one that stays near the last batch's says it was the
+    host's load at that time."""
+    def delete(sid):
+        status, out = density.request(node.port, "DELETE", f"/v1/sandboxes/{sid}", timeout=300)
+        if status >= 300:
+            raise RuntimeError(f"DELETE /v1/sandboxes/{sid}: {status} {str(out)[:200]}")
+
+    t0 = time.monotonic()
+    list(pool.map(delete, ids))
+    deleted_s = time.monotonic() - t0
+    ids.clear()
+    c0 = density.cpu_ns(node.proc.pid, node.node_id)
+    states = ThreadStates(node.proc.pid)
+    t0 = time.monotonic()
+    made = list(pool.map(lambda _: density.make_sandbox(node.port, "busybox", args),
+                         range(args.batch)))
+    dt = time.monotonic() - t0
+    node_threads = states.result()
+    ids += [sid for sid, _ in made]
+    cpu = (density.cpu_ns(node.proc.pid, node.node_id) - c0) / args.batch / 1e6
+    return {"from_n": 0, "to_n": args.batch, "delete_all_s": round(deleted_s, 1),
+            "creates_per_s": round(args.batch / dt, 1), "cpu_ms_per_create": round(cpu, 2),
+            "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
+            "host_cpu_share": round(args.batch * cpu / 1000 / dt / os.cpu_count(), 3),
+            "load1": os.getloadavg()[0], "node_threads": node_threads}
+
+
 def growth(first, last, limit=25):
     """Symbols whose CPU ms per create grew most from the first profiled
     batch to the last."""
@@ -138,7 +220,7 @@ def run_variant(args, name, env_extra, node_args):
     for k in env_extra:
         os.environ.pop(k, None)
     pool = cf.ThreadPoolExecutor(args.concurrency)
-    batches, ids = [], []
+    batches, ids, control = [], [], None
     try:
         nb = args.n // args.batch
         for b in range(nb):
@@ -150,7 +232,9 @@ def run_variant(args, name, env_extra, node_args):
                     ["perf", "record", "-a", "-g", "-F", str(PERF_HZ), "-o", data, "--",
                      "sleep", str(args.perf_seconds)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1)  # perf -a -g takes a moment to start recording
             c0 = density.cpu_ns(node.proc.pid, node.node_id)
+            states = ThreadStates(node.proc.pid)
             t0 = time.monotonic()
             futs = [pool.submit(density.make_sandbox, node.port, "busybox", args)
                     for _ in range(args.batch)]
@@ -158,6 +242,7 @@ def run_variant(args, name, env_extra, node_args):
                 f.add_done_callback(lambda _f: done.append(time.monotonic()))
             made = [f.result() for f in futs]
             dt = time.monotonic() - t0
+            node_threads = states.result()
             cpu = (density.cpu_ns(node.proc.pid, node.node_id) - c0) / args.batch / 1e6
             ids += [sid for sid, _ in made]
             # The node's and its sandboxes' share of the host's CPU: with the
@@ -167,8 +252,13 @@ def run_variant(args, name, env_extra, node_args):
                    "creates_per_s": round(args.batch / dt, 1),
                    "cpu_ms_per_create": round(cpu, 2),
                    "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
-                   "host_cpu_share": round(share, 3), "load1": os.getloadavg()[0]}
+                   "host_cpu_share": round(share, 3), "load1": os.getloadavg()[0],
+                   "node_threads": node_threads}
             if perf:
+                # The window ends with the batch (or after --perf-seconds), so
+                # every create counted ran inside it.
+                if perf.poll() is None:
+                    perf.send_signal(signal.SIGINT)
                 perf.wait()
                 in_window = sum(1 for t in done if t - t0 <= args.perf_seconds)
                 row["profile"] = perf_top(data)
@@ -177,7 +267,11 @@ def run_variant(args, name, env_extra, node_args):
                 row["perf_data"] = data  # kept for `perf report -i` (delete when done)
             batches.append(row)
             print(json.dumps({"variant": name, **{k: v for k, v in row.items()
-                                                   if k != "profile"}}), flush=True)
+                                                   if k not in ("profile", "ours")}}), flush=True)
+        if args.control:
+            control = control_batch(args, node, pool, ids)
+            print(json.dumps({"variant": name, "control": {
+                k: v for k, v in control.items() if k != "node_threads"}}), flush=True)
     finally:
         pool.shutdown(wait=True)
         node.stop()
@@ -194,7 +288,8 @@ def run_variant(args, name, env_extra, node_args):
             # CPU-second of the node and its sandboxes.
             "per_cpu_last_over_first": (round(per_cpu[-1] / per_cpu[0], 3)
                                         if per_cpu[0] and per_cpu[-1] else None),
-            "ours_growth": growth(profiled[0], profiled[-1]) if len(profiled) > 1 else []}
+            "ours_growth": growth(profiled[0], profiled[-1]) if len(profiled) > 1 else [],
+            "control": control}
 
 
 def main():
@@ -205,6 +300,9 @@ def main():
     ap.add_argument("--batch", type=int, default=800)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--perf-seconds", type=float, default=0)
+    ap.add_argument("--control", action="store_true",
+                    help="after the fill, delete every sandbox and time one more batch "
+                         "at N=0 (load at the end against N)")
     ap.add_argument("--variants", default="now=",
                     help="name=ENV=VAL,ENV=VAL[@node flags];name2=... (each a node run, "
                          "in order)")
