@@ -173,6 +173,18 @@ class ThreadStates:
                 "d_wchan": {w: round(c / n, 2) for w, c in top}}
 
 
+def make_sandbox(port, args):
+    """density.make_sandbox's busybox sandbox with one idle `sleep`, with
+    --cpu in its spec when given (0: no CPU limit, so no quota write)."""
+    if args.cpu is None:
+        return density.make_sandbox(port, "busybox", args)
+    spec = {"layers": ["base/busybox@1"], "memory_mb": 32, "ttl_s": 0, "cpu": args.cpu}
+    sid = density.create_with_retry(port, spec, args)
+    pid = density.Rest(port, timeout=300).call(
+        "POST", f"/v1/sandboxes/{sid}/exec?background=1", {"cmd": ["sleep", "1000000"]})["pid"]
+    return sid, pid
+
+
 def control_batch(args, node, pool, ids):
     """After the fill: every sandbox deleted, then one more batch on the same
     node, back at N=0 but minutes later, on the host as it is now. A rate
@@ -191,7 +203,7 @@ def control_batch(args, node, pool, ids):
     c0 = density.cpu_ns(node.proc.pid, node.node_id)
     states = ThreadStates(node.proc.pid)
     t0 = time.monotonic()
-    made = list(pool.map(lambda _: density.make_sandbox(node.port, "busybox", args),
+    made = list(pool.map(lambda _: make_sandbox(node.port, args),
                          range(args.batch)))
     dt = time.monotonic() - t0
     node_threads = states.result()
@@ -236,7 +248,7 @@ def run_variant(args, name, env_extra, node_args):
             c0 = density.cpu_ns(node.proc.pid, node.node_id)
             states = ThreadStates(node.proc.pid)
             t0 = time.monotonic()
-            futs = [pool.submit(density.make_sandbox, node.port, "busybox", args)
+            futs = [pool.submit(make_sandbox, node.port, args)
                     for _ in range(args.batch)]
             for f in futs:
                 f.add_done_callback(lambda _f: done.append(time.monotonic()))
@@ -300,6 +312,9 @@ def main():
     ap.add_argument("--batch", type=int, default=800)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--perf-seconds", type=float, default=0)
+    ap.add_argument("--cpu", type=float,
+                    help="each sandbox's cpu (default: the node's default, 1); 0 means no "
+                         "CPU limit, which shows what the quota writes cost")
     ap.add_argument("--control", action="store_true",
                     help="after the fill, delete every sandbox and time one more batch "
                          "at N=0 (load at the end against N)")
