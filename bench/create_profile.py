@@ -21,7 +21,8 @@ create by symbol and their growth from the first batch to the last (`ours`,
 recorded too: uptime, memory cgroups alive (with dying ones), and how many
 cgroups the memory hierarchy has made since boot (the inode number of a probe
 directory), since a host that ran thousands of sandboxes is the case measured.
-With --control, every sandbox is then deleted and one more batch is made at N=0
+With --second-node, a second fresh node then makes one batch while the first
+keeps its sandboxes (`second_node`). With --control, every sandbox is then deleted and one more batch is made at N=0
 on the same node (`control`): the host's load at the end without the N. With
 --variants the node runs once per variant (its environment), one after
 the other on the same host.
@@ -188,6 +189,33 @@ def make_sandbox(port, args):
     return sid, pid
 
 
+def second_node_batch(args, pool):
+    """With the filled node and its sandboxes still there: a second node,
+    fresh, makes one batch. Slow like the first node's last batch: what
+    grows is the host's (kernel state the sandboxes hold); fast like the
+    first batch: it is the filled node's own."""
+    node = density.Node(args, "second")
+    try:
+        c0 = density.cpu_ns(node.proc.pid, node.node_id)
+        states = ThreadStates(node.proc.pid)
+        t0 = time.monotonic()
+        list(pool.map(lambda _: make_sandbox(node.port, args), range(args.batch)))
+        dt = time.monotonic() - t0
+        node_threads = states.result()
+        cpu = (density.cpu_ns(node.proc.pid, node.node_id) - c0) / args.batch / 1e6
+    finally:
+        node.stop()
+        try:
+            os.unlink(node.state + ".log")
+        except OSError:
+            pass
+    return {"from_n": 0, "to_n": args.batch, "creates_per_s": round(args.batch / dt, 1),
+            "cpu_ms_per_create": round(cpu, 2),
+            "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
+            "host_cpu_share": round(args.batch * cpu / 1000 / dt / os.cpu_count(), 3),
+            "load1": os.getloadavg()[0], "node_threads": node_threads}
+
+
 def control_batch(args, node, pool, ids):
     """After the fill: every sandbox deleted, then one more batch on the same
     node, back at N=0 but minutes later, on the host as it is now. A rate
@@ -235,7 +263,7 @@ def run_variant(args, name, env_extra, node_args):
     for k in env_extra:
         os.environ.pop(k, None)
     pool = cf.ThreadPoolExecutor(args.concurrency)
-    batches, ids, control = [], [], None
+    batches, ids, control, second = [], [], None, None
     try:
         nb = args.n // args.batch
         for b in range(nb):
@@ -283,6 +311,10 @@ def run_variant(args, name, env_extra, node_args):
             batches.append(row)
             print(json.dumps({"variant": name, **{k: v for k, v in row.items()
                                                    if k not in ("profile", "ours")}}), flush=True)
+        if args.second_node:
+            second = second_node_batch(args, pool)
+            print(json.dumps({"variant": name, "second_node": {
+                k: v for k, v in second.items() if k != "node_threads"}}), flush=True)
         if args.control:
             control = control_batch(args, node, pool, ids)
             print(json.dumps({"variant": name, "control": {
@@ -304,7 +336,7 @@ def run_variant(args, name, env_extra, node_args):
             "per_cpu_last_over_first": (round(per_cpu[-1] / per_cpu[0], 3)
                                         if per_cpu[0] and per_cpu[-1] else None),
             "ours_growth": growth(profiled[0], profiled[-1]) if len(profiled) > 1 else [],
-            "control": control}
+            "second_node": second, "control": control}
 
 
 def main():
@@ -318,6 +350,9 @@ def main():
     ap.add_argument("--cpu", type=float,
                     help="each sandbox's cpu (default: the node's default, 1); 0 means no "
                          "CPU limit, which shows what the quota writes cost")
+    ap.add_argument("--second-node", action="store_true",
+                    help="after the fill, time one batch on a second, fresh node while the "
+                         "first keeps its sandboxes (the host's growth against the node's)")
     ap.add_argument("--control", action="store_true",
                     help="after the fill, delete every sandbox and time one more batch "
                          "at N=0 (load at the end against N)")
