@@ -116,17 +116,20 @@ def perf_ours(data, creates, freq):
                 mine[name] = int(p[1])
     if not mine or not creates:
         return {"samples": total, "ours_share": 0, "ms_per_create": {}}
+    # Sorted by task and symbol, filtered here: perf's --comms does not
+    # filter the entries --children accumulates from other tasks' stacks.
     out = subprocess.run(
         ["perf", "report", "-i", data, "--children", "--stdio", "-g", "none",
-         "--comms", ",".join(mine), "--sort", "sym", "--percent-limit", "0.1"],
+         "--sort", "comm,sym", "--percent-limit", "0.05"],
         capture_output=True, text=True, timeout=600).stdout
-    ms = {}
+    pct = {}
     for line in out.splitlines():
-        m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+\[.\]\s+(.+?)\s*$", line)
-        if m:
-            sym = m.group(2)[:80]
-            ms[sym] = max(ms.get(sym, 0), round(float(m.group(1)) / 100 * total / freq
-                                                / creates * 1000, 3))
+        m = re.match(r"\s+([\d.]+)%\s+[\d.]+%\s+(.+?)\s+\[.\]\s+(.+?)\s*$", line)
+        if m and OURS.match(m.group(2)):
+            sym = m.group(3)[:80]
+            pct[sym] = pct.get(sym, 0) + float(m.group(1))
+    ms = {sym: round(p / 100 * total / freq / creates * 1000, 3) for sym, p in pct.items()
+          if p / 100 * total / freq / creates * 1000 >= 0.02}
     by_comm = {c: round(n / freq / creates * 1000, 3) for c, n in mine.items()}
     return {"samples": total, "ours_share": round(sum(mine.values()) / total, 3),
             "ms_per_create_by_task": by_comm, "ms_per_create": ms}
