@@ -329,7 +329,10 @@ void build(run& r) {
       return r.fail(r.reg.load_error, "finalize"); // never written over
     for (auto& t : snapshot.tags)
       r.reg.templates[snapshot.template_name][t] =
-        template_tag{job.build_id, layer, now_ms(), snapshot.cpu, snapshot.memory_mb};
+        template_tag{job.build_id,        layer,
+                     now_ms(),            snapshot.cpu,
+                     snapshot.memory_mb,  job.start.start_cmd,
+                     job.start.ready_cmd};
     all = r.reg.templates;
   }
   if (auto w = write_templates(root, all); !w)
@@ -346,17 +349,6 @@ std::string template_files_path(const std::string& root, const std::string& hash
   return root + "/e2b_template_files/" + hash + ".tar";
 }
 
-template_registry& template_registry::of(const std::string& root) {
-  // Never destroyed: build threads may outlive static destruction at exit.
-  static auto* all = new std::map<std::string, std::unique_ptr<template_registry>>;
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock{m};
-  auto& r = (*all)[root];
-  if (!r)
-    r = std::make_unique<template_registry>();
-  return *r;
-}
-
 void start_template_build(template_registry& reg, build_job job) {
   {
     std::lock_guard<std::mutex> lock{reg.mutex};
@@ -366,7 +358,9 @@ void start_template_build(template_registry& reg, build_job job) {
   }
   std::thread([&reg, job = std::move(job)]() mutable {
     run r{reg, std::move(job), {}};
+    record_builds(reg); // `building`: after a restart, an interrupted build
     build(r);
+    record_builds(reg); // `ready` or `error`
   }).detach();
 }
 

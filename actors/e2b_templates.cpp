@@ -60,8 +60,8 @@ void not_found_answer(const http_call& c, const std::string& what) {
   answer(c, 404, error_body(404, what + " not found"));
 }
 
-/// Runs `then` once the store's record is in memory (read on the pool the
-/// first time).
+/// Runs `then` once the store's record of templates and the node's record
+/// of builds are in memory (read on the pool the first time).
 template <class F>
 void with_templates(const gateway_ref& g, F then) {
   auto& reg = registry(g);
@@ -72,18 +72,13 @@ void with_templates(const gateway_ref& g, F then) {
   }
   if (loaded) // `then` takes the lock itself
     return then();
-  run_blocking(g.self, *g.ctx->pool, [root = g.ctx->store->root()] { return read_templates(root); },
-               [&reg, then](expected<template_map>& got) mutable {
-                 {
-                   std::lock_guard<std::mutex> lock{reg.mutex};
-                   if (!reg.loaded) {
-                     if (got)
-                       reg.templates = std::move(*got);
-                     else
-                       reg.load_error = got.err().message;
-                     reg.loaded = true; // once: a corrupt record is not read again
-                   }
-                 }
+  auto builds_path = builds_record_path(g.ctx->config.state_dir);
+  run_blocking(g.self, *g.ctx->pool,
+               [root = g.ctx->store->root(), builds_path] {
+                 return read_registry_records(root, builds_path);
+               },
+               [&reg, then, builds_path, node = g.ctx->config.node_id](registry_records& got) mutable {
+                 apply_registry_records(reg, got, builds_path, node);
                  then();
                });
 }
@@ -133,11 +128,13 @@ void request_build(const gateway_ref& g, const http_call& c) {
     b.tags = req.tags;
     b.cpu = req.cpu;
     b.memory_mb = req.memory_mb;
-    b.logs.push_back({now_ms(), "info", "Build requested for " + req.name});
+    b.created_at_ms = now_ms();
+    b.logs.push_back({b.created_at_ms, "info", "Build requested for " + req.name});
     {
       std::lock_guard<std::mutex> lock{reg.mutex};
       reg.builds[b.id] = b;
     }
+    record_builds_later(reg, *g.ctx->pool);
     json out = {{"templateID", req.name}, {"buildID", b.id},   {"public", false},
                 {"aliases", {req.name}},  {"names", {req.name}}, {"tags", req.tags}};
     answer(c, 202, out.dump());
@@ -406,9 +403,18 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
       return with_templates(g, [g, c, id = dec[1], h = dec[3]] { upload_link(g, c, id, h); }), true;
     return m == "PUT" ? store_upload(g, c, dec[3]) : bad_method(), true;
   }
+  // Builds are read back from the node's record first (after a restart).
   if (n == 4)
-    return m == "POST" ? trigger_build(g, c, dec[1], dec[3]) : bad_method(), true;
-  return m == "GET" ? build_status(g, c, dec[1], dec[3], query) : bad_method(), true;
+    return m == "POST" ? with_templates(g, [g, c, id = dec[1], bid = dec[3]] {
+             trigger_build(g, c, id, bid);
+           })
+                       : bad_method(),
+           true;
+  return m == "GET" ? with_templates(g, [g, c, id = dec[1], bid = dec[3], query] {
+           build_status(g, c, id, bid, query);
+         })
+                    : bad_method(),
+         true;
 }
 
 bool serve_template_upload(const gateway_ref& g, const http_call& c,
@@ -438,6 +444,11 @@ void load_templates(const gateway_ref& g, std::function<void()> then) {
   with_templates(g, std::move(then));
 }
 
+void preload_templates(const gateway_ref& g) {
+  if (has_store(g))
+    with_templates(g, [] {});
+}
+
 std::optional<built_template_target> built_template(const gateway_ref& g, const std::string& id) {
   if (!has_store(g))
     return std::nullopt;
@@ -452,7 +463,8 @@ std::optional<built_template_target> built_template(const gateway_ref& g, const 
   auto tag = t->second.find(tn->tag.empty() ? default_tag : tn->tag);
   if (tag == t->second.end())
     return std::nullopt;
-  return built_template_target{{tag->second.layer}, tag->second.cpu, tag->second.memory_mb};
+  return built_template_target{{tag->second.layer}, tag->second.cpu, tag->second.memory_mb,
+                               tag->second.start_cmd, tag->second.ready_cmd};
 }
 
 bool delete_built_template(const gateway_ref& g, const http_call& c, const std::string& id) {
