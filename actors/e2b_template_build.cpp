@@ -322,6 +322,14 @@ void build(run& r) {
     auto msg = last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : last;
     return r.fail(msg.empty() ? "the build exited with status " + std::to_string(rc) : msg, step);
   }
+  // E2B runs the start command at build time and fails a build whose start
+  // or ready command fails; so does this check (e2b_start_check.cpp).
+  template_start t{snapshot.template_name, job.start.start_cmd, job.start.ready_cmd};
+  if (!t.empty())
+    if (auto st = check_start_in_build(job.ctx->config, layer, t,
+                                       [&r](const std::string& l) { r.log("info", l); });
+        !st)
+      return r.fail(st.err().message, "finalize");
   template_map all;
   {
     std::lock_guard<std::mutex> lock{r.reg.mutex};

@@ -16,6 +16,7 @@
 // so a stopped node leaves no build running.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "actors/node_context.hpp"
+#include "api/e2b_start_cmd.hpp"
 #include "api/e2b_template_builds.hpp"
 #include "api/e2b_templates.hpp"
 #include "sys/worker_pool.hpp"
@@ -86,6 +88,13 @@ void record_builds(template_registry& reg);
 
 /// Writes the builds' record on `pool`, never blocking the caller.
 void record_builds_later(template_registry& reg, sys::worker_pool& pool);
+
+/// Blocking: runs the start command and waits for the ready command in a
+/// sandbox of the built `layer` (destroyed after), as E2B's build does; an
+/// error names the command that failed and how.
+[[nodiscard]] status check_start_in_build(const node_config& cfg, const std::string& layer,
+                                          const template_start& t,
+                                          const std::function<void(const std::string&)>& log);
 
 /// Where uploaded COPY files are kept: <store>/e2b_template_files/<hash>.tar.
 std::string template_files_path(const std::string& root, const std::string& hash);

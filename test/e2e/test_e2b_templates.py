@@ -160,11 +160,13 @@ def test_start_command(e2b_module, tnode, context, name):  # noqa: F811
     busybox httpd) as the template's user, in its workdir, with its env, and
     answers once the ready command succeeds; a ready command that never does
     fails the create within the sandbox's timeout and leaves nothing."""
-    templates(e2b_module, tnode, "startbuild", NAME=name, CONTEXT=context)
+    out = templates(e2b_module, tnode, "startbuild", NAME=name, CONTEXT=context)
+    assert "no-such-server" in out["failing"], out
     with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
         record = json.load(f)
     assert record[f"{name}-start"]["v1"]["startCmd"].startswith("echo"), record
-    assert record[f"{name}-never"]["v1"]["readyCmd"] == "test -f /never", record
+    assert record[f"{name}-never"]["v1"]["readyCmd"] == '[ -z "$FAIL_READY" ]', record
+    assert f"{name}-failing" not in record, record
     out = templates(e2b_module, tnode, "startcreate", NAME=name)
     print(f"create with a start command: {out['createMs']} ms; "
           f"a never-ready create failed in {out['failMs']} ms")

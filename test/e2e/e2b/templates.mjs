@@ -118,10 +118,19 @@ if (part === 'build') {
     .setStartCmd('echo "$GREETING from $(pwd) as $(id -u) with $EXTRA" > started.txt; exec httpd -f -p 8000 -h /srv',
                  'wget -q -O /dev/null http://127.0.0.1:8000/index.html');
   await build(server, `${name}-start:v1`);
-  // A ready command that never succeeds, after a start command that fails.
-  const never = Template().fromTemplate(base).setStartCmd('echo no server here >&2; exit 3', 'test -f /never');
+  // Ready at build time; a sandbox created with FAIL_READY set has a start
+  // command that fails and a ready command that never succeeds.
+  const never = Template().fromTemplate(base).setStartCmd(
+    'if [ -n "$FAIL_READY" ]; then echo no server here >&2; exit 3; fi; exec sleep 100000',
+    '[ -z "$FAIL_READY" ]');
   await build(never, `${name}-never:v1`);
-  report({ ok: true });
+  // As in E2B, the build runs the start command: one that fails fails the
+  // build at its last step (the SDK points at setStartCmd).
+  const failing = await refused(
+    () => build(Template().fromTemplate(base).setStartCmd('./no-such-server', 'sleep 1'),
+                `${name}-failing:v1`),
+    'exited with code 127', 'a start command that fails at build');
+  report({ ok: true, failing });
 } else if (part === 'startcreate') {
   const t0 = Date.now();
   const sbx = await Sandbox.create(`${name}-start:v1`, { envs: { EXTRA: 'extra' } });
@@ -146,12 +155,12 @@ if (part === 'build') {
   let message = '';
   const t1 = Date.now();
   try {
-    await Sandbox.create(`${name}-never:v1`, { timeoutMs: 3000 });
+    await Sandbox.create(`${name}-never:v1`, { timeoutMs: 3000, envs: { FAIL_READY: '1' } });
   } catch (e) {
     message = String(e.message);
   }
   const failMs = Date.now() - t1;
-  assert.ok(message.includes('test -f /never'), `the failure names the ready command: ${message}`);
+  assert.ok(message.includes('[ -z "$FAIL_READY" ]'), `the failure names the ready command: ${message}`);
   assert.ok(message.includes('exited with code 3'), `and the start command's exit: ${message}`);
   assert.ok(message.includes('no server here'), `and its output: ${message}`);
   report({ ok: true, createMs, failMs, message });
