@@ -11,6 +11,7 @@
 //                                          or started; 202
 //   GET  /templates/{id}/builds/{bid}/status   building | ready | error, logs
 //   GET  /templates/aliases/{name}         200 if a template has the name
+//   GET  /templates/{id}                   the template and its builds
 //   GET  /templates/{id}/tags, POST / DELETE /templates/tags, DELETE
 //   /templates/{id}                        tags and templates
 //
@@ -20,6 +21,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -268,6 +270,47 @@ void list_tags(const gateway_ref& g, const http_call& c, const std::string& id) 
   });
 }
 
+/// GET /templates/{id}: E2B's TemplateWithBuilds, from the records (so it
+/// answers after a restart). dsec does not count spawns: spawnCount is 0 and
+/// lastSpawnedAt null.
+void template_info(const gateway_ref& g, const http_call& c, const std::string& id) {
+  with_templates(g, [g, c, id] {
+    auto& reg = registry(g);
+    std::lock_guard<std::mutex> lock{reg.mutex};
+    auto builds = json::array();
+    int64_t created = 0, updated = 0;
+    auto seen = [&](int64_t at) {
+      if (at > 0 && (created == 0 || at < created))
+        created = at;
+      updated = std::max(updated, at);
+    };
+    for (auto& [bid, b] : reg.builds) {
+      if (b.template_name != id)
+        continue;
+      int64_t last = b.logs.empty() ? b.created_at_ms : b.logs.back().at_ms;
+      seen(b.created_at_ms);
+      seen(last);
+      json one = {{"buildID", bid},     {"status", b.status},         {"cpuCount", b.cpu},
+                  {"memoryMB", b.memory_mb}, {"createdAt", rfc3339(b.created_at_ms)},
+                  {"updatedAt", rfc3339(last)}};
+      if (b.status == "ready" || b.status == "error")
+        one["finishedAt"] = rfc3339(last);
+      builds.push_back(std::move(one));
+    }
+    auto t = reg.templates.find(id);
+    if (t != reg.templates.end())
+      for (auto& [tag, v] : t->second)
+        seen(v.created_at_ms);
+    if (builds.empty() && t == reg.templates.end())
+      return not_found_answer(c, "template " + id.substr(0, 100));
+    json out = {{"templateID", id},     {"public", false},           {"aliases", {id}},
+                {"names", {id}},        {"createdAt", rfc3339(created)},
+                {"updatedAt", rfc3339(updated)}, {"lastSpawnedAt", nullptr},
+                {"spawnCount", 0},      {"builds", builds}};
+    answer(c, 200, out.dump());
+  });
+}
+
 /// The JSON object body of a tag call, or an error answer (discarded).
 json object_body(const http_call& c, const char* what) {
   auto j = json::parse(c->body, nullptr, false);
@@ -368,7 +411,7 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   if (!v3 && (n < 2 || seg[0] != "templates"))
     return false;
   auto& m = c->method;
-  bool ours = v3 || (n == 2 && seg[1] == "tags")
+  bool ours = v3 || (n == 2 && (seg[1] == "tags" || m == "GET"))
               || (n == 3 && (seg[1] == "aliases" || seg[2] == "tags"))
               || (n == 4 && (seg[2] == "files" || seg[2] == "builds"))
               || (n == 5 && seg[2] == "builds" && seg[4] == "status");
@@ -392,6 +435,8 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   };
   if (v3)
     return m == "POST" ? request_build(g, c) : bad_method(), true;
+  if (n == 2 && dec[1] != "tags")
+    return template_info(g, c, dec[1]), true;
   if (n == 2)
     return m == "POST" ? assign_tags(g, c) : m == "DELETE" ? remove_tags(g, c) : bad_method(), true;
   if (n == 3 && dec[1] == "aliases")
