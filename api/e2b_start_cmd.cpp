@@ -10,11 +10,12 @@ namespace {
 
 /// The loop around the ready command: it gets the command in $1 so no
 /// quoting is involved; a failed try's output goes to stderr once per
-/// change, so a long wait does not fill the output cap.
+/// change, so a long wait does not fill the output cap. A `sleep` without
+/// fractions waits a whole second instead of spinning.
 constexpr const char* ready_loop =
   "last=; while :; do out=$(/bin/sh -c \"$1\" 2>&1) && exit 0; "
   "if [ \"$out\" != \"$last\" ]; then printf '\\036%s' \"$out\" >&2; last=$out; fi; "
-  "sleep 0.2; done";
+  "sleep 0.2 2>/dev/null || sleep 1; done";
 
 std::string tail(const std::string& s, size_t n) {
   auto t = s.size() > n ? "..." + s.substr(s.size() - n) : s;
