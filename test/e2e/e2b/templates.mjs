@@ -144,6 +144,15 @@ if (part === 'build') {
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'hello-from-start\n');
     assert.equal(await sbx.files.read('/srv/started.txt'), 'hi from /srv as 0 with extra\n');
+    // Directories report a size as on E2B's ext4 (issue 27): a new one in
+    // the writable upper, one of the layers, one of both.
+    await sbx.files.makeDir('/srv/empty');
+    for (const dir of ['/srv/empty', '/etc', '/srv']) {
+      const info = await sbx.files.getInfo(dir);
+      assert.equal(info.type, 'dir');
+      assert.ok(info.size >= 4096 && info.size % 4096 === 0, `${dir}: size ${info.size}`);
+    }
+    assert.ok((await sbx.files.list('/srv')).find((e) => e.name === 'empty').size >= 4096);
     const procs = await sbx.commands.list();
     assert.ok(procs.some((p) => `${p.cmd} ${(p.args || []).join(' ')}`.includes('httpd')),
               `the start command runs: ${JSON.stringify(procs)}`);
