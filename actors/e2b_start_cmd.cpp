@@ -60,7 +60,8 @@ void await_ready(const gateway_ref& g, const http_call& c, sandbox_info info, te
       [g, c, id, t](caf::error& e) {
         auto err = from_caf(e);
         fail_create(g, c, id, error{err.code, "create from template " + t.template_id
-                                                + ": its ready command: " + err.message});
+                                                + ": its ready command `" + t.ready_cmd
+                                                + "` did not complete: " + err.message});
       });
 }
 

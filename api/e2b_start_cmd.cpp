@@ -46,7 +46,9 @@ exec_request ready_check_request(const template_start& t, double budget_s) {
 }
 
 double ready_budget_s(int64_t ttl_s) {
-  double b = ttl_s > 0 ? static_cast<double>(ttl_s) : max_ready_wait_s;
+  // A second short of the TTL: the check ends before the sandbox does, so the
+  // answer is the check's own.
+  double b = ttl_s > 0 ? static_cast<double>(ttl_s) - 1 : max_ready_wait_s;
   return std::clamp(b, min_ready_wait_s, max_ready_wait_s);
 }
 

@@ -46,7 +46,8 @@ exec_request start_command_request(const template_start& t);
 /// \x1e separator (so the last one can be quoted).
 exec_request ready_check_request(const template_start& t, double budget_s);
 
-/// The ready wait of a create whose sandbox lives `ttl_s` (0: no TTL).
+/// The ready wait of a create whose sandbox lives `ttl_s` (0: no TTL): a
+/// second less, so the check ends before the sandbox does.
 double ready_budget_s(int64_t ttl_s);
 
 /// The message of a ready check that did not succeed: the template, the

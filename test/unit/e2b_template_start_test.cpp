@@ -134,7 +134,8 @@ TEST_CASE("a template's start and ready commands as execs", "[unit][e2b][templat
   REQUIRE(r.argv.size() == 5);
   CHECK(r.argv.back() == t.ready_cmd); // passed as $1, never quoted into the script
   CHECK(r.timeout_s == 30);
-  CHECK(ready_budget_s(10) == 10);
+  CHECK(ready_budget_s(10) == 9);
+  CHECK(ready_budget_s(1) == min_ready_wait_s);
   CHECK(ready_budget_s(0) == max_ready_wait_s);
   CHECK(ready_budget_s(86400) == max_ready_wait_s);
 
