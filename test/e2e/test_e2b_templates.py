@@ -208,7 +208,7 @@ def test_restart_keeps_templates_and_builds(e2b_module, tnode, context, name):  
     assert status == 200 and info["templateID"] == name, info
     assert {b["buildID"]: b["status"] for b in info["builds"]}.get(bid) == "ready", info
     status, tags = c.call("GET", f"/templates/{name}/tags")
-    assert status == 200 and sorted(t["tag"] for t in tags) == ["latest", "prod", "v1"], tags
+    assert status == 200 and sorted(t["tag"] for t in tags) == ["latest", "prod", "v1", "v2"], tags
     status, sb = c.call("POST", "/v2/sandboxes", {"templateID": f"{name}:prod"})
     assert status == 201, sb
     status, out = c.call("DELETE", f"/v2/sandboxes/{sb['sandboxID']}")
