@@ -411,7 +411,9 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   if (!v3 && (n < 2 || seg[0] != "templates"))
     return false;
   auto& m = c->method;
-  bool ours = v3 || (n == 2 && (seg[1] == "tags" || m == "GET"))
+  // GET /templates/{id}, not the /v2 form (E2B has no such GET).
+  bool info = n == 2 && m == "GET" && c->target.rfind("/v2/", 0) != 0;
+  bool ours = v3 || (n == 2 && (seg[1] == "tags" || info))
               || (n == 3 && (seg[1] == "aliases" || seg[2] == "tags"))
               || (n == 4 && (seg[2] == "files" || seg[2] == "builds"))
               || (n == 5 && seg[2] == "builds" && seg[4] == "status");
@@ -435,7 +437,7 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   };
   if (v3)
     return m == "POST" ? request_build(g, c) : bad_method(), true;
-  if (n == 2 && dec[1] != "tags")
+  if (info && dec[1] != "tags")
     return template_info(g, c, dec[1]), true;
   if (n == 2)
     return m == "POST" ? assign_tags(g, c) : m == "DELETE" ? remove_tags(g, c) : bad_method(), true;
