@@ -74,6 +74,15 @@ expected<sys::http_client> node_client(const node_config& cfg) {
   return client;
 }
 
+/// Whether this node's REST port still answers /healthz (false once it stops).
+bool node_answers(const node_config& cfg) {
+  auto client = node_client(cfg);
+  if (!client)
+    return false;
+  auto res = client->request("GET", "/healthz", {}, "application/json", std::chrono::seconds(5));
+  return res && res->status == 200;
+}
+
 std::string rest_address(const node_config& cfg) {
   auto hp = parse_host_port(cfg.rest);
   if (!hp || (hp->first != "0.0.0.0" && hp->first != "::"))
@@ -320,6 +329,10 @@ void build(run& r) {
   if (rc != 0) {
     const std::string prefix = "dsec layer build: ";
     auto msg = last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : last;
+    // The node's port closing under the builder is the node stopping: say so
+    // rather than the builder's connection error.
+    if (msg.find("[unavailable]") != std::string::npos && !node_answers(job.ctx->config))
+      return r.fail(interrupted_reason, step);
     return r.fail(msg.empty() ? "the build exited with status " + std::to_string(rc) : msg, step);
   }
   // E2B runs the start command at build time and fails a build whose start
