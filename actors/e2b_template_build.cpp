@@ -331,8 +331,12 @@ void build(run& r) {
     auto msg = last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : last;
     // The node's port closing under the builder is the node stopping: say so
     // rather than the builder's connection error.
-    if (msg.find("[unavailable]") != std::string::npos && !node_answers(job.ctx->config))
-      return r.fail(interrupted_reason, step);
+    if (msg.find("[unavailable]") != std::string::npos && !node_answers(job.ctx->config)) {
+      r.fail(interrupted_reason, step);
+      std::lock_guard<std::mutex> lock{r.reg.mutex};
+      r.reg.builds[job.build_id].interrupted_at_load = true; // its steps: reaped at start
+      return;
+    }
     return r.fail(msg.empty() ? "the build exited with status " + std::to_string(rc) : msg, step);
   }
   // E2B runs the start command at build time and fails a build whose start

@@ -23,12 +23,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <random>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "core/inspect.hpp"
 #include "actors/e2b_templates.hpp"
 #include "api/api_keys.hpp"
 #include "api/e2b_codec.hpp"
@@ -491,9 +496,45 @@ void load_templates(const gateway_ref& g, std::function<void()> then) {
   with_templates(g, std::move(then));
 }
 
+/// After a restart that cut builds short: their step sandboxes on this node
+/// (label dsec-build, made by the builder over REST) outlived them; destroy
+/// them rather than leave them to their 6 h TTL.
+void reap_interrupted_steps(const gateway_ref& g) {
+  bool any = false;
+  {
+    auto& reg = registry(g);
+    std::lock_guard<std::mutex> lock{reg.mutex};
+    for (auto& [id, b] : reg.builds)
+      any = any || std::exchange(b.interrupted_at_load, false);
+  }
+  if (!any)
+    return;
+  record_builds_later(registry(g), *g.ctx->pool); // cleared: reaped once
+  auto self = g.self;
+  auto front = g.front;
+  auto node = g.ctx->config.node_id;
+  self->request(front, call_wait(hop::front), list_atom::value, label_map{{"dsec-build", "1"}})
+    .then(
+      [self, front, node](std::vector<sandbox_info>& all) {
+        size_t n = 0;
+        for (auto& sb : all)
+          if (sb.node == node) {
+            ++n;
+            self->request(front, call_wait(hop::front), destroy_atom::value, sb.id)
+              .then([](bool) {}, [](caf::error&) {});
+          }
+        std::cerr << "dsec node " << node << ": e2b template builds: destroying " << n
+                  << " step sandboxes of builds the last stop cut short" << std::endl;
+      },
+      [node](caf::error& e) {
+        std::cerr << "dsec node " << node << ": e2b template builds: list step sandboxes: "
+                  << from_caf(e).message << std::endl;
+      });
+}
+
 void preload_templates(const gateway_ref& g) {
   if (has_store(g))
-    with_templates(g, [] {});
+    with_templates(g, [g] { reap_interrupted_steps(g); });
 }
 
 std::optional<built_template_target> built_template(const gateway_ref& g, const std::string& id) {

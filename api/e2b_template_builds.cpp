@@ -23,9 +23,12 @@ json encode_one(const template_build& b) {
   for (size_t i = first; i < b.logs.size(); ++i)
     logs.push_back({{"at", b.logs[i].at_ms}, {"level", b.logs[i].level},
                     {"message", b.logs[i].message}});
-  return {{"templateID", b.template_name}, {"tags", b.tags},       {"cpuCount", b.cpu},
+  json j = {{"templateID", b.template_name}, {"tags", b.tags},       {"cpuCount", b.cpu},
           {"memoryMB", b.memory_mb},       {"status", b.status},   {"reason", b.reason},
           {"step", b.step},                {"createdAt", b.created_at_ms}, {"logs", logs}};
+  if (b.interrupted_at_load)
+    j["stepsMayRun"] = true;
+  return j;
 }
 
 bool known_status(const std::string& s) {
@@ -85,6 +88,7 @@ expected<build_map> decode_builds(std::string_view text, const std::string& path
       b.reason = v.value("reason", std::string{});
       b.step = v.value("step", std::string{});
       b.created_at_ms = v.value("createdAt", int64_t{0});
+      b.interrupted_at_load = v.value("stepsMayRun", false);
       for (auto& l : v.at("logs"))
         b.logs.push_back({l.at("at").get<int64_t>(), l.at("level").get<std::string>(),
                           l.at("message").get<std::string>()});
@@ -98,6 +102,7 @@ expected<build_map> decode_builds(std::string_view text, const std::string& path
     if (b.status == "building") {
       b.status = "error";
       b.reason = interrupted_reason;
+      b.interrupted_at_load = true;
       b.logs.push_back({b.logs.empty() ? b.created_at_ms : b.logs.back().at_ms, "error",
                         interrupted_reason});
     }

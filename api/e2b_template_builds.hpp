@@ -33,6 +33,10 @@ struct template_build {
   /// When it was requested (Unix ms): the oldest finished builds are the
   /// first dropped from the record.
   int64_t created_at_ms = 0;
+  /// Its node stopped under it (it was `building` in the record read at
+  /// start, or its builder lost the node), so its step sandboxes may still
+  /// run: the next start destroys them and clears this.
+  bool interrupted_at_load = false;
 };
 
 using build_map = std::map<std::string, template_build>;

@@ -216,6 +216,9 @@ def test_restart_keeps_templates_and_builds(e2b_module, tnode, context, name):  
     status, st = build_status(tnode, f"{name}-slow", slow)
     assert status == 200 and st["status"] == "error", st
     assert "node stopped during this build" in st["reason"]["message"], st
+    # Its step sandbox outlived the stop; the restarted node destroys it.
+    assert wait_for(lambda: not build_sandboxes(tnode), 30)
+    assert wait_for(lambda: "step sandboxes of builds the last stop cut short" in tnode.log_tail(400), 10)
     print(f"a build interrupted by a restart: {st['reason']['message']}")
     out = templates(e2b_module, tnode, "startcreate", NAME=name)
     assert out["ok"]

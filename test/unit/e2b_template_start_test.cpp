@@ -57,6 +57,8 @@ TEST_CASE("builds come back from their record; a running one as interrupted",
   CHECK(b2.status == "error");
   CHECK(b2.reason == interrupted_reason);
   CHECK(b2.logs.back().message == interrupted_reason);
+  CHECK(b2.interrupted_at_load);
+  CHECK_FALSE(b1.interrupted_at_load);
   CHECK(back->at("b3").status == "waiting");
 }
 
