@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "api/e2b_start_cmd.hpp"
-#include "core/host_port.hpp"
 #include "sys/http_client.hpp"
 
 namespace dsec::e2b {
@@ -20,19 +19,6 @@ using nlohmann::json;
 /// How long a build waits for the ready command: E2B's builds wait minutes
 /// for a server to come up; beyond this the build fails naming the command.
 constexpr double build_ready_wait_s = 120;
-
-expected<sys::http_client> client_of(const node_config& cfg) {
-  auto hp = parse_host_port(cfg.rest);
-  if (!hp)
-    return hp.err();
-  auto host = hp->first == "0.0.0.0" ? std::string{"127.0.0.1"}
-              : hp->first == "::"    ? std::string{"::1"}
-                                     : hp->first;
-  sys::http_client client{host, hp->second};
-  if (!cfg.api_keys.empty())
-    client.add_header("X-API-Key", cfg.api_keys.front());
-  return client;
-}
 
 /// The body of a REST answer with status `want`, or an error naming `what`.
 expected<json> call(sys::http_client& c, const char* method, const std::string& target,
@@ -114,7 +100,7 @@ status check_in(sys::http_client& c, const std::string& id, const template_start
 status check_start_in_build(const node_config& cfg, const std::string& layer,
                             const template_start& t,
                             const std::function<void(const std::string&)>& log) {
-  auto c = client_of(cfg);
+  auto c = node_client(cfg);
   if (!c)
     return c.err();
   log("Checking the start command in a sandbox of " + layer);

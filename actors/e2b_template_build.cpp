@@ -35,6 +35,19 @@
 
 namespace dsec::e2b {
 
+expected<sys::http_client> node_client(const node_config& cfg) {
+  auto hp = parse_host_port(cfg.rest);
+  if (!hp)
+    return hp.err();
+  auto host = hp->first == "0.0.0.0" ? std::string{"127.0.0.1"}
+              : hp->first == "::"    ? std::string{"::1"}
+                                     : hp->first;
+  sys::http_client client{host, hp->second};
+  if (!cfg.api_keys.empty())
+    client.add_header("X-API-Key", cfg.api_keys.front());
+  return client;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -59,20 +72,6 @@ struct run {
     b.step = step;
   }
 };
-
-/// A client of this node's REST port, with its API key.
-expected<sys::http_client> node_client(const node_config& cfg) {
-  auto hp = parse_host_port(cfg.rest);
-  if (!hp)
-    return hp.err();
-  auto host = hp->first == "0.0.0.0" ? std::string{"127.0.0.1"}
-              : hp->first == "::"    ? std::string{"::1"}
-                                     : hp->first;
-  sys::http_client client{host, hp->second};
-  if (!cfg.api_keys.empty())
-    client.add_header("X-API-Key", cfg.api_keys.front());
-  return client;
-}
 
 /// Whether this node's REST port still answers /healthz (false once it stops).
 bool node_answers(const node_config& cfg) {

@@ -27,6 +27,7 @@
 #include "api/e2b_start_cmd.hpp"
 #include "api/e2b_template_builds.hpp"
 #include "api/e2b_templates.hpp"
+#include "sys/http_client.hpp"
 #include "sys/worker_pool.hpp"
 
 namespace dsec::e2b {
@@ -88,6 +89,9 @@ void record_builds(template_registry& reg);
 
 /// Writes the builds' record on `pool`, never blocking the caller.
 void record_builds_later(template_registry& reg, sys::worker_pool& pool);
+
+/// A client of this node's REST port (0.0.0.0 as 127.0.0.1), with its API key.
+[[nodiscard]] expected<sys::http_client> node_client(const node_config& cfg);
 
 /// Blocking: runs the start command and waits for the ready command in a
 /// sandbox of the built `layer` (destroyed after), as E2B's build does; an
