@@ -21,4 +21,20 @@ error disk_admission_error(const std::string& node, const std::string& state_dir
                               " on another node");
 }
 
+error volume_admission_error(const std::string& node, const sys::quota_volume* volume,
+                             uint64_t min_free) {
+  if (!volume)
+    return {};
+  auto free = volume->free_bytes();
+  if (!free || *free >= min_free)
+    return {};
+  return resource_exhausted("create: node " + node + "'s sandbox volume ("
+                            + volume->mount_dir() + ") is full: " + std::to_string(*free >> 20)
+                            + " MiB free of " + std::to_string(volume->size_bytes() >> 20)
+                            + " MiB, and it cannot grow now (its maximum is "
+                            + std::to_string(volume->max_bytes() >> 20)
+                            + " MiB); its running sandboxes keep running; retry later or on"
+                              " another node");
+}
+
 } // namespace dsec

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "sys/quota_volume.hpp"
 
 namespace dsec {
 
@@ -22,5 +23,12 @@ constexpr uint64_t min_free_state_bytes = uint64_t{64} << 20;
 /// can, or if the space cannot be read (the create then finds out itself).
 error disk_admission_error(const std::string& node, const std::string& state_dir,
                            uint64_t min_free = min_free_state_bytes);
+
+/// The same for the node's sandbox volume (sys/quota_volume.hpp), where every
+/// sandbox's writes go: below `min_free` it is full and cannot grow (it is at
+/// its maximum, or the host has no room), since growth keeps it far above
+/// that otherwise. None without a volume.
+error volume_admission_error(const std::string& node, const sys::quota_volume* volume,
+                             uint64_t min_free = min_free_state_bytes);
 
 } // namespace dsec

@@ -62,7 +62,8 @@ bool api_key_ok(const node_config& cfg, const http_call& c) {
 }
 
 void create_from(const gateway_ref& g, const http_call& c, create_request req,
-                 std::vector<std::string> layers, std::string image = {}) {
+                 std::vector<std::string> layers, std::string image = {},
+                 template_start start = {}) {
   sandbox_spec spec;
   spec.layers = std::move(layers);
   spec.image = std::move(image);
@@ -97,9 +98,12 @@ void create_from(const gateway_ref& g, const http_call& c, create_request req,
   auto cfg = g.ctx;
   g.self->request(g.front, create_timeout, create_atom::value, std::move(spec))
     .then(
-      [g, c, cfg](sandbox_info& info) {
+      [g, c, cfg, start](sandbox_info& info) {
         watch_metrics(g, info); // E2B's metrics cover the sandbox's life
-        answer(c, 201, encode_sandbox(info, access_token(cfg->config, info.id), cfg->config.sandbox_domain));
+        // A built template's start and ready commands first (e2b_start_cmd.cpp).
+        start_template_commands(g, c, info, start, [c, cfg](sandbox_info& i) {
+          answer(c, 201, encode_sandbox(i, access_token(cfg->config, i.id), cfg->config.sandbox_domain));
+        });
       },
       // A built-in template's missing layer names the command that builds it.
       [c, tpl = req.template_id](caf::error& err) {
@@ -141,7 +145,8 @@ void create(const gateway_ref& g, const http_call& c) {
   if (auto t = built_template(g, req->template_id)) {
     req->template_cpu = t->cpu;
     req->template_memory_mb = t->memory_mb;
-    return create_from(g, c, std::move(*req), std::move(t->layers));
+    template_start start{req->template_id, t->start_cmd, t->ready_cmd};
+    return create_from(g, c, std::move(*req), std::move(t->layers), {}, std::move(start));
   }
   if (registry::looks_like_image_reference(req->template_id)) {
     auto image = req->template_id; // the spec's validation checks it

@@ -22,6 +22,7 @@
 #include "actors/http_server.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/node_context.hpp"
+#include "api/e2b_start_cmd.hpp"
 #include "core/error.hpp"
 
 namespace dsec::e2b {
@@ -97,18 +98,32 @@ bool serve_template_upload(const gateway_ref& g, const http_call& c,
 bool templates_loaded(const gateway_ref& g);
 /// Reads the record (on the worker pool) if needed, then runs `then`.
 void load_templates(const gateway_ref& g, std::function<void()> then);
+/// Reads the records of templates and builds at the gateway's start, so a
+/// corrupt one is reported then (a node without a store has none).
+void preload_templates(const gateway_ref& g);
 /// What a built template's tag creates: its layer and sandbox size (0: the
 /// node's default).
 struct built_template_target {
   std::vector<std::string> layers;
   double cpu = 0;
   int64_t memory_mb = 0;
+  /// Its start and ready commands (setStartCmd, setReadyCmd).
+  std::string start_cmd;
+  std::string ready_cmd;
 };
 /// The built template `name` or `name:tag` names (from memory).
 std::optional<built_template_target> built_template(const gateway_ref& g, const std::string& id);
 /// DELETE /templates/{id} of a built template (all its tags); false if `id`
 /// is none.
 bool delete_built_template(const gateway_ref& g, const http_call& c, const std::string& id);
+
+// -- a template's start and ready commands (e2b_start_cmd.cpp) ---------------------
+
+/// Runs template `t`'s start command (in the background) and waits for its
+/// ready command in the new sandbox `info` (api/e2b_start_cmd.hpp), then
+/// calls `done`; on a failure destroys the sandbox and answers `c` itself.
+void start_template_commands(const gateway_ref& g, const http_call& c, sandbox_info info,
+                             template_start t, std::function<void(sandbox_info&)> done);
 
 /// An answer with a body and a content type.
 inline void answer(const http_call& c, int status, std::string body,

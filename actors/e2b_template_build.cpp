@@ -35,6 +35,19 @@
 
 namespace dsec::e2b {
 
+expected<sys::http_client> node_client(const node_config& cfg) {
+  auto hp = parse_host_port(cfg.rest);
+  if (!hp)
+    return hp.err();
+  auto host = hp->first == "0.0.0.0" ? std::string{"127.0.0.1"}
+              : hp->first == "::"    ? std::string{"::1"}
+                                     : hp->first;
+  sys::http_client client{host, hp->second};
+  if (!cfg.api_keys.empty())
+    client.add_header("X-API-Key", cfg.api_keys.front());
+  return client;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -60,18 +73,13 @@ struct run {
   }
 };
 
-/// A client of this node's REST port, with its API key.
-expected<sys::http_client> node_client(const node_config& cfg) {
-  auto hp = parse_host_port(cfg.rest);
-  if (!hp)
-    return hp.err();
-  auto host = hp->first == "0.0.0.0" ? std::string{"127.0.0.1"}
-              : hp->first == "::"    ? std::string{"::1"}
-                                     : hp->first;
-  sys::http_client client{host, hp->second};
-  if (!cfg.api_keys.empty())
-    client.add_header("X-API-Key", cfg.api_keys.front());
-  return client;
+/// Whether this node's REST port still answers /healthz (false once it stops).
+bool node_answers(const node_config& cfg) {
+  auto client = node_client(cfg);
+  if (!client)
+    return false;
+  auto res = client->request("GET", "/healthz", {}, "application/json", std::chrono::seconds(5));
+  return res && res->status == 200;
 }
 
 std::string rest_address(const node_config& cfg) {
@@ -320,8 +328,24 @@ void build(run& r) {
   if (rc != 0) {
     const std::string prefix = "dsec layer build: ";
     auto msg = last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : last;
+    // The node's port closing under the builder is the node stopping: say so
+    // rather than the builder's connection error.
+    if (msg.find("[unavailable]") != std::string::npos && !node_answers(job.ctx->config)) {
+      r.fail(interrupted_reason, step);
+      std::lock_guard<std::mutex> lock{r.reg.mutex};
+      r.reg.builds[job.build_id].interrupted_at_load = true; // its steps: reaped at start
+      return;
+    }
     return r.fail(msg.empty() ? "the build exited with status " + std::to_string(rc) : msg, step);
   }
+  // E2B runs the start command at build time and fails a build whose start
+  // or ready command fails; so does this check (e2b_start_check.cpp).
+  template_start t{snapshot.template_name, job.start.start_cmd, job.start.ready_cmd};
+  if (!t.empty())
+    if (auto st = check_start_in_build(job.ctx->config, layer, t,
+                                       [&r](const std::string& l) { r.log("info", l); });
+        !st)
+      return r.fail(st.err().message, "finalize");
   template_map all;
   {
     std::lock_guard<std::mutex> lock{r.reg.mutex};
@@ -329,7 +353,10 @@ void build(run& r) {
       return r.fail(r.reg.load_error, "finalize"); // never written over
     for (auto& t : snapshot.tags)
       r.reg.templates[snapshot.template_name][t] =
-        template_tag{job.build_id, layer, now_ms(), snapshot.cpu, snapshot.memory_mb};
+        template_tag{job.build_id,        layer,
+                     now_ms(),            snapshot.cpu,
+                     snapshot.memory_mb,  job.start.start_cmd,
+                     job.start.ready_cmd};
     all = r.reg.templates;
   }
   if (auto w = write_templates(root, all); !w)
@@ -346,17 +373,6 @@ std::string template_files_path(const std::string& root, const std::string& hash
   return root + "/e2b_template_files/" + hash + ".tar";
 }
 
-template_registry& template_registry::of(const std::string& root) {
-  // Never destroyed: build threads may outlive static destruction at exit.
-  static auto* all = new std::map<std::string, std::unique_ptr<template_registry>>;
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock{m};
-  auto& r = (*all)[root];
-  if (!r)
-    r = std::make_unique<template_registry>();
-  return *r;
-}
-
 void start_template_build(template_registry& reg, build_job job) {
   {
     std::lock_guard<std::mutex> lock{reg.mutex};
@@ -366,7 +382,9 @@ void start_template_build(template_registry& reg, build_job job) {
   }
   std::thread([&reg, job = std::move(job)]() mutable {
     run r{reg, std::move(job), {}};
+    record_builds(reg); // `building`: after a restart, an interrupted build
     build(r);
+    record_builds(reg); // `ready` or `error`
   }).detach();
 }
 

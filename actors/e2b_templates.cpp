@@ -11,6 +11,7 @@
 //                                          or started; 202
 //   GET  /templates/{id}/builds/{bid}/status   building | ready | error, logs
 //   GET  /templates/aliases/{name}         200 if a template has the name
+//   GET  /templates/{id}                   the template and its builds
 //   GET  /templates/{id}/tags, POST / DELETE /templates/tags, DELETE
 //   /templates/{id}                        tags and templates
 //
@@ -20,13 +21,19 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <random>
+#include <utility>
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/atoms.hpp"
 #include "actors/blocking.hpp"
+#include "actors/caf_error.hpp"
+#include "core/inspect.hpp"
 #include "actors/e2b_templates.hpp"
 #include "api/api_keys.hpp"
 #include "api/e2b_codec.hpp"
@@ -60,8 +67,8 @@ void not_found_answer(const http_call& c, const std::string& what) {
   answer(c, 404, error_body(404, what + " not found"));
 }
 
-/// Runs `then` once the store's record is in memory (read on the pool the
-/// first time).
+/// Runs `then` once the store's record of templates and the node's record
+/// of builds are in memory (read on the pool the first time).
 template <class F>
 void with_templates(const gateway_ref& g, F then) {
   auto& reg = registry(g);
@@ -72,18 +79,13 @@ void with_templates(const gateway_ref& g, F then) {
   }
   if (loaded) // `then` takes the lock itself
     return then();
-  run_blocking(g.self, *g.ctx->pool, [root = g.ctx->store->root()] { return read_templates(root); },
-               [&reg, then](expected<template_map>& got) mutable {
-                 {
-                   std::lock_guard<std::mutex> lock{reg.mutex};
-                   if (!reg.loaded) {
-                     if (got)
-                       reg.templates = std::move(*got);
-                     else
-                       reg.load_error = got.err().message;
-                     reg.loaded = true; // once: a corrupt record is not read again
-                   }
-                 }
+  auto builds_path = builds_record_path(g.ctx->config.state_dir);
+  run_blocking(g.self, *g.ctx->pool,
+               [root = g.ctx->store->root(), builds_path] {
+                 return read_registry_records(root, builds_path);
+               },
+               [&reg, then, builds_path, node = g.ctx->config.node_id](registry_records& got) mutable {
+                 apply_registry_records(reg, got, builds_path, node);
                  then();
                });
 }
@@ -133,11 +135,13 @@ void request_build(const gateway_ref& g, const http_call& c) {
     b.tags = req.tags;
     b.cpu = req.cpu;
     b.memory_mb = req.memory_mb;
-    b.logs.push_back({now_ms(), "info", "Build requested for " + req.name});
+    b.created_at_ms = now_ms();
+    b.logs.push_back({b.created_at_ms, "info", "Build requested for " + req.name});
     {
       std::lock_guard<std::mutex> lock{reg.mutex};
       reg.builds[b.id] = b;
     }
+    record_builds_later(reg, *g.ctx->pool);
     json out = {{"templateID", req.name}, {"buildID", b.id},   {"public", false},
                 {"aliases", {req.name}},  {"names", {req.name}}, {"tags", req.tags}};
     answer(c, 202, out.dump());
@@ -271,6 +275,47 @@ void list_tags(const gateway_ref& g, const http_call& c, const std::string& id) 
   });
 }
 
+/// GET /templates/{id}: E2B's TemplateWithBuilds, from the records (so it
+/// answers after a restart). dsec does not count spawns: spawnCount is 0 and
+/// lastSpawnedAt null.
+void template_info(const gateway_ref& g, const http_call& c, const std::string& id) {
+  with_templates(g, [g, c, id] {
+    auto& reg = registry(g);
+    std::lock_guard<std::mutex> lock{reg.mutex};
+    auto builds = json::array();
+    int64_t created = 0, updated = 0;
+    auto seen = [&](int64_t at) {
+      if (at > 0 && (created == 0 || at < created))
+        created = at;
+      updated = std::max(updated, at);
+    };
+    for (auto& [bid, b] : reg.builds) {
+      if (b.template_name != id)
+        continue;
+      int64_t last = b.logs.empty() ? b.created_at_ms : b.logs.back().at_ms;
+      seen(b.created_at_ms);
+      seen(last);
+      json one = {{"buildID", bid},     {"status", b.status},         {"cpuCount", b.cpu},
+                  {"memoryMB", b.memory_mb}, {"createdAt", rfc3339(b.created_at_ms)},
+                  {"updatedAt", rfc3339(last)}};
+      if (b.status == "ready" || b.status == "error")
+        one["finishedAt"] = rfc3339(last);
+      builds.push_back(std::move(one));
+    }
+    auto t = reg.templates.find(id);
+    if (t != reg.templates.end())
+      for (auto& [tag, v] : t->second)
+        seen(v.created_at_ms);
+    if (builds.empty() && t == reg.templates.end())
+      return not_found_answer(c, "template " + id.substr(0, 100));
+    json out = {{"templateID", id},     {"public", false},           {"aliases", {id}},
+                {"names", {id}},        {"createdAt", rfc3339(created)},
+                {"updatedAt", rfc3339(updated)}, {"lastSpawnedAt", nullptr},
+                {"spawnCount", 0},      {"builds", builds}};
+    answer(c, 200, out.dump());
+  });
+}
+
 /// The JSON object body of a tag call, or an error answer (discarded).
 json object_body(const http_call& c, const char* what) {
   auto j = json::parse(c->body, nullptr, false);
@@ -371,7 +416,9 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   if (!v3 && (n < 2 || seg[0] != "templates"))
     return false;
   auto& m = c->method;
-  bool ours = v3 || (n == 2 && seg[1] == "tags")
+  // GET /templates/{id}, not the /v2 form (E2B has no such GET).
+  bool info = n == 2 && m == "GET" && c->target.rfind("/v2/", 0) != 0;
+  bool ours = v3 || (n == 2 && (seg[1] == "tags" || info))
               || (n == 3 && (seg[1] == "aliases" || seg[2] == "tags"))
               || (n == 4 && (seg[2] == "files" || seg[2] == "builds"))
               || (n == 5 && seg[2] == "builds" && seg[4] == "status");
@@ -395,6 +442,8 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
   };
   if (v3)
     return m == "POST" ? request_build(g, c) : bad_method(), true;
+  if (info && dec[1] != "tags")
+    return template_info(g, c, dec[1]), true;
   if (n == 2)
     return m == "POST" ? assign_tags(g, c) : m == "DELETE" ? remove_tags(g, c) : bad_method(), true;
   if (n == 3 && dec[1] == "aliases")
@@ -406,9 +455,18 @@ bool serve_templates(const gateway_ref& g, const http_call& c, const std::vector
       return with_templates(g, [g, c, id = dec[1], h = dec[3]] { upload_link(g, c, id, h); }), true;
     return m == "PUT" ? store_upload(g, c, dec[3]) : bad_method(), true;
   }
+  // Builds are read back from the node's record first (after a restart).
   if (n == 4)
-    return m == "POST" ? trigger_build(g, c, dec[1], dec[3]) : bad_method(), true;
-  return m == "GET" ? build_status(g, c, dec[1], dec[3], query) : bad_method(), true;
+    return m == "POST" ? with_templates(g, [g, c, id = dec[1], bid = dec[3]] {
+             trigger_build(g, c, id, bid);
+           })
+                       : bad_method(),
+           true;
+  return m == "GET" ? with_templates(g, [g, c, id = dec[1], bid = dec[3], query] {
+           build_status(g, c, id, bid, query);
+         })
+                    : bad_method(),
+         true;
 }
 
 bool serve_template_upload(const gateway_ref& g, const http_call& c,
@@ -438,6 +496,47 @@ void load_templates(const gateway_ref& g, std::function<void()> then) {
   with_templates(g, std::move(then));
 }
 
+/// After a restart that cut builds short: their step sandboxes on this node
+/// (label dsec-build, made by the builder over REST) outlived them; destroy
+/// them rather than leave them to their 6 h TTL.
+void reap_interrupted_steps(const gateway_ref& g) {
+  bool any = false;
+  {
+    auto& reg = registry(g);
+    std::lock_guard<std::mutex> lock{reg.mutex};
+    for (auto& [id, b] : reg.builds)
+      any = any || std::exchange(b.interrupted_at_load, false);
+  }
+  if (!any)
+    return;
+  record_builds_later(registry(g), *g.ctx->pool); // cleared: reaped once
+  auto self = g.self;
+  auto front = g.front;
+  auto node = g.ctx->config.node_id;
+  self->request(front, call_wait(hop::front), list_atom::value, label_map{{"dsec-build", "1"}})
+    .then(
+      [self, front, node](std::vector<sandbox_info>& all) {
+        size_t n = 0;
+        for (auto& sb : all)
+          if (sb.node == node) {
+            ++n;
+            self->request(front, call_wait(hop::front), destroy_atom::value, sb.id)
+              .then([](bool) {}, [](caf::error&) {});
+          }
+        std::cerr << "dsec node " << node << ": e2b template builds: destroying " << n
+                  << " step sandboxes of builds the last stop cut short" << std::endl;
+      },
+      [node](caf::error& e) {
+        std::cerr << "dsec node " << node << ": e2b template builds: list step sandboxes: "
+                  << from_caf(e).message << std::endl;
+      });
+}
+
+void preload_templates(const gateway_ref& g) {
+  if (has_store(g))
+    with_templates(g, [g] { reap_interrupted_steps(g); });
+}
+
 std::optional<built_template_target> built_template(const gateway_ref& g, const std::string& id) {
   if (!has_store(g))
     return std::nullopt;
@@ -452,7 +551,8 @@ std::optional<built_template_target> built_template(const gateway_ref& g, const 
   auto tag = t->second.find(tn->tag.empty() ? default_tag : tn->tag);
   if (tag == t->second.end())
     return std::nullopt;
-  return built_template_target{{tag->second.layer}, tag->second.cpu, tag->second.memory_mb};
+  return built_template_target{{tag->second.layer}, tag->second.cpu, tag->second.memory_mb,
+                               tag->second.start_cmd, tag->second.ready_cmd};
 }
 
 bool delete_built_template(const gateway_ref& g, const http_call& c, const std::string& id) {

@@ -584,6 +584,8 @@ gateway_actor::behavior_type gateway_behavior(gateway_actor_ptr self, node_conte
                                               placement_actor front) {
   self->state.ctx = std::move(ctx);
   self->state.front = std::move(front);
+  // E2B's templates and builds as recorded before a restart (issue 27).
+  e2b::preload_templates({self, self->state.front, self->state.ctx});
   return {
     [self](http_atom, http_call& c) { dispatch(self, c); },
     // INTERNAL: timed steps of E2B streams (a WatchDir's deadline, actors/e2b_envd.cpp).

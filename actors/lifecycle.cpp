@@ -54,6 +54,8 @@ error admission_error(const lifecycle_state& st, const sandbox_spec& spec) {
                               + " sandboxes, its limit; retry later or elsewhere");
   if (auto full = disk_admission_error(node, st.ctx->config.state_dir))
     return full; // issue 28: a full state volume refuses clearly
+  if (auto full = volume_admission_error(node, st.ctx->quota.get()))
+    return full;
   return {};
 }
 

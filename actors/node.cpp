@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -41,6 +42,7 @@
 #include "lazyfs/daemon.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/fs.hpp"
+#include "sys/quota_growth.hpp"
 
 namespace dsec {
 
@@ -160,21 +162,28 @@ std::vector<recovered_sandbox> recover_sandboxes(const node_context& ctx, layers
 }
 
 /// The quota volume over <state>/sandboxes (disk_mb), or null with a warning:
-/// a node without loop devices or mkfs.ext4 still runs, unquota'd.
+/// a node without loop devices or mkfs.btrfs still runs, unquota'd.
 std::shared_ptr<const sys::quota_volume> open_quota_volume(const node_config& cfg) {
   auto dir = cfg.state_dir + "/sandboxes";
+  auto image = cfg.state_dir + "/sandboxes.img";
   auto warn = [&](const std::string& why) {
     std::cerr << "dsec node: disk_mb is not enforced: " << why << std::endl;
     return nullptr;
   };
   if (!sys::is_mount_point(dir) && !sys::dir_is_empty(dir))
     return warn(dir + " holds sandboxes from a node without a quota volume");
-  // Sparse: the image takes what sandboxes write, up to half the free space.
+  // It starts small and grows as sandboxes write (sys/quota_volume.hpp), up
+  // to 64 GiB or half of what the host has free beside it, whichever is less.
   struct statvfs fs {};
-  uint64_t size = uint64_t{64} << 30;
+  struct stat img {};
+  uint64_t max = uint64_t{64} << 30;
+  uint64_t have = ::stat(image.c_str(), &img) == 0 ? uint64_t(img.st_blocks) * 512 : 0;
   if (::statvfs(cfg.state_dir.c_str(), &fs) == 0)
-    size = std::min<uint64_t>(size, uint64_t(fs.f_bavail) * fs.f_frsize / 2);
-  auto v = sys::quota_volume::open(cfg.state_dir + "/sandboxes.img", dir, size);
+    max = std::min<uint64_t>(max, have + uint64_t(fs.f_bavail) * fs.f_frsize / 2);
+  std::string warning;
+  auto v = sys::quota_volume::open(image, dir, max, &warning);
+  if (!warning.empty())
+    std::cerr << "dsec node: " << warning << std::endl;
   if (!v)
     return warn(v.err().message);
   return std::make_shared<const sys::quota_volume>(std::move(*v));
@@ -525,6 +534,12 @@ int run_node(node_config cfg) {
   if (cpu_place.err())
     std::cerr << "dsec node " << node.config.node_id << ": cpu group beside the sandboxes: "
               << cpu_place.err().message << " (the node stays where it is)\n";
+  std::unique_ptr<sys::quota_growth> growth; // the volume keeps ahead of what sandboxes write
+  if (node.quota)
+    growth = std::make_unique<sys::quota_growth>(
+      node.quota, sys::quota_keep_host_free, [id = node.config.node_id](const std::string& m) {
+        std::cerr << "dsec node " << id << ": " << m << std::endl;
+      });
   caf::actor_system_config acfg;
   configure_native_protocol(acfg);
   int rc = 0;
@@ -532,6 +547,7 @@ int run_node(node_config cfg) {
     caf::actor_system sys{acfg};
     rc = serve(sys, node, *ctx, *rest, *listen, sigs);
   }
+  growth.reset(); // before the volume may be unmounted
   cancel_slow_work(node); // a stop from inside: nothing may hold the pool's join
   node.pool.reset();
   if (auto st = node.mounts->unmount_all(); !st)

@@ -147,6 +147,20 @@ std::string watch_event(const std::string& name, const char* type, const fs_entr
   return j.dump();
 }
 
+/// A directory's size as E2B's envd reports it on ext4: its entries' blocks,
+/// at least one 4 KiB block. A sandbox's writable upper is btrfs, where a
+/// directory's size is the length of its entries' names (an empty one is 0,
+/// which E2B's SDK tests take for a missing size); EROFS lowers inline small
+/// directories in fewer bytes. Files keep their exact size.
+namespace {
+int64_t e2b_entry_size(const fs_entry& e) {
+  constexpr int64_t block = 4096;
+  if (e.type != "dir")
+    return e.size;
+  return std::max<int64_t>(block, (e.size + block - 1) / block * block);
+}
+} // namespace
+
 std::string encode_entry(const fs_entry& e, const owner_names* names) {
   const char* type = e.type == "file"      ? "FILE_TYPE_FILE"
                      : e.type == "dir"     ? "FILE_TYPE_DIRECTORY"
@@ -155,7 +169,7 @@ std::string encode_entry(const fs_entry& e, const owner_names* names) {
   json j{{"name", e.name},
          {"type", type},
          {"path", e.path},
-         {"size", std::to_string(e.size)},
+         {"size", std::to_string(e2b_entry_size(e))},
          {"mode", e.mode & 07777},
          {"permissions", permissions(e.mode)},
          {"owner", named(names ? &names->users : nullptr, e.uid)},

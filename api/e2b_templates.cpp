@@ -20,6 +20,9 @@ using nlohmann::json;
 constexpr size_t max_part = 64;
 constexpr size_t max_steps = 256;
 constexpr size_t max_tags = 32;
+/// A start or ready command is a shell line; 64 KiB is far beyond any real
+/// one and keeps the store's record small.
+constexpr size_t max_command = 64 * 1024;
 
 bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 bool alnum(char c) { return lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
@@ -269,10 +272,14 @@ expected<build_start> parse_build_start(std::string_view body) {
         out.steps.push_back(std::move(*s));
       }
     } else if (k == "startCmd" || k == "readyCmd") {
-      return invalid_argument("template build: " + k
-                              + " is not supported by dsec (startCmd and readyCmd,"
-                                " setStartCmd/setReadyCmd: a sandbox starts with no start"
-                                " command nor readiness check)");
+      if (!v.is_string())
+        return invalid_argument("template build: " + k + " must be a string");
+      auto cmd = v.get<std::string>();
+      if (cmd.size() > max_command)
+        return invalid_argument("template build: " + k + " is longer than 64 KiB");
+      if (cmd.find('\0') != std::string::npos)
+        return invalid_argument("template build: " + k + " contains a NUL byte");
+      (k == "startCmd" ? out.start_cmd : out.ready_cmd) = std::move(cmd);
     } else if (k == "fromImageRegistry") {
       return invalid_argument("template build: fromImageRegistry (registry credentials per"
                               " build) is not supported by dsec: give the node --registry-auth");
@@ -420,6 +427,17 @@ expected<template_map> read_templates(const std::string& root) {
       t.created_at_ms = v.value("createdAt", int64_t{0});
       t.cpu = v.value("cpuCount", 0.0);
       t.memory_mb = v.value("memoryMB", int64_t{0});
+      const std::pair<const char*, std::string*> cmds[] = {{"startCmd", &t.start_cmd},
+                                                           {"readyCmd", &t.ready_cmd}};
+      for (auto [key, field] : cmds) {
+        auto c = v.find(key);
+        if (c == v.end())
+          continue;
+        if (!c->is_string())
+          return corrupt("template " + name.substr(0, 100) + " tag " + tag.substr(0, 100) + " "
+                         + key);
+        *field = c->get<std::string>();
+      }
       out[name][tag] = std::move(t);
     }
   }
@@ -433,9 +451,14 @@ status write_templates(const std::string& root, const template_map& all) {
     if (tags.empty())
       continue;
     auto& o = j[name] = json::object();
-    for (auto& [tag, t] : tags)
+    for (auto& [tag, t] : tags) {
       o[tag] = {{"layer", t.layer}, {"buildID", t.build_id}, {"createdAt", t.created_at_ms},
                 {"cpuCount", t.cpu}, {"memoryMB", t.memory_mb}};
+      if (!t.start_cmd.empty())
+        o[tag]["startCmd"] = t.start_cmd;
+      if (!t.ready_cmd.empty())
+        o[tag]["readyCmd"] = t.ready_cmd;
+    }
   }
   auto path = record_path(root);
   auto tmp = path + ".tmp";

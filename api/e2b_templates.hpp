@@ -12,8 +12,10 @@
 //
 // The SDK's steps map onto Dockerfile instructions: RUN (as /bin/sh -c; with
 // a user: USER u, RUN, USER back), COPY (the uploaded tar, globs expanded on
-// the node), ENV, WORKDIR, USER. Refused by name (400): startCmd/readyCmd,
-// fromImageRegistry, COPY's user and mode, any other step type or field.
+// the node), ENV, WORKDIR, USER. startCmd and readyCmd are kept with the
+// template's tags and run by every sandbox created from it (e2b_start_cmd.hpp).
+// Refused by name (400): fromImageRegistry, COPY's user and mode, any other
+// step type or field.
 #pragma once
 
 #include <cstdint>
@@ -70,9 +72,15 @@ struct build_start {
   std::string from_template;
   std::vector<template_step> steps;
   bool force = false;
+  /// setStartCmd: started in the background by every sandbox of the
+  /// template, as its user, in its workdir, with its env ("" = none).
+  std::string start_cmd;
+  /// setReadyCmd (or setStartCmd's second argument): a create answers once
+  /// it exits 0 ("" = no wait).
+  std::string ready_cmd;
 };
 
-/// Refuses by name what dsec does not build: startCmd, readyCmd,
+/// Refuses by name what dsec does not build:
 /// fromImageRegistry, unknown fields and step types, COPY's user and mode,
 /// an image reference with no reachable registry (Docker Hub names).
 [[nodiscard]] expected<build_start> parse_build_start(std::string_view body);
@@ -133,6 +141,9 @@ struct template_tag {
   int64_t created_at_ms = 0;
   double cpu = 0;
   int64_t memory_mb = 0;
+  /// The build's startCmd and readyCmd ("" = none).
+  std::string start_cmd;
+  std::string ready_cmd;
 };
 
 /// Template name -> tag -> what it names.

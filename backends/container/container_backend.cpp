@@ -175,6 +175,9 @@ expected<overlay_root> container_backend::make_root(const create_params& p,
   // disk_mb: on the quota volume the sandbox dir is a subvolume limited to
   // it, so the upper and work dirs below are charged to the sandbox.
   if (cfg_.quota) {
+    // A volume close to its current size grows first (on this worker
+    // thread; the node's growth thread does the same and logs failures).
+    (void)cfg_.quota->grow_if_low();
     if (auto st = cfg_.quota->make_limited_dir(p.dir, static_cast<uint64_t>(p.spec.disk_mb) << 20);
         !st)
       return st.err();

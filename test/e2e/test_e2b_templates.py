@@ -98,8 +98,8 @@ def test_rebuild_is_cached(e2b_module, tnode, context, name):  # noqa: F811
     print(f"cached rebuild: {out['ms']} ms")
 
 
-def test_refused_by_name(e2b_module, tnode, name):  # noqa: F811
-    out = templates(e2b_module, tnode, "refused", NAME=name + "-bad")
+def test_refused_by_name(e2b_module, tnode, context, name):  # noqa: F811
+    out = templates(e2b_module, tnode, "refused", NAME=name + "-bad", CONTEXT=context)
     assert "only images in a registry this node reaches" in out["hub"], out
     assert "not supported by dsec" in out["start"], out
     assert wait_for(lambda: not build_sandboxes(tnode), 30)
@@ -147,6 +147,95 @@ def test_bad_requests_over_http(tnode, name):
     # Names that are dsec's own templates are taken.
     status, out = c.call("POST", "/v3/templates", {"name": "busybox"})
     assert status == 400 and "built-in" in out["message"], out
+
+
+def sandboxes_of_template(node, template):
+    _, out = node.client.call("GET", "/v1/sandboxes")
+    items = out if isinstance(out, list) else out.get("sandboxes", [])
+    return [s for s in items if s.get("labels", {}).get("e2b.template") == template]
+
+
+def test_start_command(e2b_module, tnode, context, name):  # noqa: F811
+    """setStartCmd: every sandbox of the template starts the command (a
+    busybox httpd) as the template's user, in its workdir, with its env, and
+    answers once the ready command succeeds; a ready command that never does
+    fails the create within the sandbox's timeout and leaves nothing."""
+    out = templates(e2b_module, tnode, "startbuild", NAME=name, CONTEXT=context)
+    assert "no-such-server" in out["failing"], out
+    with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
+        record = json.load(f)
+    assert record[f"{name}-start"]["v1"]["startCmd"].startswith("echo"), record
+    assert record[f"{name}-never"]["v1"]["readyCmd"] == '[ -z "$FAIL_READY" ]', record
+    assert f"{name}-failing" not in record, record
+    out = templates(e2b_module, tnode, "startcreate", NAME=name)
+    print(f"create with a start command: {out['createMs']} ms; "
+          f"a never-ready create failed in {out['failMs']} ms")
+    assert wait_for(lambda: not sandboxes_of_template(tnode, f"{name}-never:v1"), 30)
+
+
+def build_status(node, tid, bid):
+    return node.client.call("GET", f"/templates/{tid}/builds/{bid}/status")
+
+
+def test_restart_keeps_templates_and_builds(e2b_module, tnode, context, name):  # noqa: F811
+    """After a node restart: the templates' names, tags and builds' status
+    answer as before, creates by name work (start commands too); a build
+    running at the stop is an error saying so; a corrupt builds record is
+    reported, moved aside, and the node starts without it."""
+    c = tnode.client
+    with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
+        bid = json.load(f)[name]["v1"]["buildID"]
+    status, before = build_status(tnode, name, bid)
+    assert status == 200 and before["status"] == "ready", before
+    # A build still running when the node stops.
+    status, req = c.call("POST", "/v3/templates", {"name": f"{name}-slow"})
+    assert status == 202, req
+    slow = req["buildID"]
+    status, out = c.call("POST", f"/v2/templates/{name}-slow/builds/{slow}",
+                         {"fromTemplate": "busybox",
+                          "steps": [{"type": "RUN", "args": ["sleep 300"]}]})
+    assert status == 202, out
+    assert wait_for(lambda: "Step 1" in " ".join(build_status(tnode, f"{name}-slow", slow)[1]["logs"]), 60)
+    tnode.stop_ok()
+    tnode.start()
+
+    status, after = build_status(tnode, name, bid)
+    assert status == 200, after
+    assert after["status"] == "ready" and after["logs"] == before["logs"], after
+    status, out = c.call("GET", f"/templates/aliases/{name}")
+    assert status == 200, out
+    status, info = c.call("GET", f"/templates/{name}")
+    assert status == 200 and info["templateID"] == name, info
+    assert {b["buildID"]: b["status"] for b in info["builds"]}.get(bid) == "ready", info
+    status, tags = c.call("GET", f"/templates/{name}/tags")
+    assert status == 200 and sorted(t["tag"] for t in tags) == ["latest", "prod", "v1", "v2"], tags
+    status, sb = c.call("POST", "/v2/sandboxes", {"templateID": f"{name}:prod"})
+    assert status == 201, sb
+    status, out = c.call("DELETE", f"/v2/sandboxes/{sb['sandboxID']}")
+    assert status == 204, out
+    status, st = build_status(tnode, f"{name}-slow", slow)
+    assert status == 200 and st["status"] == "error", st
+    assert "node stopped during this build" in st["reason"]["message"], st
+    # Its step sandbox outlived the stop; the restarted node destroys it.
+    assert wait_for(lambda: not build_sandboxes(tnode), 30)
+    assert wait_for(lambda: "step sandboxes of builds the last stop cut short" in tnode.log_tail(400), 10)
+    print(f"a build interrupted by a restart: {st['reason']['message']}")
+    out = templates(e2b_module, tnode, "startcreate", NAME=name)
+    assert out["ok"]
+
+    # A corrupt builds record: reported and moved aside, never a crash.
+    tnode.stop_ok()
+    path = os.path.join(tnode.state_dir, "e2b_template_builds.json")
+    with open(path, "w") as f:
+        f.write("{not json")
+    tnode.start()
+    status, out = c.call("GET", f"/templates/aliases/{name}")
+    assert status == 200, out
+    status, out = build_status(tnode, name, bid)
+    assert status == 404, out
+    assert os.path.exists(path + ".corrupt")
+    assert wait_for(lambda: "e2b_template_builds.json is corrupt" in tnode.log_tail(400), 10)
+    os.unlink(path + ".corrupt")
 
 
 def test_delete_template(e2b_module, tnode, name):  # noqa: F811

@@ -47,7 +47,7 @@ TEST_CASE("steps dsec does not build are refused by name", "[unit][e2b][template
     CHECK(r.err().code == errc::invalid_argument);
     return r.err().message;
   };
-  CHECK(msg(R"({"fromTemplate":"base","startCmd":"x","readyCmd":"y"})").find("startCmd")
+  CHECK(msg(R"({"fromTemplate":"base","startCmd":["x"]})").find("startCmd")
         != std::string::npos);
   CHECK(msg(R"({"fromTemplate":"base","steps":[{"type":"HEALTHCHECK","args":[]}]})")
           .find("HEALTHCHECK") != std::string::npos);

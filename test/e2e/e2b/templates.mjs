@@ -1,6 +1,8 @@
 // E2B's template build API (issue 27) through the unmodified SDK; PART picks
 // one: build (build, exists, tags, create from it), rebuild (the same
-// template again: cached), refused (what dsec does not build, by name).
+// template again: cached), refused (what dsec does not build, by name),
+// startbuild and startcreate (setStartCmd: templates whose sandboxes start a
+// server, or fail their ready command; created after a node restart too).
 // NAME is the template's name, CONTEXT a directory with folder/test.txt and
 // hello.txt, BASE the template it builds from.
 import { Sandbox, assert, report, e2b } from './lib.mjs';
@@ -93,8 +95,10 @@ if (part === 'build') {
   out.hub = await refused(() => build(Template().fromImage('ubuntu:22.04').runCmd('true'), `${name}:x`),
                           'ubuntu:22.04', 'a Docker Hub image');
   out.start = await refused(
-    () => build(Template().fromTemplate(base).setStartCmd('sleep 1', 'true'), `${name}:x`),
-    'startCmd', 'a start command');
+    () => build(Template({ fileContextPath: context }).fromTemplate(base)
+      .copy('hello.txt', '/h.txt', { mode: 0o600 }),
+                `${name}:x`),
+    'mode', "copy's mode");
   out.unknown = await refused(() => build(Template().fromTemplate(`${name}-none`), `${name}:x`),
                               `${name}-none`, 'an unknown base template');
   out.failing = await refused(
@@ -103,6 +107,72 @@ if (part === 'build') {
   // Nothing was tagged by the failed builds.
   assert.equal(await Template.exists(`${name}`), false);
   report({ ok: true, ...out });
+} else if (part === 'startbuild') {
+  // setStartCmd: an HTTP server started in every sandbox of the template, as
+  // its user, in its workdir, with its env; the ready command polls it.
+  const server = Template({ fileContextPath: context })
+    .fromTemplate(base)
+    .setWorkdir('/srv')
+    .runCmd('echo hello-from-start > index.html')
+    .setEnvs({ GREETING: 'hi' })
+    .setStartCmd('echo "$GREETING from $(pwd) as $(id -u) with $EXTRA" > started.txt; exec httpd -f -p 8000 -h /srv',
+                 'wget -q -O /dev/null http://127.0.0.1:8000/index.html');
+  await build(server, `${name}-start:v1`);
+  // Ready at build time; a sandbox created with FAIL_READY set has a start
+  // command that fails and a ready command that never succeeds.
+  const never = Template().fromTemplate(base).setStartCmd(
+    'if [ -n "$FAIL_READY" ]; then echo no server here >&2; exit 3; fi; exec sleep 100000',
+    '[ -z "$FAIL_READY" ]');
+  await build(never, `${name}-never:v1`);
+  // As in E2B, the build runs the start command: one that fails fails the
+  // build at its last step (the SDK points at setStartCmd).
+  const failing = await refused(
+    () => build(Template().fromTemplate(base).setStartCmd('./no-such-server', 'sleep 1'),
+                `${name}-failing:v1`),
+    'exited with code 127', 'a start command that fails at build');
+  report({ ok: true, failing });
+} else if (part === 'startcreate') {
+  const t0 = Date.now();
+  const sbx = await Sandbox.create(`${name}-start:v1`, { envs: { EXTRA: 'extra' } });
+  const createMs = Date.now() - t0;
+  try {
+    // At once: the server answers through the node's port proxy, from outside.
+    const url = process.env.E2B_SANDBOX_URL;
+    const res = await fetch(`${url}/index.html`, {
+      headers: { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '8000' },
+    });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'hello-from-start\n');
+    assert.equal(await sbx.files.read('/srv/started.txt'), 'hi from /srv as 0 with extra\n');
+    // Directories report a size as on E2B's ext4 (issue 27): a new one in
+    // the writable upper, one of the layers, one of both.
+    await sbx.files.makeDir('/srv/empty');
+    for (const dir of ['/srv/empty', '/etc', '/srv']) {
+      const info = await sbx.files.getInfo(dir);
+      assert.equal(info.type, 'dir');
+      assert.ok(info.size >= 4096 && info.size % 4096 === 0, `${dir}: size ${info.size}`);
+    }
+    assert.ok((await sbx.files.list('/srv')).find((e) => e.name === 'empty').size >= 4096);
+    const procs = await sbx.commands.list();
+    assert.ok(procs.some((p) => `${p.cmd} ${(p.args || []).join(' ')}`.includes('httpd')),
+              `the start command runs: ${JSON.stringify(procs)}`);
+  } finally {
+    await sbx.kill();
+  }
+  // The ready command never succeeds: the create fails within the sandbox's
+  // timeout, naming the command and what became of the start command.
+  let message = '';
+  const t1 = Date.now();
+  try {
+    await Sandbox.create(`${name}-never:v1`, { timeoutMs: 3000, envs: { FAIL_READY: '1' } });
+  } catch (e) {
+    message = String(e.message);
+  }
+  const failMs = Date.now() - t1;
+  assert.ok(message.includes('[ -z "$FAIL_READY" ]'), `the failure names the ready command: ${message}`);
+  assert.ok(message.includes('exited with code 3'), `and the start command's exit: ${message}`);
+  assert.ok(message.includes('no server here'), `and its output: ${message}`);
+  report({ ok: true, createMs, failMs, message });
 } else {
   throw new Error(`unknown PART ${part}`);
 }
