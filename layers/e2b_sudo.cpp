@@ -9,41 +9,19 @@
 #include <cerrno>
 
 #include "layers/e2b_base.hpp"
+#include "layers/layer_file.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec::layers {
 
 namespace {
 
-/// Creates `path` with `data` and `mode` (exactly: fchmod after the umask).
-status create_file(const std::string& path, std::string_view data, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0)
-    return sys_error("create", path, errno);
-  size_t off = 0;
-  while (off < data.size()) {
-    auto n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      return sys_error("write", path, e);
-    }
-    off += size_t(n);
-  }
-  int rc = ::fchmod(fd, mode);
-  int e = errno;
-  ::close(fd);
-  return rc == 0 ? status{} : status{sys_error("chmod", path, e)};
-}
-
 status copy_executable(const std::string& from, const std::string& to) {
   auto data = sys::read_file(from);
   if (!data)
     return error{data.err().code, "read the sudo client " + from + ": " + data.err().message
                                       + " (is dsec-sudo built beside dsec? set DSEC_SUDO)"};
-  return create_file(to, *data, 0755);
+  return create_layer_file(to, *data, 0755);
 }
 
 } // namespace
@@ -55,7 +33,7 @@ status add_e2b_sudo(const std::string& dir, const std::string& sudo_binary) {
   if (auto st = copy_executable(sudo_binary, dir + "/usr/bin/sudo"); !st)
     return st;
   auto policy = dir + "/etc/dsec/sudo-users";
-  return create_file(policy, std::string{"# Users who may run any command as any user with "
+  return create_layer_file(policy, std::string{"# Users who may run any command as any user with "
                                          "dsec's sudo (no password).\n"} + e2b_user + "\n",
                      0644);
 }

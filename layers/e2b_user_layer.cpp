@@ -12,6 +12,7 @@
 
 #include "layers/code_interpreter.hpp"
 #include "layers/e2b_base.hpp"
+#include "layers/layer_file.hpp"
 #include "sys/fs.hpp"
 
 namespace dsec::layers {
@@ -20,25 +21,7 @@ namespace {
 
 /// Writes `data` to a new file `path` with the mode and owner of `like`.
 status write_like(const std::string& path, const std::string& data, const struct stat& like) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return sys_error("create", path, errno);
-  size_t off = 0;
-  while (off < data.size()) {
-    auto n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      return sys_error("write", path, e);
-    }
-    off += size_t(n);
-  }
-  int rc = ::fchown(fd, like.st_uid, like.st_gid) == 0 ? ::fchmod(fd, like.st_mode & 07777) : -1;
-  int e = errno;
-  ::close(fd);
-  return rc == 0 ? status{} : status{sys_error("chown/chmod", path, e)};
+  return create_layer_file(path, data, like.st_mode & 07777, like.st_uid, like.st_gid);
 }
 
 bool has_entry(const std::string& text, const std::string& name, const std::string& id) {
