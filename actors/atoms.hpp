@@ -21,6 +21,8 @@ using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
 using http_atom = caf::atom_constant<caf::atom("http")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using pause_atom = caf::atom_constant<caf::atom("pause")>;
+// A pause that keeps only the files (E2B's keepMemory false).
+using pausefiles_atom = caf::atom_constant<caf::atom("pausefiles")>;
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using network_atom = caf::atom_constant<caf::atom("network")>;

@@ -227,16 +227,22 @@ void set_timeout(const gateway_ref& g, const http_call& c, const std::string& id
     .then([c](sandbox_info&) { no_content(c); }, on_error(c));
 }
 
+/// POST .../pause {"memory": bool}: `memory` false (the SDK's keepMemory
+/// false) keeps only the files; the connect that resumes boots it again.
 void pause(const gateway_ref& g, const http_call& c, const std::string& id) {
+  auto keep = parse_pause(c->body);
+  if (!keep)
+    return reply_error(c, keep.err());
   auto self = g.self;
   auto front = g.front;
   self->request(front, call_timeout, info_atom::value, id)
     .then(
-      [self, front, c, id](sandbox_info& info) {
+      [self, front, c, id, keep = *keep](sandbox_info& info) {
         if (info.state == sandbox_state::paused)
           return answer(c, 409, error_body(409, "sandbox " + id + " is already paused"));
-        self->request(front, create_timeout, pause_atom::value, id)
-          .then([c](sandbox_info&) { no_content(c); }, on_error(c));
+        auto req = keep ? self->request(front, create_timeout, pause_atom::value, id)
+                        : self->request(front, create_timeout, pausefiles_atom::value, id);
+        req.then([c](sandbox_info&) { no_content(c); }, on_error(c));
       },
       on_error(c));
 }

@@ -389,9 +389,14 @@ void handle_get_file(gateway_actor_ptr self, const http_call& c, const route& r)
 }
 
 void handle_pause(gateway_actor_ptr self, const http_call& c, const route& r, bool pause) {
+  auto keep_memory = pause ? codec::parse_pause(c->body) : expected<bool>(true);
+  if (!keep_memory)
+    return reply_error(c, keep_memory.err());
   auto bound = call_wait(front_hop);
-  auto req = pause ? self->request(self->state.front, bound, pause_atom::value, r.id)
-                   : self->request(self->state.front, bound, resume_atom::value, r.id);
+  auto req = !pause         ? self->request(self->state.front, bound, resume_atom::value, r.id)
+             : *keep_memory ? self->request(self->state.front, bound, pause_atom::value, r.id)
+                            : self->request(self->state.front, bound, pausefiles_atom::value,
+                                            r.id);
   req.then([c](sandbox_info& info) { reply(c, 200, codec::encode(info)); }, on_error(c));
 }
 

@@ -263,6 +263,11 @@ struct setttl_op : op<setttl_atom, sandbox_info, int64_t> {
 struct pause_op : op<pause_atom, sandbox_info> {
   static constexpr const char* name = "pause";
 };
+/// A pause that keeps only the files: the processes and memory go, the
+/// resume boots the sandbox again on its files (E2B's keepMemory false).
+struct pause_files_op : op<pausefiles_atom, sandbox_info> {
+  static constexpr const char* name = "pause_files";
+};
 struct resume_op : op<resume_atom, sandbox_info> {
   static constexpr const char* name = "resume";
 };
@@ -470,7 +475,8 @@ struct port_op : op<port_atom, port_route, int32_t> {
 /// Every operation on one sandbox. One line per operation.
 using sandbox_ops = type_list<info_op, destroy_op, cancel_op, exec_op, stream_op, bgexec_op,
                               bgexec_stdin_op, stdin_op, procs_op, proc_op, signal_op, wfile_op,
-                              rfile_op, fsop_op, setttl_op, pause_op, resume_op, snapshot_op,
+                              rfile_op, fsop_op, setttl_op, pause_op, pause_files_op, resume_op,
+                              snapshot_op,
                               network_op, update_op, rebuilt_op, sbmetrics_op, follow_op,
                               watch_op,
                               pty_open_op, pty_write_op, pty_resize_op,

@@ -153,6 +153,11 @@ void begin_destroy(sandbox_actor_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.destroying)
     return;
+  if (st.booting) { // end_boot begins it
+    if (!st.destroy_after_boot)
+      st.destroy_after_boot = why;
+    return;
+  }
   st.destroying = true;
   if (st.info.state == sandbox_state::running || st.info.state == sandbox_state::creating)
     st.info.state = sandbox_state::stopped;
@@ -181,7 +186,7 @@ static void apply_policy(sandbox_actor_ptr self, const policy_action& a) {
     begin_destroy(self, a.reason);
   } else if (a.kind == policy_action::pause) {
     ttl_arm(self);
-    change_pause(self, caf::response_promise{}, true);
+    change_pause(self, caf::response_promise{}, true, a.keep_memory);
   }
 }
 
@@ -275,17 +280,20 @@ static void begin_resume(sandbox_actor_ptr self) {
   auto& st = self->state;
   ++st.inflight;
   st.changing = true;
-  run_blocking(self, *st.ctx->pool, [sb = st.sb] { return sb->resume(); },
-               [self](status& res) {
+  st.booting = st.sb->powered_off();
+  run_blocking(self, *st.ctx->pool, resume_job(st),
+               [self](expected<std::shared_ptr<backends::sandbox>>& res) {
                  auto& st = self->state;
                  st.changing = false;
                  --st.inflight;
                  if (res && !st.destroying) {
+                   adopt_resumed(self, std::move(*res));
                    st.info.state = sandbox_state::running;
                    ttl_on_resumed(self);
                    notify_lifecycle(self);
                  }
-                 run_deferred(self, res);
+                 run_deferred(self, res ? status{} : status{res.err()});
+                 end_boot(self);
                  maybe_quit(self);
                });
 }
@@ -368,14 +376,6 @@ void set_network(sandbox_actor_ptr self, caf::response_promise rp, network_polic
                });
 }
 
-/// Turns the backend's exit callback into (died_atom, reason).
-void watch_exit(sandbox_actor_ptr self) {
-  auto hdl = caf::actor_cast<caf::actor>(self);
-  self->state.sb->on_exit([hdl](std::string reason) {
-    caf::anon_send(hdl, died_atom::value, std::move(reason));
-  });
-}
-
 sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self);
 
 } // namespace
@@ -397,6 +397,22 @@ void apply_exec_defaults(const sandbox_actor_state& st, exec_request& req) {
 void end_op(sandbox_actor_ptr self) {
   --self->state.inflight;
   maybe_quit(self);
+}
+
+void end_boot(sandbox_actor_ptr self) {
+  auto& st = self->state;
+  st.booting = false;
+  if (auto why = std::move(st.destroy_after_boot)) {
+    st.destroy_after_boot.reset();
+    begin_destroy(self, *why);
+  }
+}
+
+void watch_exit(sandbox_actor_ptr self) {
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  self->state.sb->on_exit([hdl](std::string reason) {
+    caf::anon_send(hdl, died_atom::value, std::move(reason));
+  });
 }
 
 sandbox_info initial_info(const std::string& id, const std::string& node,
@@ -595,6 +611,11 @@ sandbox_actor::behavior_type sandbox_handlers(sandbox_actor_ptr self) {
     [self](pause_atom) -> caf::result<sandbox_info> {
       auto rp = self->make_response_promise();
       change_pause(self, rp, true);
+      return rp;
+    },
+    [self](pausefiles_atom) -> caf::result<sandbox_info> {
+      auto rp = self->make_response_promise();
+      change_pause(self, rp, true, false);
       return rp;
     },
     [self](resume_atom) -> caf::result<sandbox_info> {

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -117,6 +118,10 @@ struct sandbox_actor_state {
   /// The change running is a pause (operations that come now wait for it,
   /// then resume the sandbox).
   bool pausing = false;
+  /// A powered-off sandbox boots again: a destroy waits for the boot (both
+  /// would work on its directory), with its reason here.
+  bool booting = false;
+  std::optional<std::string> destroy_after_boot;
   /// Operations waiting for the sandbox to run again, in arrival order.
   std::vector<deferred_op> after_resume;
   /// Exec tokens cancelled while their exec waited in after_resume.

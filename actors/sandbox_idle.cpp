@@ -37,9 +37,9 @@ policy_action idle_due(sandbox_actor_ptr self, int64_t cpu_idle_since_ms) {
   auto what = "no call and no CPU for " + std::to_string((now - quiet_since) / 1000)
               + " s, past its idle_timeout_s of " + std::to_string(st.spec.idle_timeout_s)
               + " s";
-  if (st.spec.on_idle == "pause") {
-    log(st, what + ": pausing it (on_idle pause)");
-    return {policy_action::pause, {}};
+  if (st.spec.on_idle == "pause" || st.spec.on_idle == "pause_files") {
+    log(st, what + ": pausing it (on_idle " + st.spec.on_idle + ")");
+    return {policy_action::pause, {}, st.spec.on_idle == "pause"};
   }
   log(st, what + ": destroying it (on_idle destroy)");
   return {policy_action::destroy,
@@ -48,18 +48,17 @@ policy_action idle_due(sandbox_actor_ptr self, int64_t cpu_idle_since_ms) {
 
 policy_action timeout_due(sandbox_actor_ptr self) {
   auto& st = self->state;
-  if (st.spec.on_timeout != "pause")
+  if (st.spec.on_timeout != "pause" && st.spec.on_timeout != "pause_files")
     return {policy_action::destroy, "ttl expired"};
   if (st.changing) { // a snapshot or a resume is under way: try again soon
     self->delayed_send(self, std::chrono::seconds(1), ttl_atom::value, st.ttl.gen);
     return {};
   }
-  log(st, "its ttl_s of " + std::to_string(st.info.ttl_s)
-            + " s ran out: pausing it (on_timeout pause); it gets the whole ttl_s again "
-              "when it resumes");
+  log(st, "its ttl_s of " + std::to_string(st.info.ttl_s) + " s ran out: pausing it (on_timeout "
+            + st.spec.on_timeout + "); it gets the whole ttl_s again when it resumes");
   // The pause keeps what is left of expires_at for the next run: all of it.
   st.info.expires_at_ms = now_ms() + st.info.ttl_s * 1000;
-  return {policy_action::pause, {}};
+  return {policy_action::pause, {}, st.spec.on_timeout == "pause"};
 }
 
 } // namespace dsec

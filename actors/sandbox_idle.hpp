@@ -38,6 +38,8 @@ struct policy_action {
   enum kind_t { none, pause, destroy } kind = none;
   /// The reason a destroy gives ("idle timeout: idle_timeout_s N").
   std::string reason;
+  /// A pause keeps the memory ("pause"), or only the files ("pause_files").
+  bool keep_memory = true;
 };
 
 /// A call reached the sandbox: its idle stretch starts again.

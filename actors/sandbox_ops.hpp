@@ -39,6 +39,12 @@ void apply_exec_defaults(const sandbox_actor_state& st, exec_request& req);
 /// Ends an operation started with ++inflight (the actor may quit now).
 void end_op(sandbox_actor_ptr self);
 
+/// A boot again (st.booting) ended: a destroy that came meanwhile begins.
+void end_boot(sandbox_actor_ptr self);
+
+/// Turns the backend's exit callback into (died_atom, reason).
+void watch_exit(sandbox_actor_ptr self);
+
 /// Ends an operation started with ++inflight and answers `rp` with `res`.
 template <class T>
 void finish_op(sandbox_actor_ptr self, caf::response_promise& rp, expected<T>& res) {

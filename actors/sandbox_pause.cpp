@@ -7,9 +7,11 @@
 
 #include "actors/blocking.hpp"
 #include "actors/sandbox_ops.hpp"
+#include "actors/sandbox_start.hpp"
 #include "actors/sandbox_ttl.hpp"
 #include "core/clock.hpp"
 #include "core/inspect.hpp"
+#include "core/layer_config.hpp"
 #include "layers/store.hpp"
 
 namespace dsec {
@@ -52,9 +54,55 @@ expected<snapshot_info> take_snapshot(const node_context& ctx, backends::sandbox
 
 } // namespace
 
+std::function<expected<std::shared_ptr<backends::sandbox>>()>
+resume_job(const sandbox_actor_state& st) {
+  auto sb = st.sb;
+  if (!sb->powered_off())
+    return [sb]() -> expected<std::shared_ptr<backends::sandbox>> {
+      if (auto res = sb->resume(); !res)
+        return res.err();
+      return sb;
+    };
+  auto spec = st.spec; // the layers mounted (the image's first) and the network it has now
+  spec.cpu_class = st.info.cpu_class;
+  return [ctx = st.ctx, id = st.info.id,
+          spec = std::move(spec)]() -> expected<std::shared_ptr<backends::sandbox>> {
+    // The sandbox holds its mounts (its digests); this hold is only for the
+    // boot's directories and the layers' env and start command.
+    auto held = ctx->layers->acquire(spec.layers);
+    if (!held)
+      return error{held.err().code, "boot " + id + " again: " + held.err().message};
+    backends::create_params p;
+    p.id = id;
+    p.spec = spec;
+    p.spec.env = overlay_env(held->config.env, spec.env);
+    p.dir = ctx->sandbox_dir(id);
+    p.lower_dirs = held->dirs;
+    p.boot_again = true;
+    auto* backend = ctx->backend_for(spec.backend);
+    auto sb = backend ? backend->create(p)
+                      : expected<std::shared_ptr<backends::sandbox>>(invalid_argument(
+                          "boot " + id + " again: backend \"" + spec.backend
+                          + "\" is not available"));
+    ctx->layers->release(held->digests);
+    if (sb)
+      run_layer_start(*sb, held->config, ctx->config.node_id, id);
+    return sb;
+  };
+}
+
+void adopt_resumed(sandbox_actor_ptr self, std::shared_ptr<backends::sandbox> sb) {
+  auto& st = self->state;
+  if (sb == st.sb)
+    return;
+  st.sb = std::move(sb);
+  watch_exit(self);
+}
+
 /// Pause or resume: `to` is the state after it. Idempotent: a sandbox
 /// already in `to` answers at once.
-void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause) {
+void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause,
+                  bool keep_memory) {
   auto& st = self->state;
   auto to = pause ? sandbox_state::paused : sandbox_state::running;
   if (st.info.state == to && !st.destroying && !st.changing) {
@@ -80,15 +128,25 @@ void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause) 
   ++st.inflight;
   st.changing = true;
   st.pausing = pause;
-  auto sb = st.sb;
-  run_blocking(self, *st.ctx->pool, [sb, pause] { return pause ? sb->pause() : sb->resume(); },
-               [self, rp, to, pause](status& res) mutable {
+  std::function<expected<std::shared_ptr<backends::sandbox>>()> job;
+  if (pause)
+    job = [sb = st.sb, keep_memory]() -> expected<std::shared_ptr<backends::sandbox>> {
+      if (auto res = keep_memory ? sb->pause() : sb->power_off(); !res)
+        return res.err();
+      return sb;
+    };
+  else
+    job = resume_job(st);
+  st.booting = !pause && st.sb->powered_off();
+  run_blocking(self, *st.ctx->pool, std::move(job),
+               [self, rp, to, pause](expected<std::shared_ptr<backends::sandbox>>& res) mutable {
                  auto& st = self->state;
                  st.changing = false;
                  st.pausing = false;
                  expected<sandbox_info> out = res ? expected<sandbox_info>{st.info}
                                                   : expected<sandbox_info>{res.err()};
                  if (res && !st.destroying) {
+                   adopt_resumed(self, std::move(*res));
                    st.info.state = to;
                    if (pause)
                      ttl_on_paused(self);
@@ -97,7 +155,8 @@ void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause) 
                    report_state(self);
                    out = st.info;
                  }
-                 run_deferred(self, res);
+                 run_deferred(self, res ? status{} : status{res.err()});
+                 end_boot(self);
                  finish_op(self, rp, out);
                });
 }

@@ -3,6 +3,8 @@
 // meanwhile wait for it and run once the sandbox runs again.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <caf/response_promise.hpp>
@@ -11,9 +13,24 @@
 
 namespace dsec {
 
-/// (pause_atom) / (resume_atom): `pause` says which. Idempotent: a sandbox
-/// already there answers its info at once.
-void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause);
+/// (pause_atom) / (pausefiles_atom) / (resume_atom): `pause` says which;
+/// `keep_memory` false pauses by powering the sandbox off (its files kept,
+/// its processes and memory gone; the resume boots it again). Idempotent: a
+/// sandbox already paused answers its info at once.
+void change_pause(sandbox_actor_ptr self, caf::response_promise rp, bool pause,
+                  bool keep_memory = true);
+
+/// Blocking: the job that makes a paused sandbox run again, for change_pause
+/// and the transparent resume. A frozen one thaws (the same handle back); a
+/// powered-off one boots again on its files, with the layer mounts it holds,
+/// its current network policy and CPU class, and its layers' start command
+/// (a new handle).
+std::function<expected<std::shared_ptr<backends::sandbox>>()>
+resume_job(const sandbox_actor_state& st);
+
+/// After resume_job succeeded: the actor holds `sb` (a new handle after a
+/// boot again, watched for its death like the first).
+void adopt_resumed(sandbox_actor_ptr self, std::shared_ptr<backends::sandbox> sb);
 
 /// (snapshot_atom, name, version): the sandbox's changes as a new layer
 /// (empty name/version: snapshot/<id>@<unix ms>); resumed first if paused.

@@ -147,13 +147,16 @@ status apply_lifecycle(const json& j, sandbox_spec& spec) {
     if (j["autoPause"].get<bool>())
       spec.on_timeout = "pause";
   }
+  bool keep_memory = true;
   if (present(j, "autoPauseMemory")) {
     if (!j["autoPauseMemory"].is_boolean())
       return invalid_argument("create sandbox: autoPauseMemory must be a boolean");
-    if (!j["autoPauseMemory"].get<bool>())
-      return refused("autoPauseMemory false (lifecycle.onTimeout keepMemory false)",
-                     "a pause keeps the sandbox's memory");
+    keep_memory = j["autoPauseMemory"].get<bool>();
   }
+  // lifecycle.onTimeout {action: 'pause', keepMemory: false}: the timeout
+  // keeps the files only; the connect that resumes boots the sandbox again.
+  if (!keep_memory && spec.on_timeout == "pause")
+    spec.on_timeout = "pause_files";
   // E2B resumes a paused sandbox only under autoResume, or on connect.
   spec.auto_resume = false;
   if (present(j, "autoResume")) {
@@ -165,6 +168,10 @@ status apply_lifecycle(const json& j, sandbox_spec& spec) {
         return refused("autoResume." + k, "autoResume takes only enabled");
     spec.auto_resume = ar.value("enabled", false);
   }
+  if (spec.auto_resume && spec.on_timeout == "pause_files")
+    return invalid_argument("create sandbox: autoResume true is not valid with autoPauseMemory "
+                            "false: a sandbox paused without its memory boots again, so it "
+                            "resumes only on connect");
   return {};
 }
 
@@ -208,8 +215,23 @@ status apply_create_options(std::string_view body, sandbox_spec& spec, bool toke
   return apply_network("create sandbox", *j, spec);
 }
 
+expected<bool> parse_pause(std::string_view body) {
+  auto j = detail::parse_object(body, "pause sandbox");
+  if (!j)
+    return j.err();
+  for (auto& [k, v] : j->items())
+    if (k != "memory" && !v.is_null())
+      return refused("pause sandbox", k, "pause takes only memory");
+  if (!present(*j, "memory"))
+    return true;
+  if (!(*j)["memory"].is_boolean())
+    return invalid_argument("pause sandbox: memory must be a boolean");
+  return (*j)["memory"].get<bool>();
+}
+
 std::string lifecycle_json(const sandbox_info& info) {
-  return json{{"onTimeout", info.on_timeout == "pause" ? "pause" : "kill"},
+  bool pauses = info.on_timeout == "pause" || info.on_timeout == "pause_files";
+  return json{{"onTimeout", pauses ? "pause" : "kill"},
               {"autoResume", info.auto_resume}}
     .dump();
 }

@@ -32,6 +32,11 @@ namespace dsec::e2b {
 [[nodiscard]] status apply_create_options(std::string_view body, sandbox_spec& spec,
                                           bool tokens);
 
+/// POST /sandboxes/{id}/pause {"memory": bool} (the SDK's keepMemory,
+/// default true): whether the pause keeps the memory. Any other field, or
+/// a `memory` that is not a boolean, is a 400 naming it.
+[[nodiscard]] expected<bool> parse_pause(std::string_view body);
+
 /// `lifecycle` of E2B's sandbox answer: {"onTimeout": "pause"|"kill",
 /// "autoResume": bool}, as JSON text.
 std::string lifecycle_json(const sandbox_info& info);

@@ -31,6 +31,10 @@ struct create_params {
   /// A directory for this sandbox alone, on local disk; it does not exist
   /// yet. The backend creates it and removes it on failure and destroy.
   std::string dir;
+  /// `dir` exists and holds the files of this sandbox, powered off
+  /// (sandbox::power_off): boot it again on them. A failed boot leaves
+  /// them as they were, still powered off.
+  bool boot_again = false;
 };
 
 /// Checks what every backend relies on: a plain id (no '/', not "." or
@@ -142,6 +146,16 @@ class sandbox {
 
   /// Undoes pause(). Blocking.
   virtual status resume() { return unsupported("resume"); }
+
+  /// A pause that keeps only the files (E2B's keepMemory false): every
+  /// process ends and every resource but the sandbox's directory is
+  /// released; the sandbox is then powered_off() and answers nothing until
+  /// its backend's create() boots it again on the same files
+  /// (create_params::boot_again). destroy() still removes it. Blocking.
+  virtual status power_off() { return unsupported("pause without memory"); }
+
+  /// power_off() ran: the handle holds the files only.
+  virtual bool powered_off() const { return false; }
 
   /// The directory holding the sandbox's changes in overlayfs upper form
   /// (whiteouts as 0:0 character devices, opaque directories marked with the

@@ -25,9 +25,19 @@ expected<sys::http_response> post(const args& a, const std::string& target,
   return rest_call(a, "POST", target, body, "application/json", std::chrono::minutes(10));
 }
 
+void print_usage(std::ostream& out, const std::string& cmd) {
+  out << "usage: dsec " << cmd << " ID [ID ...]" << (cmd == "pause" ? " [--no-memory]" : "")
+      << " | --label K=V [--label K=V ...] [--json] [--rest HOST:PORT]\n"
+      << "  ID ...         the sandboxes to " << cmd << "\n"
+      << "  --label K=V    every sandbox of the cluster with these labels (a whole job)\n";
+  if (cmd == "pause")
+    out << "  --no-memory    keep only the files (container sandboxes): every process ends and "
+           "its memory is freed; the resume boots the sandbox again\n";
+}
+
 int usage(const std::string& cmd, const std::string& msg) {
-  std::cerr << "dsec " << cmd << ": " << msg << "\nusage: dsec " << cmd
-            << " ID [ID ...] | --label K=V [--label K=V ...] [--json] [--rest HOST:PORT]\n";
+  std::cerr << "dsec " << cmd << ": " << msg << "\n";
+  print_usage(std::cerr, cmd);
   return 2;
 }
 
@@ -62,10 +72,20 @@ int job(const std::string& cmd, const args& a) {
 bool is_job_command(const std::string& cmd) { return cmd == "pause" || cmd == "resume"; }
 
 int run_job_command(const std::string& cmd, const std::vector<std::string>& words) {
-  auto a = parse_args(words, {"label", "rest"}, {"json"});
+  for (auto& w : words)
+    if (w == "--help" || w == "-h") {
+      print_usage(std::cout, cmd);
+      return 0;
+    }
+  auto a = parse_args(words, {"label", "rest"}, {"json", "no-memory"});
   if (!a)
     return usage(cmd, a.err().message);
   bool by_label = a->has("label");
+  bool drop_memory = a->has("no-memory");
+  if (drop_memory && cmd != "pause")
+    return usage(cmd, "--no-memory is an option of dsec pause only");
+  if (drop_memory && by_label)
+    return usage(cmd, "--no-memory pauses sandboxes by id, not a whole job by --label");
   if (by_label && !a->positional.empty())
     return usage(cmd, "give sandbox ids or --label, not both");
   if (!by_label && a->positional.empty())
@@ -74,7 +94,8 @@ int run_job_command(const std::string& cmd, const std::vector<std::string>& word
     return job(cmd, *a);
   int rc = 0;
   for (auto& id : a->positional) {
-    auto res = post(*a, "/v1/sandboxes/" + url_encode(id) + "/" + cmd, "");
+    auto res = post(*a, "/v1/sandboxes/" + url_encode(id) + "/" + cmd,
+                    drop_memory ? R"({"keep_memory":false})" : "");
     if (!res)
       rc = fail(cmd, res.err());
     else if (a->has("json"))

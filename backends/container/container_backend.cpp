@@ -155,6 +155,10 @@ class container_backend final : public backend {
                     sys::cleanup_stack& undo);
 
   expected<std::shared_ptr<sandbox>> adopt(sandbox_parts parts);
+  expected<std::shared_ptr<sandbox>> recover_powered_off(const std::string& id,
+                                                         const std::string& dir);
+  /// Kills what runs in the sandbox's cgroups and removes them.
+  void end_processes(const std::string& id, const std::string& dir);
   void remove_leftovers(const std::string& id, const std::string& dir);
 
   container_config cfg_;
@@ -174,6 +178,20 @@ expected<overlay_root> container_backend::make_root(const create_params& p,
       return st.err();
   // disk_mb: on the quota volume the sandbox dir is a subvolume limited to
   // it, so the upper and work dirs below are charged to the sandbox.
+  if (p.boot_again) {
+    // The files of a powered-off sandbox: its quota subvolume, upper and
+    // work directory as they were. A failed boot leaves them so, marker
+    // included; what it made in the directory goes.
+    if (!sys::exists(p.dir + "/" + powered_off_marker))
+      return invalid_argument("boot " + p.id + " again: it was not powered off");
+    if (cfg_.quota)
+      (void)cfg_.quota->grow_if_low();
+    undo.push([dir = p.dir] {
+      for (const char* f : {"/ctl.sock", "/meta"})
+        ::unlink((dir + f).c_str());
+    });
+    return mount_overlay(p.dir, p.lower_dirs, true);
+  }
   if (cfg_.quota) {
     // A volume close to its current size grows first (on this worker
     // thread; the node's growth thread does the same and logs failures).
@@ -280,6 +298,8 @@ expected<std::shared_ptr<sandbox>> container_backend::create(const create_params
   if (auto st = join_network(*net_, p.id, p.spec.network, parts, &undo); !st)
     return st.err();
   undo.commit(); // from here on the sandbox owns it all; its destroy() undoes
+  if (p.boot_again)
+    ::unlink((p.dir + "/" + powered_off_marker).c_str());
   return adopt(std::move(parts));
 }
 
@@ -294,6 +314,8 @@ expected<std::shared_ptr<sandbox>> container_backend::adopt(sandbox_parts parts)
 
 expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string& id,
                                                               const std::string& dir) {
+  if (sys::exists(dir + "/" + powered_off_marker))
+    return recover_powered_off(id, dir);
   auto meta = read_meta(dir);
   if (meta && meta->node_id != cfg_.node_id)
     return invalid_argument("recover " + id + ": sandbox belongs to node " + meta->node_id);
@@ -328,7 +350,23 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
   return adopt(std::move(parts));
 }
 
-void container_backend::remove_leftovers(const std::string& id, const std::string& dir) {
+// A node that died while powering a sandbox off may have left some of it
+// running: end it, keep the files.
+expected<std::shared_ptr<sandbox>> container_backend::recover_powered_off(const std::string& id,
+                                                                          const std::string& dir) {
+  end_processes(id, dir);
+  for (const char* f : {"/ctl.sock", "/meta"})
+    ::unlink((dir + f).c_str());
+  sandbox_parts parts;
+  parts.id = id;
+  parts.dir = dir;
+  parts.reap = false;
+  auto sb = std::make_shared<container_sandbox>(loop_, std::move(parts));
+  sb->mark_powered_off();
+  return std::shared_ptr<sandbox>(std::move(sb));
+}
+
+void container_backend::end_processes(const std::string& id, const std::string& dir) {
   auto cg = open_sandbox_cgroup(cfg_.cgroup_root, cfg_.node_id, id);
   for (pid_t pid : cg->processes()) {
     sys::unique_fd fd{static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))};
@@ -340,6 +378,10 @@ void container_backend::remove_leftovers(const std::string& id, const std::strin
   auto rootfs = dir + "/rootfs";
   if (::umount2(rootfs.c_str(), 0) != 0)
     ::umount2(rootfs.c_str(), MNT_DETACH);
+}
+
+void container_backend::remove_leftovers(const std::string& id, const std::string& dir) {
+  end_processes(id, dir);
   (void)sys::remove_tree(dir);
 }
 

@@ -25,6 +25,7 @@
 
 #include "backends/container/container_sandbox.hpp"
 #include "backends/policy/cpu_class.hpp"
+#include "sys/fs.hpp"
 #include "sys/page_out.hpp"
 #include "sys/swap_tier.hpp"
 
@@ -62,6 +63,29 @@ status container_sandbox::resume() {
     return internal_error("resume " + parts_.id + ": no cgroup to thaw");
   if (auto st = parts_.cgroup->freeze(false); !st)
     return error{st.err().code, "resume " + parts_.id + ": " + st.err().message};
+  return {};
+}
+
+// Power off: the marker first, so a node that dies half-way finds the
+// files kept (recover() ends what still runs and keeps the directory), then
+// the teardown of destroy() without the directory. The quota subvolume, the
+// upper and the work directory stay; the cgroups, init's namespaces, the
+// network state and the memory go.
+status container_sandbox::power_off() {
+  std::lock_guard<std::mutex> once(destroy_m_);
+  if (channel_->gone())
+    return unavailable("pause " + parts_.id + " without memory: sandbox is gone");
+  auto marker = parts_.dir + "/" + powered_off_marker;
+  if (auto st = sys::write_file_atomic(marker, "files kept; the next resume boots again\n", 0600,
+                                       sys::durability::process_crash);
+      !st)
+    return error{st.err().code, "pause " + parts_.id + " without memory: " + st.err().message};
+  status first;
+  (void)tear_down(true, first);
+  off_ = true;
+  if (!first)
+    return error{first.err().code,
+                 "pause " + parts_.id + " without memory: " + first.err().message};
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include "backends/container/launch.hpp"
 
 #include <sys/mount.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -99,8 +100,16 @@ expected<std::vector<fs_entry>> container_sandbox::file_op(const std::string& op
 status container_sandbox::destroy() {
   // A second, concurrent destroy() returns only once the first is done.
   std::lock_guard<std::mutex> once(destroy_m_);
+  status first;
+  if (!tear_down(false, first) && off_) // powered off: its files are all that is left
+    first = sys::remove_tree(parts_.dir);
+  off_ = false;
+  return first;
+}
+
+bool container_sandbox::tear_down(bool keep_files, status& first) {
   if (!channel_->shut())
-    return {};
+    return false;
   {
     std::lock_guard<std::mutex> g(m_);
     root_.reset(); // an O_PATH fd on the root would keep the overlay busy
@@ -110,7 +119,6 @@ status container_sandbox::destroy() {
   if (parts_.cgroup)
     (void)parts_.cgroup->freeze(false);
   channel_->wait_init();
-  status first;
   auto keep = [&first](status st) {
     if (!st && first)
       first = std::move(st);
@@ -127,9 +135,25 @@ status container_sandbox::destroy() {
     if (::umount2(rootfs.c_str(), MNT_DETACH) != 0 && errno != EINVAL)
       keep(sys_error("umount", rootfs, errno));
   }
-  keep(sys::remove_tree(parts_.dir));
+  if (keep_files) {
+    // What a boot again makes anew: init's socket and the meta file.
+    for (const char* f : {"ctl.sock", "meta"})
+      if (::unlink((parts_.dir + "/" + f).c_str()) != 0 && errno != ENOENT)
+        keep(sys_error("unlink", parts_.dir + "/" + f, errno));
+  } else {
+    keep(sys::remove_tree(parts_.dir));
+  }
   channel_->fail_pending_later();
-  return first;
+  return true;
+}
+
+void container_sandbox::mark_powered_off() {
+  (void)channel_->shut();
+  {
+    std::lock_guard<std::mutex> g(m_);
+    root_.reset();
+  }
+  off_ = true;
 }
 
 } // namespace dsec::backends

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,13 @@ class container_sandbox final : public channel_sandbox,
   status destroy() override;
   int init_pid() const override { return parts_.pid; }
 
+  // Power off (a pause that keeps the files only): container_pause.cpp.
+  status power_off() override;
+  bool powered_off() const override { return off_; }
+
+  /// A handle on a sandbox found powered off by recover(): its files only.
+  void mark_powered_off();
+
   // Pause and snapshot: container_pause.cpp.
   status pause() override;
   status resume() override;
@@ -91,13 +99,23 @@ class container_sandbox final : public channel_sandbox,
   /// The root for one file call; null once destroy() ran.
   std::shared_ptr<sys::unique_fd> root_fd() const;
 
+  /// Kills init and releases what the sandbox holds; its directory too
+  /// unless `keep_files` (power_off). False if it was already torn down.
+  bool tear_down(bool keep_files, status& first);
+
   std::shared_ptr<io_loop> loop_;
   sandbox_parts parts_; ///< its pidfd, ctl and env moved into channel_
   std::shared_ptr<sys::unique_fd> root_; ///< copied by file calls, dropped by destroy
 
+  std::atomic<bool> off_{false}; ///< powered off: only its directory is left
+
   std::mutex destroy_m_;
   mutable std::mutex m_; ///< guards root_
 };
+
+/// The file in a powered-off sandbox's directory that says so, for
+/// recover() and a boot again (container_backend.cpp).
+inline constexpr const char* powered_off_marker = "powered-off";
 
 /// Resolves `path` (absolute, no "..") below `root` with openat2 in-root
 /// semantics; exposed for the file calls. Implemented in files.cpp.

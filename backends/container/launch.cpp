@@ -81,10 +81,20 @@ expected<launch_image> seal_init_binary(const std::string& path) {
 }
 
 expected<overlay_root> mount_overlay(const std::string& dir,
-                                     const std::vector<std::string>& lower_dirs) {
+                                     const std::vector<std::string>& lower_dirs, bool existing) {
   auto upper = dir + "/upper", work = dir + "/work", root = dir + "/rootfs";
+  if (existing && !sys::exists(upper))
+    return not_found("boot " + dir + " again: its upper directory is gone");
+  // A volatile overlay leaves work/work/incompat/volatile behind, and
+  // overlayfs refuses to mount over it again (the upper may have missed
+  // syncs in a host crash). The overlay was unmounted cleanly when its last
+  // process ended (power_off), and its writes are in the host's page cache,
+  // as any file's: the work directory, scratch space only, is made anew.
+  if (existing)
+    if (auto st = sys::remove_tree(work); !st)
+      return st.err();
   for (auto* d : {&upper, &work, &root})
-    if (::mkdir(d->c_str(), 0755) != 0)
+    if (::mkdir(d->c_str(), 0755) != 0 && !(existing && errno == EEXIST))
       return sys_error("mkdir", *d, errno);
   sys::unique_fd fs{::fsopen("overlay", FSOPEN_CLOEXEC)};
   if (!fs)

@@ -44,9 +44,12 @@ struct overlay_root {
 };
 
 /// Makes the upper, work and (empty mount point) rootfs dirs in <dir> and an
-/// overlay over `lower_dirs` (bottom first) as an overlay_root.
+/// overlay over `lower_dirs` (bottom first) as an overlay_root. With
+/// `existing` the three are those of a powered-off sandbox, taken as they
+/// are (overlayfs empties its work directory itself).
 expected<overlay_root> mount_overlay(const std::string& dir,
-                                     const std::vector<std::string>& lower_dirs);
+                                     const std::vector<std::string>& lower_dirs,
+                                     bool existing = false);
 
 /// The listening socket at <dir>/ctl.sock (given to init) and the node's
 /// connected end (already queued in the backlog, answered once init runs).

@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -213,6 +215,37 @@ std::string setup_dev(const std::string& root) {
   return {};
 }
 
+// The sandbox's own boot id, new at every boot (create, and the boot again
+// after a pause without memory), as a VM's: the host's would tell agents
+// of different sandboxes that they share a machine, and could not change
+// across a boot again. A file of the scratch tmpfs, read-only, bound over
+// /proc/sys/kernel/random/boot_id before /proc/sys turns read-only.
+std::string setup_boot_id(const std::string& target) {
+  if (::access(target.c_str(), F_OK) != 0)
+    return {};
+  unsigned char b[16];
+  if (::getrandom(b, sizeof b, 0) != ssize_t(sizeof b))
+    return errno_message("getrandom", "boot_id", errno);
+  b[6] = (b[6] & 0x0f) | 0x40; // version 4
+  b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+  char text[40];
+  std::snprintf(text, sizeof text,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  int fd = ::openat(scratch_fd, "boot_id", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+  if (fd < 0)
+    return errno_message("create", "scratch boot_id", errno);
+  bool ok = ::write(fd, text, 37) == 37;
+  int err = errno;
+  ::close(fd);
+  if (!ok)
+    return errno_message("write", "scratch boot_id", err);
+  if (int e = attach_scratch("boot_id", mask_attrs, AT_FDCWD, target.c_str()); e != 0)
+    return errno_message("mount boot_id on", target, e);
+  return {};
+}
+
 // Paths of /proc an agent must not read (kernel memory, timers that leak
 // addresses) or write (sysrq, sysctls: uid 0 without capabilities can still
 // write many sysctls, so /proc/sys must be read-only).
@@ -237,6 +270,7 @@ std::string setup_proc(const std::string& root) {
     if (::access(p.c_str(), F_OK) == 0)
       TRY(mask_dir(p));
   }
+  TRY(setup_boot_id(proc + "/sys/kernel/random/boot_id"));
   static const char* readonly[] = {"sys", "sysrq-trigger", "bus", "fs", "irq"};
   for (auto r : readonly) {
     auto p = proc + "/" + r;

@@ -355,6 +355,11 @@ void connection::pause(std::string id, done_fn<sandbox_info> done) {
   impl_->op<ops::pause_op>(std::move(what), std::move(id), std::move(done));
 }
 
+void connection::pause_files(std::string id, done_fn<sandbox_info> done) {
+  auto what = "pause sandbox " + id + " without memory";
+  impl_->op<ops::pause_files_op>(std::move(what), std::move(id), std::move(done));
+}
+
 void connection::resume(std::string id, done_fn<sandbox_info> done) {
   auto what = "resume sandbox " + id;
   impl_->op<ops::resume_op>(std::move(what), std::move(id), std::move(done));

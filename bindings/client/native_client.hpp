@@ -108,6 +108,8 @@ class connection {
   /// The cluster as the node's gossip sees it (itself first).
   void nodes(done_fn<std::vector<member_info>> done);
   void pause(std::string id, done_fn<sandbox_info> done);
+  /// A pause that keeps only the files; the resume boots the sandbox again.
+  void pause_files(std::string id, done_fn<sandbox_info> done);
   void resume(std::string id, done_fn<sandbox_info> done);
   /// Empty name/version: the node picks `snapshot/<id>@<ms>`.
   void snapshot(std::string id, std::string name, std::string version,

@@ -128,6 +128,9 @@ const std::unordered_map<std::string, starter>& starters() {
     {ops::pause_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.pause(str(a, 0), to_outcome<sandbox_info>(s));
      }},
+    {ops::pause_files_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
+       c.pause_files(str(a, 0), to_outcome<sandbox_info>(s));
+     }},
     {ops::resume_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        c.resume(str(a, 0), to_outcome<sandbox_info>(s));
      }},

@@ -264,6 +264,22 @@ expected<snapshot_request> parse_snapshot(std::string_view body) {
   return out;
 }
 
+expected<bool> parse_pause(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return true;
+  auto j = parse_object(body, "pause");
+  if (!j)
+    return j.err();
+  if (auto st = reject_unknown(*j, {"keep_memory"}, "pause"); !st)
+    return st.err();
+  auto it = j->find("keep_memory");
+  if (it == j->end() || it->is_null())
+    return true;
+  if (!it->is_boolean())
+    return invalid_argument("pause: keep_memory must be a boolean");
+  return it->get<bool>();
+}
+
 expected<fncall_request> parse_fncall(std::string_view body) {
   auto j = parse_object(body, "fncall");
   if (!j)

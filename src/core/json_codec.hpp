@@ -55,6 +55,10 @@ struct snapshot_request {
 };
 expected<snapshot_request> parse_snapshot(std::string_view body);
 
+/// POST /v1/sandboxes/{id}/pause: an empty body or {"keep_memory": bool}
+/// (default true); whether the pause keeps the memory.
+expected<bool> parse_pause(std::string_view body);
+
 /// POST /v1/fncall: {"language","code","stdin","timeout_s","files"}.
 expected<fncall_request> parse_fncall(std::string_view body);
 

@@ -147,16 +147,23 @@ status validate(const sandbox_spec& s) {
     return st;
   if (auto st = validate_cpu_class(s.cpu_class); !st)
     return st;
-  if (s.on_timeout != "destroy" && s.on_timeout != "pause")
-    return bad("on_timeout", "must be \"destroy\" or \"pause\", got \""
+  auto pauses = [](const std::string& v) { return v == "pause" || v == "pause_files"; };
+  if (s.on_timeout != "destroy" && !pauses(s.on_timeout))
+    return bad("on_timeout", "must be \"destroy\", \"pause\" or \"pause_files\", got \""
                                + s.on_timeout.substr(0, 200) + "\"");
-  if (s.on_idle != "pause" && s.on_idle != "destroy")
-    return bad("on_idle", "must be \"pause\" or \"destroy\", got \""
+  if (!pauses(s.on_idle) && s.on_idle != "destroy")
+    return bad("on_idle", "must be \"pause\", \"pause_files\" or \"destroy\", got \""
                             + s.on_idle.substr(0, 200) + "\"");
-  if ((s.on_timeout == "pause" || (s.idle_timeout_s > 0 && s.on_idle == "pause"))
+  if ((pauses(s.on_timeout) || (s.idle_timeout_s > 0 && pauses(s.on_idle)))
       && s.backend == "fncall")
-    return bad(s.on_timeout == "pause" ? "on_timeout" : "on_idle",
-               "\"pause\" needs a backend that pauses; fncall sandboxes do not");
+    return bad(pauses(s.on_timeout) ? "on_timeout" : "on_idle",
+               "\"" + (pauses(s.on_timeout) ? s.on_timeout : s.on_idle)
+                 + "\" needs a backend that pauses; fncall sandboxes do not");
+  if ((s.on_timeout == "pause_files" || (s.idle_timeout_s > 0 && s.on_idle == "pause_files"))
+      && !s.backend.empty() && s.backend != "container")
+    return bad(s.on_timeout == "pause_files" ? "on_timeout" : "on_idle",
+               "\"pause_files\" (a pause that keeps only the files) is served by the "
+               "container backend only, not " + s.backend);
   for (auto* str : {&s.backend, &s.cpu_class, &s.node, &s.request_id})
     if (too_long(*str))
       return too_large("spec: a string field is longer than 4096 bytes");

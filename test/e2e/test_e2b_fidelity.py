@@ -48,6 +48,10 @@ def test_calls_on_a_paused_sandbox_fail_until_connect(e2b_module, e2b_node):
     fidelity(e2b_module, e2b_node, "paused_calls")
 
 
+def test_a_pause_without_memory_keeps_files_and_boots_again(e2b_module, e2b_node):
+    fidelity(e2b_module, e2b_node, "files_pause")
+
+
 def test_a_foreign_id_is_not_found(e2b_module, e2b_node):
     fidelity(e2b_module, e2b_node, "foreign")
 
@@ -79,7 +83,8 @@ def test_a_command_of_a_killed_sandbox(e2b_module, e2b_node):
     ({"iam": {"tokens": {}}}, "iam"),
     ({"surprise": 1}, "surprise"),
     ({"secure": False}, "secure false"),
-    ({"autoPause": True, "autoPauseMemory": False}, "autoPauseMemory"),
+    ({"autoPause": True, "autoPauseMemory": False, "autoResume": {"enabled": True}},
+     "autoResume true is not valid with autoPauseMemory false"),
     ({"network": {"rules": {}}}, "network.rules"),
     ({"network": {"egressProxy": {"address": "p:1"}}}, "network.egressProxy"),
     ({"network": {"denyOut": ["example.com"]}}, "network.denyOut"),

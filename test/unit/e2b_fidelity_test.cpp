@@ -12,6 +12,22 @@ namespace dsec::e2b {
 
 using nlohmann::json;
 
+TEST_CASE("e2b pause takes memory and nothing else", "[unit][e2b]") {
+  CHECK(*parse_pause("") == true);
+  CHECK(*parse_pause(R"({"memory":true})") == true);
+  CHECK(*parse_pause(R"({"memory":false})") == false);
+  CHECK(*parse_pause(R"({"memory":null})") == true);
+  for (auto [body, named] : std::vector<std::pair<const char*, const char*>>{
+         {R"({"memory":"no"})", "memory must be a boolean"},
+         {R"({"snapshot":true})", "snapshot"},
+         {R"([1])", "not a JSON object"}}) {
+    auto res = parse_pause(body);
+    REQUIRE(!res);
+    CHECK(res.err().code == errc::invalid_argument);
+    CHECK(res.err().message.find(named) != std::string::npos);
+  }
+}
+
 TEST_CASE("e2b create options map onto the spec or are refused by name", "[unit][e2b]") {
   sandbox_spec s;
   REQUIRE(apply_create_options(R"({"templateID":"base","timeout":30})", s, true));
@@ -22,6 +38,11 @@ TEST_CASE("e2b create options map onto the spec or are refused by name", "[unit]
                                    "autoPauseMemory":true})", s, true));
   CHECK(s.on_timeout == "pause");
   CHECK(s.auto_resume);
+  // keepMemory false: the timeout keeps the files only; no autoResume with it.
+  REQUIRE(apply_create_options(R"({"autoPause":true,"autoPauseMemory":false})", s, true));
+  CHECK(s.on_timeout == "pause_files");
+  REQUIRE(apply_create_options(R"({"autoPause":true,"autoPauseMemory":true})", s, true));
+  CHECK(s.on_timeout == "pause");
   REQUIRE(apply_create_options(R"({"allow_internet_access":true})", s, true));
   CHECK(s.network.allow.size() == 2);
   REQUIRE(apply_create_options(R"({"network":{"allowOut":["10.0.0.0/8","pypi.org","::1"],
@@ -34,7 +55,9 @@ TEST_CASE("e2b create options map onto the spec or are refused by name", "[unit]
          {R"({"volumeMounts":[]})", "volumeMounts"},
          {R"({"iam":{"tokens":{}}})", "iam"},
          {R"({"whatever":1})", "whatever"},
-         {R"({"autoPause":true,"autoPauseMemory":false})", "autoPauseMemory"},
+         {R"({"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}})",
+          "autoResume true is not valid with autoPauseMemory false"},
+         {R"({"autoPause":true,"autoPauseMemory":"no"})", "autoPauseMemory must be a boolean"},
          {R"({"network":{"rules":{}}})", "network.rules"},
          {R"({"network":{"denyOut":["example.com"]}})", "network.denyOut"},
          {R"({"network":{"allowOut":["a b"]}})", "network.allowOut"},

@@ -196,9 +196,13 @@ class AsyncSandbox(_Handle):
         """Destroys the sandbox; False if it was already gone."""
         return await self._client._call("destroy", (self.id,))
 
-    async def pause(self) -> SandboxInfo:
-        """Freezes the sandbox and frees what memory it can (see Sandbox.pause)."""
-        return _info(await self._client._call("pause", (self.id,)))
+    async def pause(self, *, keep_memory: bool = True) -> SandboxInfo:
+        """Freezes the sandbox and frees what memory it can; with
+        ``keep_memory=False`` keeps only its files (see Sandbox.pause)."""
+        if not isinstance(keep_memory, bool):
+            raise InvalidArgument("pause: keep_memory must be a bool")
+        op = "pause" if keep_memory else "pause_files"
+        return _info(await self._client._call(op, (self.id,)))
 
     async def resume(self) -> SandboxInfo:
         """Undoes pause()."""

@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _native
 from . import _spec
-from .errors import Error
+from .errors import Error, InvalidArgument
 from .job import JobResult, job_args, job_result
 from .types import ExecResult, LayerInfo, NodeInfo, OutputChunk, SandboxInfo, SnapshotInfo
 from .types import ProcessInfo, ProcessStatus, SandboxMetrics
@@ -174,11 +174,18 @@ class Sandbox(_Handle):
         """Destroys the sandbox. Idempotent: False if it was already gone."""
         return self._client._call("destroy", (self.id,))
 
-    def pause(self) -> SandboxInfo:
+    def pause(self, *, keep_memory: bool = True) -> SandboxInfo:
         """Freezes every process and frees what memory it can; files and
         processes survive. Any later call (exec, files, snapshot, network)
-        resumes it first (transparent resume). Idempotent."""
-        return _info(self._client._call("pause", (self.id,)))
+        resumes it first (transparent resume). Idempotent.
+
+        ``keep_memory=False`` keeps only the files (container sandboxes):
+        every process ends and all its memory is freed; resume() boots the
+        sandbox again on its files, with its layers' start command."""
+        if not isinstance(keep_memory, bool):
+            raise InvalidArgument("pause: keep_memory must be a bool")
+        op = "pause" if keep_memory else "pause_files"
+        return _info(self._client._call(op, (self.id,)))
 
     def resume(self) -> SandboxInfo:
         """Undoes pause(). Idempotent."""

@@ -1,6 +1,6 @@
 // Behaviours where dsec answers as E2B does (issue 27), each through the
-// unmodified SDK; PART picks one: lifecycle, paused_calls, foreign, connect, files,
-// commands, killed.
+// unmodified SDK; PART picks one: lifecycle, paused_calls, files_pause, foreign,
+// connect, files, commands, killed.
 import { Sandbox, CommandExitError, NotFoundError, assert, template, report, rejects } from './lib.mjs';
 
 const part = process.env.PART;
@@ -13,10 +13,11 @@ if (part === 'lifecycle') {
   assert.deepEqual((await pausing.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: false });
   const resuming = await Sandbox.create(template, { lifecycle: { onTimeout: 'pause', autoResume: true } });
   assert.deepEqual((await resuming.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true });
-  // A filesystem-only pause is refused by name.
-  const e = await rejects(() => Sandbox.create(template, {
-    lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), Error, 'keepMemory false');
-  assert.match(e.message, /autoPauseMemory/);
+  // A filesystem-only pause at the timeout shows as a pause.
+  const files = await Sandbox.create(template, {
+    lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+  assert.deepEqual((await files.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: false });
+  await files.kill();
   // A paused sandbox without autoResume is not running until connect.
   await plain.files.write('/tmp/kept.txt', 'kept');
   assert.equal(await plain.isRunning(), true);
@@ -45,6 +46,39 @@ if (part === 'lifecycle') {
   await rejects(() => Sandbox.getInfo(id), NotFoundError, 'getInfo');
   await rejects(() => Sandbox.connect(id), NotFoundError, 'connect');
   await rejects(() => Sandbox.setTimeout(id, 10_000), NotFoundError, 'setTimeout');
+  report({ ok: true });
+} else if (part === 'files_pause') {
+  // keepMemory false: the files stay, the processes go, connect boots it again.
+  const bootId = async (s) => (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+  const sbx = await Sandbox.create(template, { timeoutMs: 120_000 });
+  await sbx.files.write('/tmp/fs-only.txt', 'kept');
+  const before = await bootId(sbx);
+  await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 });
+  assert.equal(await sbx.pause({ keepMemory: false }), true);
+  assert.equal(await sbx.isRunning(), false, 'isRunning() after a pause without memory');
+  assert.equal(await sbx.pause({ keepMemory: false }), false, 'already paused');
+  const back = await sbx.connect();
+  assert.equal(back.sandboxId, sbx.sandboxId);
+  assert.equal(await back.isRunning(), true);
+  assert.equal(await back.files.read('/tmp/fs-only.txt'), 'kept');
+  assert.notEqual(await bootId(back), before, 'a new boot id');
+  const procs = await back.commands.list();
+  assert.ok(!procs.some((p) => [p.cmd, ...(p.args || [])].join(' ').includes('sleep 600')),
+    `a process survived: ${JSON.stringify(procs)}`);
+  // The timeout's pause without memory: paused at the end, connect boots it.
+  const timed = await Sandbox.create(template, {
+    timeoutMs: 3_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+  await timed.files.write('/tmp/t.txt', 't');
+  const tBefore = await bootId(timed);
+  const until = Date.now() + 20_000;
+  while ((await timed.getInfo()).state !== 'paused' && Date.now() < until)
+    await new Promise((r) => setTimeout(r, 250));
+  assert.equal((await timed.getInfo()).state, 'paused');
+  await timed.connect();
+  assert.equal(await timed.files.read('/tmp/t.txt'), 't');
+  assert.notEqual(await bootId(timed), tBefore);
+  await sbx.kill();
+  await timed.kill();
   report({ ok: true });
 } else if (part === 'connect') {
   // connect only extends a sandbox's end, never shortens it.
