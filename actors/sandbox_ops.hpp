@@ -39,6 +39,24 @@ void apply_exec_defaults(const sandbox_actor_state& st, exec_request& req);
 /// Ends an operation started with ++inflight (the actor may quit now).
 void end_op(sandbox_actor_ptr self);
 
+/// Quits once the sandbox is destroyed and no operation is in flight,
+/// answering whoever waits.
+void maybe_quit(sandbox_actor_ptr self);
+
+/// Tears the sandbox down (once; after a boot again under way); every
+/// caller's promise is answered when done.
+void begin_destroy(sandbox_actor_ptr self, const std::string& why);
+
+/// (start_atom): provisions the sandbox (image, layers, backend, record) on
+/// the worker pool and answers `rp` with its info once it runs
+/// (sandbox_create.cpp).
+void start_sandbox(sandbox_actor_ptr self, caf::response_promise rp);
+
+/// What a backend needs to make sandbox `id` of `spec` (with the layers'
+/// env under the spec's) over the layer mounts `held` holds.
+backends::create_params backend_params(const node_context& ctx, const std::string& id,
+                                       const sandbox_spec& spec, const held_layers& held);
+
 /// A boot again (st.booting) ended: a destroy that came meanwhile begins.
 void end_boot(sandbox_actor_ptr self);
 

@@ -11,7 +11,6 @@
 #include "actors/sandbox_ttl.hpp"
 #include "core/clock.hpp"
 #include "core/inspect.hpp"
-#include "core/layer_config.hpp"
 #include "layers/store.hpp"
 
 namespace dsec {
@@ -72,12 +71,7 @@ resume_job(const sandbox_actor_state& st) {
     auto held = ctx->layers->acquire(spec.layers);
     if (!held)
       return error{held.err().code, "boot " + id + " again: " + held.err().message};
-    backends::create_params p;
-    p.id = id;
-    p.spec = spec;
-    p.spec.env = overlay_env(held->config.env, spec.env);
-    p.dir = ctx->sandbox_dir(id);
-    p.lower_dirs = held->dirs;
+    auto p = backend_params(*ctx, id, spec, *held);
     p.boot_again = true;
     auto* backend = ctx->backend_for(spec.backend);
     auto sb = backend ? backend->create(p)
