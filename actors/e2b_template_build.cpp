@@ -127,11 +127,22 @@ expected<std::string> layer_of_image(run& r, const std::string& text) {
   return (*known)->layer;
 }
 
-/// The base as one layer ref.
-expected<std::string> base_layer(run& r) {
+/// The base: one layer ref, and for a template built here its start and
+/// ready commands (empty for an image, an alias or a built-in template).
+struct base_of {
+  std::string layer;
+  std::string start_cmd;
+  std::string ready_cmd;
+};
+
+expected<base_of> base_layer(run& r) {
   auto& s = r.job.start;
-  if (!s.from_image.empty())
-    return layer_of_image(r, s.from_image);
+  if (!s.from_image.empty()) {
+    auto l = layer_of_image(r, s.from_image);
+    if (!l)
+      return l.err();
+    return base_of{*l, {}, {}};
+  }
   auto tn = parse_template_name(s.from_template, "fromTemplate");
   if (!tn)
     return tn.err();
@@ -141,7 +152,7 @@ expected<std::string> base_layer(run& r) {
     if (t != r.reg.templates.end()) {
       auto tag = t->second.find(tn->tag.empty() ? default_tag : tn->tag);
       if (tag != t->second.end())
-        return tag->second.layer;
+        return base_of{tag->second.layer, tag->second.start_cmd, tag->second.ready_cmd};
     }
   }
   if (tn->tag.empty()) {
@@ -149,10 +160,10 @@ expected<std::string> base_layer(run& r) {
     if (!aliases)
       return aliases.err();
     if (auto it = aliases->find(tn->name); it != aliases->end())
-      return it->second;
+      return base_of{it->second, {}, {}};
     auto l = template_layers(tn->name);
     if (l && l->size() == 1)
-      return l->front();
+      return base_of{l->front(), {}, {}};
   }
   return not_found("fromTemplate " + s.from_template.substr(0, 100)
                    + ": no such template on this node");
@@ -279,13 +290,20 @@ void build(run& r) {
   auto ctx = work.path + "/context";
   if (auto made = sys::make_dirs(ctx); !made)
     return r.fail(made.err().message, "base");
-  auto from = base_layer(r);
-  if (!from)
-    return r.fail("base: " + from.err().message, "base");
-  auto info = job.ctx->store->resolve(*from);
+  auto base = base_layer(r);
+  if (!base)
+    return r.fail("base: " + base.err().message, "base");
+  const std::string& from = base->layer;
+  auto info = job.ctx->store->resolve(from);
   if (!info)
-    return r.fail("base " + *from + ": " + info.err().message, "base");
-  r.log("info", "FROM " + *from);
+    return r.fail("base " + from + ": " + info.err().message, "base");
+  r.log("info", "FROM " + from);
+  // A child of a template with a start command starts, on E2B, from the
+  // parent's snapshot, whose start process runs: here the child runs the
+  // parent's commands, unless it sets its own.
+  if (inherit_start(job.start, base->start_cmd, base->ready_cmd))
+    r.log("info", "Start and ready commands of " + job.start.from_template + ": \""
+                    + job.start.start_cmd + "\", \"" + job.start.ready_cmd + "\"");
   std::map<size_t, copy_layout> copies;
   for (size_t i = 0; i < job.start.steps.size(); ++i)
     if (job.start.steps[i].type == "COPY") {
@@ -294,7 +312,7 @@ void build(run& r) {
         return r.fail(l.err().message, std::to_string(i + 1));
       copies[i] = *l;
     }
-  auto dockerfile = make_dockerfile(job.start, *from, info->config.user, copies, r.step_of);
+  auto dockerfile = make_dockerfile(job.start, from, info->config.user, copies, r.step_of);
   if (!dockerfile)
     return r.fail(dockerfile.err().message, "base");
   auto path = work.path + "/Dockerfile";

@@ -173,6 +173,22 @@ def test_start_command(e2b_module, tnode, context, name):  # noqa: F811
     assert wait_for(lambda: not sandboxes_of_template(tnode, f"{name}-never:v1"), 30)
 
 
+def test_child_template_runs_the_parents_start_command(e2b_module, tnode, context, name):  # noqa: F811
+    """fromTemplate of a template with setStartCmd: a child that sets none
+    records and runs the parent's start and ready commands; a child's own
+    setStartCmd replaces them."""
+    parent = f"{name}-start"
+    path = os.path.join(tnode.store, "e2b_templates.json")
+    if not os.path.exists(path) or parent not in json.load(open(path)):
+        templates(e2b_module, tnode, "startbuild", NAME=name, CONTEXT=context)
+    templates(e2b_module, tnode, "inherit", NAME=name)
+    with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
+        record = json.load(f)
+    for k in ("startCmd", "readyCmd"):
+        assert record[f"{name}-child"]["v1"][k] == record[parent]["v1"][k], record
+    assert record[f"{name}-own"]["v1"]["startCmd"] == "exec sleep 100000", record
+
+
 def build_status(node, tid, bid):
     return node.client.call("GET", f"/templates/{tid}/builds/{bid}/status")
 

@@ -2,7 +2,8 @@
 // one: build (build, exists, tags, create from it), rebuild (the same
 // template again: cached), refused (what dsec does not build, by name),
 // startbuild and startcreate (setStartCmd: templates whose sandboxes start a
-// server, or fail their ready command; created after a node restart too).
+// server, or fail their ready command; created after a node restart too),
+// inherit (children of the server template: theirs or the parent's command).
 // NAME is the template's name, CONTEXT a directory with folder/test.txt and
 // hello.txt, BASE the template it builds from.
 import { Sandbox, assert, report, e2b } from './lib.mjs';
@@ -173,6 +174,38 @@ if (part === 'build') {
   assert.ok(message.includes('exited with code 3'), `and the start command's exit: ${message}`);
   assert.ok(message.includes('no server here'), `and its output: ${message}`);
   report({ ok: true, createMs, failMs, message });
+} else if (part === 'inherit') {
+  // A child of the server template that sets no start command runs the
+  // parent's (on E2B it starts from the parent's running snapshot); one that
+  // sets its own runs only its own.
+  const { logs } = await build(
+    Template().fromTemplate(`${name}-start:v1`).runCmd('echo from-child > child.txt'),
+    `${name}-child:v1`);
+  assert.ok(logs.some((l) => l.includes(`Start and ready commands of ${name}-start:v1`)),
+            `the log says what the child took: ${logs.join('\n')}`);
+  await build(Template().fromTemplate(`${name}-start:v1`)
+                .setStartCmd('exec sleep 100000', 'pgrep sleep'), `${name}-own:v1`);
+  const child = await Sandbox.create(`${name}-child:v1`);
+  try {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/index.html`, {
+      headers: { 'E2b-Sandbox-Id': child.sandboxId, 'E2b-Sandbox-Port': '8000' },
+    });
+    assert.equal(res.status, 200, 'the parent\'s server runs in the child');
+    assert.equal(await res.text(), 'hello-from-start\n');
+    assert.equal(await child.files.read('/srv/child.txt'), 'from-child\n');
+  } finally {
+    await child.kill();
+  }
+  const own = await Sandbox.create(`${name}-own:v1`);
+  let cmds;
+  try {
+    cmds = (await own.commands.list()).map((p) => `${p.cmd} ${(p.args || []).join(' ')}`);
+    assert.ok(cmds.some((c) => c.includes('sleep 100000')), `its own: ${cmds}`);
+    assert.ok(!cmds.some((c) => c.includes('httpd')), `not the parent's: ${cmds}`);
+  } finally {
+    await own.kill();
+  }
+  report({ ok: true, cmds });
 } else {
   throw new Error(`unknown PART ${part}`);
 }
