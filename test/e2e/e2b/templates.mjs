@@ -3,7 +3,8 @@
 // template again: cached), refused (what dsec does not build, by name),
 // startbuild and startcreate (setStartCmd: templates whose sandboxes start a
 // server, or fail their ready command; created after a node restart too),
-// inherit (children of the server template: theirs or the parent's command).
+// inherit (children of the server template: theirs or the parent's command),
+// frombase (a template from E2B's `base`, a stack of two layers).
 // NAME is the template's name, CONTEXT a directory with folder/test.txt and
 // hello.txt, BASE the template it builds from.
 import { Sandbox, assert, report, e2b } from './lib.mjs';
@@ -212,6 +213,21 @@ if (part === 'build') {
     await own.kill();
   }
   report({ ok: true, cmds });
+} else if (part === 'frombase') {
+  // E2B's `base` is two layers here (the Debian image and its sudo layer):
+  // a template from it holds both.
+  const { logs } = await build(Template().fromTemplate('base').runCmd('echo built > /tmp/built.txt'),
+                               `${name}-base:v1`);
+  assert.ok(logs.some((l) => l.includes('FROM base/e2b@1 + toolkit/e2b-sudo@1')), logs.join('\n'));
+  const sbx = await Sandbox.create(`${name}-base:v1`);
+  try {
+    assert.equal(await sbx.files.read('/tmp/built.txt'), 'built\n');
+    assert.equal((await sbx.commands.run('whoami')).stdout.trim(), 'user');
+    assert.equal((await sbx.commands.run('sudo whoami')).stdout.trim(), 'root');
+  } finally {
+    await sbx.kill();
+  }
+  report({ ok: true });
 } else {
   throw new Error(`unknown PART ${part}`);
 }
