@@ -393,8 +393,9 @@ def test_python_set_network_and_update_take_deny(sdk, dsec_sdk, peer):
     """The Python SDK changes network.deny on a running sandbox as create's
     network_deny= sets it: set_network(allow, deny=...), update(network=...,
     network_deny=...) and update(network={"allow": ..., "deny": ...}) each
-    close what the catch-all opens, at the next connect; a domain in deny, or
-    a deny-list without the allow-list it narrows, is InvalidArgument."""
+    close what the catch-all opens, at the next connect, and create(network=)
+    takes the dict form too; a domain in deny, or a deny-list without the
+    allow-list it narrows, is InvalidArgument."""
     from egress_peer import PROBE
     sb = sdk.create(["base/python@3.11"], memory_mb=256, network=["0.0.0.0/0:*"])
     try:
@@ -425,5 +426,15 @@ def test_python_set_network_and_update_take_deny(sdk, dsec_sdk, peer):
         with pytest.raises(dsec_sdk.InvalidArgument, match="deny: must be a list of str"):
             sb.set_network(["0.0.0.0/0:*"], deny=f"{peer.npm}:*")
         assert reach() == ["ok", "ok"]  # refusals changed nothing
+    finally:
+        sb.destroy()
+    # create(network=) takes the same dict form.
+    sb = sdk.create(["base/python@3.11"], memory_mb=256,
+                    network={"allow": ["0.0.0.0/0:*"], "deny": [f"{peer.npm}:*"]})
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps(
+            [["tcp", peer.pypi, 80], ["tcp", peer.npm, 80]])], timeout_s=120)
+        assert json.loads(r.stdout) == ["ok", "EPERM"], r
     finally:
         sb.destroy()
