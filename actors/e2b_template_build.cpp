@@ -25,6 +25,7 @@
 #include "api/e2b_codec.hpp"
 #include "core/clock.hpp"
 #include "core/host_port.hpp"
+#include "core/layer_config.hpp"
 #include "core/image_reference.hpp"
 #include "layers/aliases.hpp"
 #include "layers/tar_apply.hpp"
@@ -127,11 +128,23 @@ expected<std::string> layer_of_image(run& r, const std::string& text) {
   return (*known)->layer;
 }
 
-/// The base as one layer ref.
-expected<std::string> base_layer(run& r) {
+/// The base: its layer refs (bottom first; a built-in template such as
+/// `base` has several), and for a template built here its start and ready
+/// commands (empty for an image, an alias or a built-in template).
+struct base_of {
+  std::vector<std::string> layers;
+  std::string start_cmd;
+  std::string ready_cmd;
+};
+
+expected<base_of> base_layer(run& r) {
   auto& s = r.job.start;
-  if (!s.from_image.empty())
-    return layer_of_image(r, s.from_image);
+  if (!s.from_image.empty()) {
+    auto l = layer_of_image(r, s.from_image);
+    if (!l)
+      return l.err();
+    return base_of{{*l}, {}, {}};
+  }
   auto tn = parse_template_name(s.from_template, "fromTemplate");
   if (!tn)
     return tn.err();
@@ -141,7 +154,7 @@ expected<std::string> base_layer(run& r) {
     if (t != r.reg.templates.end()) {
       auto tag = t->second.find(tn->tag.empty() ? default_tag : tn->tag);
       if (tag != t->second.end())
-        return tag->second.layer;
+        return base_of{{tag->second.layer}, tag->second.start_cmd, tag->second.ready_cmd};
     }
   }
   if (tn->tag.empty()) {
@@ -149,10 +162,9 @@ expected<std::string> base_layer(run& r) {
     if (!aliases)
       return aliases.err();
     if (auto it = aliases->find(tn->name); it != aliases->end())
-      return it->second;
-    auto l = template_layers(tn->name);
-    if (l && l->size() == 1)
-      return l->front();
+      return base_of{{it->second}, {}, {}};
+    if (auto l = template_layers(tn->name); l && tn->name.find('@') == std::string::npos)
+      return base_of{*l, {}, {}};
   }
   return not_found("fromTemplate " + s.from_template.substr(0, 100)
                    + ": no such template on this node");
@@ -279,13 +291,29 @@ void build(run& r) {
   auto ctx = work.path + "/context";
   if (auto made = sys::make_dirs(ctx); !made)
     return r.fail(made.err().message, "base");
-  auto from = base_layer(r);
-  if (!from)
-    return r.fail("base: " + from.err().message, "base");
-  auto info = job.ctx->store->resolve(*from);
-  if (!info)
-    return r.fail("base " + *from + ": " + info.err().message, "base");
-  r.log("info", "FROM " + *from);
+  auto base = base_layer(r);
+  if (!base)
+    return r.fail("base: " + base.err().message, "base");
+  // The Dockerfile's FROM is the top layer; the builder stacks the rest
+  // under it (--under), so the template holds all of them.
+  const std::string& from = base->layers.back();
+  std::vector<layer_config> configs;
+  for (auto& l : base->layers) {
+    auto info = job.ctx->store->resolve(l);
+    if (!info)
+      return r.fail("base " + l + ": " + info.err().message, "base");
+    configs.push_back(info->config);
+  }
+  std::string shown;
+  for (auto& l : base->layers)
+    shown += (shown.empty() ? "" : " + ") + l;
+  r.log("info", "FROM " + shown);
+  // A child of a template with a start command starts, on E2B, from the
+  // parent's snapshot, whose start process runs: here the child runs the
+  // parent's commands, unless it sets its own.
+  if (inherit_start(job.start, base->start_cmd, base->ready_cmd))
+    r.log("info", "Start and ready commands of " + job.start.from_template + ": \""
+                    + job.start.start_cmd + "\", \"" + job.start.ready_cmd + "\"");
   std::map<size_t, copy_layout> copies;
   for (size_t i = 0; i < job.start.steps.size(); ++i)
     if (job.start.steps[i].type == "COPY") {
@@ -294,7 +322,8 @@ void build(run& r) {
         return r.fail(l.err().message, std::to_string(i + 1));
       copies[i] = *l;
     }
-  auto dockerfile = make_dockerfile(job.start, *from, info->config.user, copies, r.step_of);
+  auto dockerfile = make_dockerfile(job.start, from, merge_layer_configs(configs).user, copies,
+                                    r.step_of);
   if (!dockerfile)
     return r.fail(dockerfile.err().message, "base");
   auto path = work.path + "/Dockerfile";
@@ -308,6 +337,8 @@ void build(run& r) {
                                 "--rest", rest_address(job.ctx->config),
                                 // E2B's build steps reach the network (apt, pip).
                                 "--network"};
+  for (size_t i = 0; i + 1 < base->layers.size(); ++i)
+    argv.insert(argv.end(), {"--under", base->layers[i]});
   if (job.start.force)
     argv.push_back("--no-cache");
   std::vector<std::string> env{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};

@@ -247,6 +247,16 @@ expected<template_step> parse_step(const json& v, size_t i) {
 
 } // namespace
 
+bool inherit_start(build_start& child, const std::string& parent_start,
+                   const std::string& parent_ready) {
+  if (!child.start_cmd.empty() || (parent_start.empty() && parent_ready.empty()))
+    return false;
+  child.start_cmd = parent_start;
+  if (child.ready_cmd.empty())
+    child.ready_cmd = parent_ready;
+  return true;
+}
+
 expected<build_start> parse_build_start(std::string_view body) {
   auto j = parse_object(body);
   if (j.is_discarded() || !j.is_object())

@@ -80,6 +80,14 @@ struct build_start {
   std::string ready_cmd;
 };
 
+/// A child of a template with start/ready commands (fromTemplate) gets the
+/// parent's start command when it sets none (E2B starts the child from the
+/// parent's snapshot, whose start process runs), and the parent's ready
+/// command too when it sets neither; a child's setStartCmd replaces both.
+/// True if the child took anything of the parent's.
+bool inherit_start(build_start& child, const std::string& parent_start,
+                   const std::string& parent_ready);
+
 /// Refuses by name what dsec does not build:
 /// fromImageRegistry, unknown fields and step types, COPY's user and mode,
 /// an image reference with no reachable registry (Docker Hub names).

@@ -23,6 +23,7 @@
 
 #include "cmd/args.hpp"
 #include "cmd/rest_call.hpp"
+#include "core/layer_config.hpp"
 #include "core/layer_ref.hpp"
 #include "layers/blob_cache.hpp"
 #include "layers/digest.hpp"
@@ -43,14 +44,17 @@ namespace df = layers::dockerfile;
 
 constexpr const char* usage_text =
   "usage: dsec layer build --dockerfile PATH [--context DIR] --name N --version V\n"
-  "         [--kind base|workspace|toolkit] [--build-arg K=V]... [--network] [--no-cache]\n"
+  "         [--kind base|workspace|toolkit] [--build-arg K=V]... [--under REF]... [--network]\n"
+  "         [--no-cache]\n"
   "         [--rest HOST:PORT] [--state-dir DIR | --store DIR]\n"
   "  Builds N@V from a Dockerfile on a running node (--rest, $DSEC_REST, 127.0.0.1:7070)\n"
   "  whose layer store is --store (or --state-dir/store, default /var/lib/dsec/store).\n"
   "  Each RUN runs in a sandbox without network unless --network; steps are cached as\n"
   "  build/<key>@1 (--no-cache rebuilds them); the context defaults to the Dockerfile's\n"
   "  directory. The result is one layer whose exec defaults are ENV, WORKDIR and USER.\n"
-  "  FROM takes a layer ref or an image reference; the node pulls an image it lacks.\n";
+  "  FROM takes a layer ref or an image reference; the node pulls an image it lacks.\n"
+  "  --under stacks layer refs below FROM's layer (bottom first), as a sandbox of\n"
+  "  several layers has them: the steps run on the whole stack and the result holds it.\n";
 
 /// Where the copied files travel inside a step's sandbox (removed in the
 /// same step, so no layer keeps it).
@@ -475,7 +479,7 @@ int run_dockerfile_build(const std::vector<std::string>& words) {
     }
   auto parsed = parse_args({words.begin() + 1, words.end()},
                            {"dockerfile", "context", "name", "version", "kind", "build-arg", "rest",
-                            "state-dir", "store"},
+                            "state-dir", "store", "under"},
                            {"network", "no-cache"});
   if (!parsed)
     return usage(parsed.err().message);
@@ -528,20 +532,30 @@ int run_dockerfile_build(const std::vector<std::string>& words) {
     std::cerr << "FROM " << *from << ": layer " << *layer << "\n";
     *from = *layer;
   }
-  auto base = b.st.resolve(*from);
-  if (!base)
-    return fail_build({base.err().code, "FROM " + *from + ": " + base.err().message
-                                          + " (the node's store must be this command's:"
-                                            " pass --store or --state-dir)"});
-  auto plan = df::make_plan(*ins, build_args, base->config);
+  // The base stack: --under's layers, then FROM's; their configs merged as
+  // a sandbox of them gets them.
+  std::vector<std::string> stack = p.all("under");
+  stack.push_back(*from);
+  std::vector<layer_config> configs;
+  std::string key;
+  for (auto& ref : stack) {
+    auto base = b.st.resolve(ref);
+    if (!base)
+      return fail_build({base.err().code, (ref == *from ? "FROM " : "--under ") + ref + ": "
+                                            + base.err().message
+                                            + " (the node's store must be this command's:"
+                                              " pass --store or --state-dir)"});
+    configs.push_back(base->config);
+    // One layer keys as its digest (the cache of builds before --under).
+    key = key.empty() ? base->digest : layers::sha256_string(key + "\nthen " + base->digest);
+  }
+  auto plan = df::make_plan(*ins, build_args, merge_layer_configs(configs));
   if (!plan)
     return fail_build(plan.err());
   for (auto& w : plan->warnings)
     std::cerr << "warning: " << w << "\n";
 
   auto began = std::chrono::steady_clock::now();
-  std::vector<std::string> stack{*from};
-  std::string key = base->digest;
   if (auto st = run_steps(b, *plan, stack, key); !st)
     return fail_build(st.err());
   // One layer: the stack flattened, the exec defaults recorded.

@@ -138,16 +138,19 @@ const std::unordered_map<std::string, starter>& starters() {
        c.snapshot(str(a, 0), str(a, 1), str(a, 2), to_outcome<snapshot_info>(s));
      }},
     {ops::network_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
-       network_policy policy;
+       network_policy policy; // (id, allow-list, deny-list)
        policy.allow = a[1].cast<std::vector<std::string>>();
+       policy.deny = a[2].cast<std::vector<std::string>>();
        c.set_network(str(a, 0), std::move(policy), to_outcome<bool>(s));
      }},
-    // (id, cpu_class or "", allow-list or None)
+    // (id, cpu_class or "", allow-list or None, deny-list)
     {ops::update_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {
        network_policy policy;
        bool set_net = !a[2].is_none();
-       if (set_net)
+       if (set_net) {
          policy.allow = a[2].cast<std::vector<std::string>>();
+         policy.deny = a[3].cast<std::vector<std::string>>();
+       }
        c.update(str(a, 0), str(a, 1), set_net, std::move(policy), to_outcome<sandbox_info>(s));
      }},
     {ops::bgexec_op::name, [](connection& c, args a, outcome_fn s, uint64_t, chunk_fn) {

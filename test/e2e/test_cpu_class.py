@@ -422,7 +422,7 @@ def test_sdk_update_and_set_cpu_class(sdk, node):
     with pytest.raises(dsec.InvalidArgument):
         sb.update()
     with pytest.raises(dsec.InvalidArgument):
-        sb.update(network={"deny": []})
+        sb.update(network={"block": []})
     sb.destroy()
     with pytest.raises(dsec.NotFound):
         sb.set_cpu_class("batch")

@@ -3,9 +3,9 @@
 # glob and a file, uploaded through the node's signed link), ENV and RUN,
 # checks exists and tags, creates sandboxes from tags and reads the files
 # and env the build made; a rebuild is cached; what dsec does not build is
-# refused by name. The node runs on a temp store seeded with the test
-# store's busybox layer (hard links), so build layers never reach the
-# shared test store. test/e2e/e2b/templates.mjs is plain E2B code.
+# refused by name; a template from `base` holds both of its layers. The node
+# runs on a temp store seeded with the test store's busybox and E2B base
+# layers (hard links), so build layers never reach the shared test store. test/e2e/e2b/templates.mjs is plain E2B code.
 
 import json
 import os
@@ -38,9 +38,10 @@ def seed_store(path, refs):
 
 
 @pytest.fixture(scope="module")
-def tnode(dsec_bin, key_file):  # noqa: F811 (fixture)
+def tnode(dsec_bin, key_file, e2b_base):  # noqa: F811 (fixture)
     root = tempfile.mkdtemp(prefix="dsec-e2btpl-", dir=TMP_ROOT)
-    n = keyed_node(dsec_bin, seed_store(os.path.join(root, "store"), [BUSYBOX]), key_file)
+    n = keyed_node(dsec_bin, seed_store(os.path.join(root, "store"),
+                                        [BUSYBOX, e2b_base, "toolkit/e2b-sudo@1"]), key_file)
     yield n
     _finish_node(n)
     shutil.rmtree(root, ignore_errors=True)
@@ -171,6 +172,29 @@ def test_start_command(e2b_module, tnode, context, name):  # noqa: F811
     print(f"create with a start command: {out['createMs']} ms; "
           f"a never-ready create failed in {out['failMs']} ms")
     assert wait_for(lambda: not sandboxes_of_template(tnode, f"{name}-never:v1"), 30)
+
+
+def test_child_template_runs_the_parents_start_command(e2b_module, tnode, context, name):  # noqa: F811
+    """fromTemplate of a template with setStartCmd: a child that sets none
+    records and runs the parent's start and ready commands; a child's own
+    setStartCmd replaces them."""
+    parent = f"{name}-start"
+    path = os.path.join(tnode.store, "e2b_templates.json")
+    if not os.path.exists(path) or parent not in json.load(open(path)):
+        templates(e2b_module, tnode, "startbuild", NAME=name, CONTEXT=context)
+    templates(e2b_module, tnode, "inherit", NAME=name)
+    with open(os.path.join(tnode.store, "e2b_templates.json")) as f:
+        record = json.load(f)
+    for k in ("startCmd", "readyCmd"):
+        assert record[f"{name}-child"]["v1"][k] == record[parent]["v1"][k], record
+    assert record[f"{name}-own"]["v1"]["startCmd"] == "exec sleep 100000", record
+
+
+def test_template_from_base_holds_its_layers(e2b_module, tnode, name):  # noqa: F811
+    """fromTemplate('base') (and E2B's fromBaseImage, the same base): the
+    template is built over both of base's layers, so its sandboxes have E2B's
+    user and its passwordless sudo."""
+    templates(e2b_module, tnode, "frombase", NAME=name)
 
 
 def build_status(node, tid, bid):

@@ -387,3 +387,54 @@ def test_a_slow_upstream_does_not_stall_other_sandboxes_network_changes(client, 
         f"PUT /network returned only after the refresh round ended: {during[asked:]}"
     assert probe(client, other, [["tcp", peer.npm, 80], ["tcp", peer.pypi, 80]]) == \
         ["ok", "EPERM"]
+
+
+def test_python_set_network_and_update_take_deny(sdk, dsec_sdk, peer):
+    """The Python SDK changes network.deny on a running sandbox as create's
+    network_deny= sets it: set_network(allow, deny=...), update(network=...,
+    network_deny=...) and update(network={"allow": ..., "deny": ...}) each
+    close what the catch-all opens, at the next connect, and create(network=)
+    takes the dict form too; a domain in deny, or a deny-list without the
+    allow-list it narrows, is InvalidArgument."""
+    from egress_peer import PROBE
+    sb = sdk.create(["base/python@3.11"], memory_mb=256, network=["0.0.0.0/0:*"])
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+
+        def reach():
+            r = sb.exec(["python3", "/tmp/p.py", json.dumps(
+                [["tcp", peer.pypi, 80], ["tcp", peer.npm, 80]])], timeout_s=120)
+            assert r.exit_code == 0, r
+            return json.loads(r.stdout)
+
+        assert reach() == ["ok", "ok"]
+        sb.set_network(["0.0.0.0/0:*"], deny=[f"{peer.pypi}:*"])
+        assert reach() == ["EPERM", "ok"]
+        assert f"net {peer.pypi}:80" in sb.info().denials["recent"]
+        sb.update(network=["0.0.0.0/0:*"], network_deny=[f"{peer.npm}:80"])
+        assert reach() == ["ok", "EPERM"]
+        # An allow entry wins over the deny of its address (E2B's allowOut).
+        sb.update(network={"allow": ["0.0.0.0/0:*", f"{peer.npm}:*"],
+                           "deny": [f"{peer.npm}:*", f"{peer.pypi}:*"]})
+        assert reach() == ["EPERM", "ok"]
+        sb.set_network(["0.0.0.0/0:*"])  # no deny: the catch-all opens both again
+        assert reach() == ["ok", "ok"]
+        with pytest.raises(dsec_sdk.InvalidArgument, match="network.deny"):
+            sb.set_network(["0.0.0.0/0:*"], deny=["pypi.mirror.test:*"])
+        with pytest.raises(dsec_sdk.InvalidArgument, match="network_deny: goes with network="):
+            sb.update(network_deny=[f"{peer.npm}:*"])
+        with pytest.raises(dsec_sdk.InvalidArgument, match="deny: must be a list of str"):
+            sb.set_network(["0.0.0.0/0:*"], deny=f"{peer.npm}:*")
+        assert reach() == ["ok", "ok"]  # refusals changed nothing
+    finally:
+        sb.destroy()
+    # create(network=) takes the same dict form.
+    sb = sdk.create(["base/python@3.11"], memory_mb=256,
+                    network={"allow": ["0.0.0.0/0:*"], "deny": [f"{peer.npm}:*"]})
+    try:
+        sb.write_file("/tmp/p.py", PROBE.encode())
+        r = sb.exec(["python3", "/tmp/p.py", json.dumps(
+            [["tcp", peer.pypi, 80], ["tcp", peer.npm, 80]])], timeout_s=120)
+        assert json.loads(r.stdout) == ["ok", "EPERM"], r
+    finally:
+        sb.destroy()

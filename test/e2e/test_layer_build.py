@@ -280,3 +280,27 @@ def test_exec_defaults_survive_a_node_restart(dsec_bin, bnode, ctx, tmp_path):
         assert_clean(n, allow_layer_mounts=True)
     finally:
         _finish_node(n)
+
+
+def test_under_stacks_layers_below_from(dsec_bin, bnode, ctx):
+    """--under REF puts layers below FROM's (bottom first), as a sandbox of
+    several layers has them: the steps see the whole stack and the built layer
+    holds it, alone. A ref the store lacks is refused by name."""
+    for name, text in (("A", "a"), ("B", "b")):
+        with open(os.path.join(ctx, name), "w") as f:
+            f.write(f"FROM base/busybox@1\nRUN echo {text} > /{text}.txt\n")
+        rc, _, err, _ = build(dsec_bin, bnode, ctx, "1", dockerfile=name, name=f"app/{text}")
+        assert rc == 0, err
+    with open(os.path.join(ctx, "AB"), "w") as f:
+        f.write("FROM app/b@1\nRUN cat /a.txt /b.txt > /ab.txt\n")
+    rc, _, err, _ = build(dsec_bin, bnode, ctx, "1", "--under", "app/a@1", dockerfile="AB",
+                          name="app/ab")
+    assert rc == 0, err
+    c = bnode.client
+    sid = c.create_ok(["app/ab@1"])
+    r = c.sh(sid, ["cat", "/ab.txt", "/a.txt"])
+    assert r["exit_code"] == 0 and r["stdout"] == "a\nb\na\n", r
+    rc, _, err, _ = build(dsec_bin, bnode, ctx, "2", "--under", "app/none@1", dockerfile="AB",
+                          name="app/ab")
+    assert rc == 1 and "--under app/none@1" in err, err
+    assert build_sandboxes(c) == []

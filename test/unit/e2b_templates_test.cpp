@@ -124,4 +124,30 @@ TEST_CASE("build status pages its log entries", "[unit][e2b][templates]") {
   CHECK_FALSE(first.contains("reason"));
 }
 
+TEST_CASE("a child template takes its parent's start and ready commands when it sets none",
+          "[unit][e2b][templates]") {
+  build_start none;
+  CHECK(inherit_start(none, "exec server", "curl -f localhost:8000"));
+  CHECK(none.start_cmd == "exec server");
+  CHECK(none.ready_cmd == "curl -f localhost:8000");
+  // Its own ready command waits on the parent's start command.
+  build_start ready;
+  ready.ready_cmd = "test -f /tmp/ok";
+  CHECK(inherit_start(ready, "exec server", "curl -f localhost:8000"));
+  CHECK(ready.start_cmd == "exec server");
+  CHECK(ready.ready_cmd == "test -f /tmp/ok");
+  // Its own start command replaces both.
+  build_start own;
+  own.start_cmd = "exec other";
+  own.ready_cmd = "true";
+  CHECK_FALSE(inherit_start(own, "exec server", "curl -f localhost:8000"));
+  CHECK(own.start_cmd == "exec other");
+  CHECK(own.ready_cmd == "true");
+  // A parent without commands (an image, an alias) leaves the child as it is.
+  build_start plain;
+  CHECK_FALSE(inherit_start(plain, "", ""));
+  CHECK(plain.start_cmd.empty());
+  CHECK(plain.ready_cmd.empty());
+}
+
 } // namespace dsec::e2b

@@ -77,6 +77,13 @@ def make_spec(kwargs):
     if unknown:
         raise InvalidArgument("create: unknown argument(s) " + ", ".join(sorted(unknown)))
     kwargs = dict(kwargs)
+    net = kwargs.get("network")
+    if isinstance(net, Mapping) and "deny" in net:  # the REST body form
+        if kwargs.get("network_deny") is not None:
+            raise InvalidArgument('create: network={"deny": ...} and network_deny= set the '
+                                  "same thing; pass one")
+        kwargs["network_deny"] = deny_arg("network.deny", net["deny"])
+        kwargs["network"] = {k: v for k, v in net.items() if k != "deny"}
     if kwargs.get("network") is not None:
         if kwargs.get("network_allow") is not None:
             raise InvalidArgument("create: network= and network_allow= set the same thing; "
@@ -185,12 +192,26 @@ def named_network(network):
 CPU_CLASSES = ("latency", "batch")
 
 
-def make_update(cpu_class, network):
-    """update(cpu_class=, network=) -> (cpu class or "", allow-list or None).
+def make_set_network(allow, deny):
+    """set_network(allow, deny) -> the native (allow-list, deny-list)."""
+    return (make_network(allow), deny_arg("deny", deny))
+
+
+def deny_arg(name, deny):
+    """A deny-list (``["8.8.8.8:*", "10.0.0.0/8:443"]``; None = none). The
+    node checks the entries: addresses and CIDRs only, no domains."""
+    return [] if deny is None else _str_list(name, deny)
+
+
+def make_update(cpu_class, network, network_deny=None):
+    """update(cpu_class=, network=, network_deny=) -> (cpu class or "",
+    allow-list or None, deny-list).
 
     ``network`` is an allow-list (``[]`` = loopback only) or the REST body
-    form ``{"mode": "none"}`` / ``{"allow": [...]}``."""
-    if cpu_class is None and network is None:
+    form ``{"mode": "none"}`` / ``{"allow": [...], "deny": [...]}``;
+    ``network_deny`` is the deny-list beside a list form. The network policy
+    is replaced whole, so a deny-list comes with the allow-list it narrows."""
+    if cpu_class is None and network is None and network_deny is None:
         raise InvalidArgument("update: nothing to change; pass cpu_class= and/or network=")
     cls = ""
     if cpu_class is not None:
@@ -198,8 +219,19 @@ def make_update(cpu_class, network):
         if cpu_class not in CPU_CLASSES:
             raise InvalidArgument(f'cpu_class: must be "latency" or "batch", got "{cpu_class}"')
         cls = cpu_class
+    deny = deny_arg("network_deny", network_deny)
+    if isinstance(network, Mapping) and "deny" in network:
+        if network_deny is not None:
+            raise InvalidArgument("update: network={\"deny\": ...} and network_deny= set the "
+                                  "same thing; pass one")
+        deny = deny_arg("network.deny", network["deny"])
+        network = {k: v for k, v in network.items() if k != "deny"}
+    if network_deny is not None and network is None:
+        raise InvalidArgument("network_deny: goes with network= (the policy is replaced "
+                              "whole; pass the allow-list it narrows, e.g. "
+                              'network=["0.0.0.0/0:*"])')
     allow = None if network is None else network_arg(network)
-    return (cls, allow)
+    return (cls, allow, deny)
 
 
 def network_arg(network):
@@ -218,7 +250,7 @@ def network_arg(network):
         if unknown:
             raise InvalidArgument("network: unknown field(s) " + ", ".join(sorted(unknown))
                                   + ' (a dict is {"name": bool, ...}, {"mode": "none"} or '
-                                  '{"allow": [...]})')
+                                  '{"allow": [...], "deny": [...]})')
         mode = network.get("mode")
         if mode not in (None, "none", "allow"):
             raise InvalidArgument(f'network.mode: must be "none" or "allow", got "{mode}"')

@@ -223,15 +223,16 @@ class AsyncSandbox(_Handle):
         r = await self._client._call("port", (self.id, _port_number(port)))
         return _port_url(r["rest"], self.id, port)
 
-    async def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
-        """Replaces the network allow-list (see Sandbox.set_network)."""
-        await self._client._call("set_network", (self.id, _spec.make_network(allow)))
+    async def set_network(self, allow: Optional[Sequence[str]] = None,
+                          deny: Optional[Sequence[str]] = None) -> None:
+        """Replaces the network policy (see Sandbox.set_network)."""
+        await self._client._call("set_network", (self.id,) + _spec.make_set_network(allow, deny))
 
     async def update(self, *, cpu_class: Optional[str] = None,
-                     network: Union[Sequence[str], Mapping[str, object], None] = None
-                     ) -> SandboxInfo:
+                     network: Union[Sequence[str], Mapping[str, object], None] = None,
+                     network_deny: Optional[Sequence[str]] = None) -> SandboxInfo:
         """Changes cpu class and/or network together (see Sandbox.update)."""
-        args = (self.id,) + _spec.make_update(cpu_class, network)
+        args = (self.id,) + _spec.make_update(cpu_class, network, network_deny)
         return _info(await self._client._call("update", args))
 
     async def trajectory(self, since: Optional[int] = None) -> List[dict]:

@@ -214,22 +214,30 @@ class Sandbox(_Handle):
         r = self._client._call("port", (self.id, _port_number(port)))
         return _port_url(r["rest"], self.id, port)
 
-    def set_network(self, allow: Optional[Sequence[str]] = None) -> None:
-        """Replaces the network allow-list (``host:port``, ``cidr:port``,
-        ``domain:port``); None or [] = loopback only. New connections see it
-        at once."""
-        self._client._call("set_network", (self.id, _spec.make_network(allow)))
+    def set_network(self, allow: Optional[Sequence[str]] = None,
+                    deny: Optional[Sequence[str]] = None) -> None:
+        """Replaces the network policy: ``allow`` (``host:port``,
+        ``cidr:port``, ``domain:port``; None or [] = loopback only) and
+        ``deny`` (``["8.8.8.8:*", "10.0.0.0/8:443"]``: addresses and CIDRs
+        closed although a catch-all allow entry, ``0.0.0.0/0:*``, opens them;
+        every other allow entry wins, as create's ``network_deny``). New
+        connections see it at once."""
+        self._client._call("set_network", (self.id,) + _spec.make_set_network(allow, deny))
 
     def update(self, *, cpu_class: Optional[str] = None,
-               network: Union[Sequence[str], Mapping[str, object], None] = None) -> SandboxInfo:
+               network: Union[Sequence[str], Mapping[str, object], None] = None,
+               network_deny: Optional[Sequence[str]] = None) -> SandboxInfo:
         """Changes a running sandbox, together: ``cpu_class`` ("latency" |
         "batch": a batch sandbox runs SCHED_IDLE with the least CPU weight,
         so latency sandboxes on the node stay fast), then ``network`` (an
         allow-list as for set_network, or ``{"mode": "none"}`` /
-        ``{"allow": [...]}``). Existing and future processes take the class.
+        ``{"allow": [...], "deny": [...]}``) with ``network_deny`` (the
+        deny-list beside a list form, as set_network's ``deny``). The network
+        policy is replaced whole. Existing and future processes take the class.
         A paused sandbox is resumed first. InvalidArgument for a bad value;
         returns the sandbox info after the change."""
-        return _info(self._client._call("update", (self.id,) + _spec.make_update(cpu_class, network)))
+        return _info(self._client._call(
+            "update", (self.id,) + _spec.make_update(cpu_class, network, network_deny)))
 
     def set_cpu_class(self, cpu_class: str) -> SandboxInfo:
         """``update(cpu_class=cpu_class)``."""

@@ -2,7 +2,9 @@
 // one: build (build, exists, tags, create from it), rebuild (the same
 // template again: cached), refused (what dsec does not build, by name),
 // startbuild and startcreate (setStartCmd: templates whose sandboxes start a
-// server, or fail their ready command; created after a node restart too).
+// server, or fail their ready command; created after a node restart too),
+// inherit (children of the server template: theirs or the parent's command),
+// frombase (a template from E2B's `base`, a stack of two layers).
 // NAME is the template's name, CONTEXT a directory with folder/test.txt and
 // hello.txt, BASE the template it builds from.
 import { Sandbox, assert, report, e2b } from './lib.mjs';
@@ -28,9 +30,15 @@ function appTemplate() {
 async function build(template, target, opts = {}) {
   const logs = [];
   const t0 = Date.now();
-  const info = await Template.build(template, target, {
-    cpuCount: 1, memoryMB: 256, onBuildLogs: (l) => logs.push(l.message ?? String(l)), ...opts,
-  });
+  let info;
+  try {
+    info = await Template.build(template, target, {
+      cpuCount: 1, memoryMB: 256, onBuildLogs: (l) => logs.push(l.message ?? String(l)), ...opts,
+    });
+  } catch (e) {
+    console.error(`build of ${target} failed: ${e.message}\n${logs.slice(-20).join('\n')}`);
+    throw e;
+  }
   return { info, logs, ms: Date.now() - t0 };
 }
 
@@ -173,6 +181,53 @@ if (part === 'build') {
   assert.ok(message.includes('exited with code 3'), `and the start command's exit: ${message}`);
   assert.ok(message.includes('no server here'), `and its output: ${message}`);
   report({ ok: true, createMs, failMs, message });
+} else if (part === 'inherit') {
+  // A child of the server template that sets no start command runs the
+  // parent's (on E2B it starts from the parent's running snapshot); one that
+  // sets its own runs only its own.
+  const { logs } = await build(
+    Template().fromTemplate(`${name}-start:v1`).runCmd('echo from-child > child.txt'),
+    `${name}-child:v1`);
+  assert.ok(logs.some((l) => l.includes(`Start and ready commands of ${name}-start:v1`)),
+            `the log says what the child took: ${logs.join('\n')}`);
+  await build(Template().fromTemplate(`${name}-start:v1`)
+                .setStartCmd('exec sleep 100000', 'true'), `${name}-own:v1`);
+  const child = await Sandbox.create(`${name}-child:v1`);
+  try {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}/index.html`, {
+      headers: { 'E2b-Sandbox-Id': child.sandboxId, 'E2b-Sandbox-Port': '8000' },
+    });
+    assert.equal(res.status, 200, 'the parent\'s server runs in the child');
+    assert.equal(await res.text(), 'hello-from-start\n');
+    assert.equal(await child.files.read('/srv/child.txt'), 'from-child\n');
+  } finally {
+    await child.kill();
+  }
+  const own = await Sandbox.create(`${name}-own:v1`);
+  let cmds;
+  try {
+    cmds = (await own.commands.list()).map((p) => `${p.cmd} ${(p.args || []).join(' ')}`);
+    assert.ok(cmds.some((c) => c.includes('sleep 100000')), `its own: ${cmds}`);
+    assert.ok(!cmds.some((c) => c.includes('httpd')), `not the parent's: ${cmds}`);
+  } finally {
+    await own.kill();
+  }
+  report({ ok: true, cmds });
+} else if (part === 'frombase') {
+  // E2B's `base` is two layers here (the Debian image and its sudo layer):
+  // a template from it holds both.
+  const { logs } = await build(Template().fromTemplate('base').runCmd('echo built > /tmp/built.txt'),
+                               `${name}-base:v1`);
+  assert.ok(logs.some((l) => l.includes('FROM base/e2b@1 + toolkit/e2b-sudo@1')), logs.join('\n'));
+  const sbx = await Sandbox.create(`${name}-base:v1`);
+  try {
+    assert.equal(await sbx.files.read('/tmp/built.txt'), 'built\n');
+    assert.equal((await sbx.commands.run('whoami')).stdout.trim(), 'user');
+    assert.equal((await sbx.commands.run('sudo whoami')).stdout.trim(), 'root');
+  } finally {
+    await sbx.kill();
+  }
+  report({ ok: true });
 } else {
   throw new Error(`unknown PART ${part}`);
 }
