@@ -262,6 +262,28 @@ void prune_stale_node_groups(const std::string& cpu_root, const std::string& own
 
 } // namespace
 
+namespace {
+
+/// Moves every process listed in `from`/cgroup.procs into `to` (cpu
+/// controller), re-reading until none is left; exited ones are skipped.
+status evacuate(const std::string& from, const std::string& to) {
+  for (int pass = 0; pass < max_passes; ++pass) {
+    auto text = sys::read_file(from + "/cgroup.procs");
+    if (!text)
+      return text.err().code == errc::not_found ? status{} : status{text.err()};
+    auto ids = parse_task_ids(*text);
+    if (ids.empty())
+      return {};
+    for (pid_t pid : ids)
+      if (auto st = write_knob(to + "/cgroup.procs", std::to_string(pid));
+          !st && ::kill(pid, 0) == 0)
+        return st;
+  }
+  return {};
+}
+
+} // namespace
+
 node_cpu_placement::node_cpu_placement(const std::string& cgroup_root,
                                        const std::string& node_id) {
   auto cpu_root = cgroup_root + "/cpu";
@@ -295,8 +317,13 @@ void node_cpu_placement::leave() {
     // cgroup.procs moves every thread of the process at once (v1).
     if (!write_knob(back_ + "/cgroup.procs", std::to_string(::getpid())))
       (void)write_knob(root_ + "/cgroup.procs", std::to_string(::getpid()));
-    for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i)
+    // What the node started and what outlives it (the lazy-read daemon, a
+    // QEMU still exiting) goes where the node came from, so _node and
+    // dsec/<node> do not stay behind (the quick start's node left them).
+    for (int i = 0; i < 100 && ::rmdir(dir_.c_str()) != 0 && errno == EBUSY; ++i) {
+      (void)evacuate(dir_, sys::exists(back_ + "/cgroup.procs") ? back_ : root_);
       ::usleep(10000);
+    }
     dir_.clear();
   }
   // dsec/<node> and dsec-batch/<node> too, once they hold no sandbox (one
@@ -310,27 +337,6 @@ void node_cpu_placement::leave() {
 
 // -- where a class puts a sandbox ---------------------------------------------
 
-namespace {
-
-/// Moves every process listed in `from`/cgroup.procs into `to` (cpu
-/// controller), re-reading until none is left; exited ones are skipped.
-status evacuate(const std::string& from, const std::string& to) {
-  for (int pass = 0; pass < max_passes; ++pass) {
-    auto text = sys::read_file(from + "/cgroup.procs");
-    if (!text)
-      return text.err().code == errc::not_found ? status{} : status{text.err()};
-    auto ids = parse_task_ids(*text);
-    if (ids.empty())
-      return {};
-    for (pid_t pid : ids)
-      if (auto st = write_knob(to + "/cgroup.procs", std::to_string(pid));
-          !st && ::kill(pid, 0) == 0)
-        return st;
-  }
-  return {};
-}
-
-} // namespace
 
 std::string class_cpu_rel(const std::string& node_id, const std::string& id,
                           const std::string& cls) {

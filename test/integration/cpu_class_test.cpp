@@ -370,3 +370,29 @@ TEST_CASE("a starting node prunes stale batch groups; a clean stop removes its o
     CHECK(!sys::exists(cpu + "/dsec-batch/" + node));
   }
 }
+
+TEST_CASE("a process the node started and that outlives it does not pin its cpu group",
+          "[cpu_class]") {
+  if (!test::have_root("needs root to move tasks between cgroups"))
+    return;
+  const std::string cpu = "/sys/fs/cgroup/cpu", node = "it-cpuo-" + std::to_string(::getpid());
+  auto mine = cgroup_of(::getpid(), "cpu");
+  pid_t child = -1;
+  {
+    backends::node_cpu_placement place{"/sys/fs/cgroup", node};
+    REQUIRE(!place.err());
+    // Started while the node runs in _node (the lazy-read daemon is one).
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    CHECK(cgroup_of(child, "cpu") == "/dsec/" + node + "/_node");
+    place.leave();
+    CHECK(!sys::exists(cpu + "/dsec/" + node));
+    CHECK(cgroup_of(child, "cpu") == mine);
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+}
