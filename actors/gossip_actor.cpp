@@ -13,6 +13,7 @@
 #include "core/clock.hpp"
 #include "core/egress_sources.hpp"
 #include "core/inspect.hpp"
+#include "gossip/member_view.hpp"
 
 namespace dsec {
 
@@ -68,7 +69,7 @@ void push_view(gossip_actor_ptr self) {
   auto& st = self->state;
   st.view_dirty = false;
   st.view_pushed_at = std::chrono::steady_clock::now();
-  self->send(st.placement, view_atom::value, to_member_infos(st.members->members()));
+  self->send(st.placement, view_atom::value, gossip::to_member_infos(st.members->members()));
 }
 
 /// Load-only changes arrive from every member every second: the whole view is
@@ -139,28 +140,6 @@ gossip_state::~gossip_state() {
     receiver.join();
 }
 
-std::vector<member_info> to_member_infos(const std::vector<gossip::member>& members) {
-  std::vector<member_info> out;
-  out.reserve(members.size());
-  for (auto& m : members) {
-    member_info i;
-    i.id = m.id;
-    i.address = m.address;
-    i.state = gossip::to_string(m.state);
-    i.incarnation = m.incarnation;
-    i.free_memory_mb = static_cast<int64_t>(m.load.free_memory_mb);
-    i.cpu_load = m.load.cpu_load;
-    i.sandboxes = m.load.sandboxes;
-    i.creating = m.load.creating;
-    i.accepting = m.load.accepting;
-    // Keeps the "egress-sources:<digest>" entry: GET /v1/nodes shows it
-    // apart (core/json_codec_encode.cpp encode_nodes).
-    i.layers = m.load.layers;
-    out.push_back(std::move(i));
-  }
-  return out;
-}
-
 gossip_actor::behavior_type gossip_behavior(gossip_actor_ptr self, node_context_ptr ctx,
                                             lifecycle_actor lifecycle, placement_actor placement,
                                             std::shared_ptr<gossip::udp_transport> net,
@@ -213,7 +192,7 @@ gossip_actor::behavior_type gossip_behavior(gossip_actor_ptr self, node_context_
         (void)ml.handle_packet(d.from, d.data, now());
       after_input(self);
     },
-    [self](nodes_atom) { return to_member_infos(self->state.members->members()); },
+    [self](nodes_atom) { return gossip::to_member_infos(self->state.members->members()); },
     [self](leave_atom) {
       auto& st = self->state;
       st.leaving = true;

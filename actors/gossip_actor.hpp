@@ -62,7 +62,4 @@ gossip_actor::behavior_type gossip_behavior(gossip_actor_ptr self, node_context_
                                             std::shared_ptr<gossip::udp_transport> net,
                                             std::vector<std::string> seeds);
 
-/// The memberlist view as wire values.
-std::vector<member_info> to_member_infos(const std::vector<gossip::member>& members);
-
 } // namespace dsec

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gossip/member_view.hpp"
 #include "gossip/simulation.hpp"
 #include "policy/placement_ledger.hpp"
 #include "policy/placement_ring.hpp"
@@ -70,27 +71,6 @@ struct ev {
   size_t node = 0;
   bool operator>(const ev& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
-
-/// The gossip actor's conversion of the memberlist view (to_member_infos).
-std::vector<member_info> infos(const std::vector<gossip::member>& members) {
-  std::vector<member_info> out;
-  out.reserve(members.size());
-  for (auto& m : members) {
-    member_info i;
-    i.id = m.id;
-    i.address = m.address;
-    i.state = gossip::to_string(m.state);
-    i.incarnation = m.incarnation;
-    i.free_memory_mb = static_cast<int64_t>(m.load.free_memory_mb);
-    i.cpu_load = m.load.cpu_load;
-    i.sandboxes = m.load.sandboxes;
-    i.creating = m.load.creating;
-    i.accepting = m.load.accepting;
-    i.layers = m.load.layers;
-    out.push_back(std::move(i));
-  }
-  return out;
-}
 
 /// max / mean of `xs` over the nodes where `use` holds.
 double max_over_mean(const std::vector<double>& xs) {
@@ -202,7 +182,7 @@ void scale_run::refresh_view(size_t entry) {
   auto& n = nodes_[entry];
   if (sim_.now() - n.view_at < view_push_interval)
     return;
-  auto view = infos(sim_.node(entry).members());
+  auto view = gossip::to_member_infos(sim_.node(entry).members());
   n.placed.on_view(n.view, view);
   n.view = std::move(view);
   n.view_at = sim_.now();
