@@ -83,12 +83,47 @@ def run(port, path, offsets, kb, threads, keep_alive, pid):
             "requests_per_s": round(len(lat) / wall, 1)}
 
 
+def run_multi(port, path, size, per_request, requests, threads, pid):
+    """`requests` requests of `per_request` random 16 KiB ranges each, on
+    kept-alive connections: the registry's CPU per request and per range."""
+    rng = random.Random(per_request)
+    reqs = []
+    for _ in range(requests):
+        offs = sorted({rng.randrange(0, size // 16384) * 16384 for _ in range(per_request)})
+        reqs.append(",".join(f"{o}-{o + 16383}" for o in offs))
+    parts = [reqs[i::threads] for i in range(threads)]
+
+    def worker(mine):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for spec in mine:
+            conn.request("GET", path, headers={"Range": "bytes=" + spec})
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 206, r.status
+        conn.close()
+
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    ts = [threading.Thread(target=worker, args=(p,)) for p in parts]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    ranges = sum(s.count(",") + 1 for s in reqs)
+    return {"ranges_per_request": per_request, "threads": threads, "requests": requests,
+            "registry_cpu_ms_per_request": round(cpu * 1000 / requests, 3),
+            "registry_cpu_ms_per_range": round(cpu * 1000 / ranges, 3),
+            "requests_per_s": round(requests / wall, 1)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--threads", default="1,16")
     ap.add_argument("--kb", default="16", help="range sizes in KiB, comma-separated")
     ap.add_argument("--blob-mb", type=int, default=64)
+    ap.add_argument("--multi", default="", help="ranges per request, comma-separated (16 KiB "
+                    "each, one multipart/byteranges request); with it only that is measured")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="dsec-range-latency-")
     reg = None
@@ -102,6 +137,12 @@ def main():
         push_blob(port, "measure/latency", blob, digest)
         path = f"/v2/measure/latency/blobs/{digest}"
         out = []
+        if args.multi:
+            for n in (int(k) for k in args.multi.split(",")):
+                out.append(run_multi(port, path, len(data), n, args.requests,
+                                     int(args.threads.split(",")[-1]), reg.pid))
+            print(json.dumps({"load": os.getloadavg(), "results": out}, indent=1))
+            return
         for kb in (int(k) for k in args.kb.split(",")):
             offsets = ranges(args.requests, len(data), kb, 7)
             for threads in (int(t) for t in args.threads.split(",")):

@@ -154,6 +154,18 @@ std::string blob_name_hex(const std::string& name) {
   return hex;
 }
 
+expected<std::vector<std::string>> range_fetcher::fetch_ranges(
+  const registry::blob_source& src, const std::vector<registry::byte_range>& ranges) {
+  std::vector<std::string> out;
+  for (const auto& r : ranges) {
+    auto got = fetch(src, r.offset, r.len);
+    if (!got)
+      return got.err();
+    out.push_back(std::move(*got));
+  }
+  return out;
+}
+
 blob_fs::blob_fs(std::string store_root, std::shared_ptr<chunk_cache> cache,
                  std::shared_ptr<range_fetcher> fetcher, fetch_policy policy)
   : store_root_(std::move(store_root)),
@@ -233,7 +245,17 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
   // that continues a stream also fetches what follows it (fetch_plan.hpp).
   // One that finds its chunks held fetches nothing.
   auto ahead = streams_.note_read(hex, offset, len, policy_);
+  // Counted while it waits, for the readers that miss after it.
+  struct waiting_guard {
+    std::atomic<int>* n = nullptr;
+    ~waiting_guard() {
+      if (n)
+        n->fetch_sub(1);
+    }
+  } waiting;
   if (misses) {
+    const int others = waiting_.fetch_add(1);
+    waiting.n = &waiting_;
     auto span = whole_file_span(state->extents, offset, len, chunk, src.size,
                                 policy_.max_file_fetch);
     span.first = std::min(span.first, first);
@@ -244,6 +266,10 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     if (!in_file && ahead > 0)
       while (span.last + 1 < chunks && (span.last + 1) * chunk < offset + len + ahead)
         ++span.last;
+    // Requests queue at the registry: this one carries the next files too.
+    if (in_file && policy_.neighbour_window > 0 && others >= policy_.busy_readers)
+      span = neighbour_span(state->extents, span, offset, chunk, policy_.neighbour_window,
+                            [&](uint64_t index) { return !cache_->holds(hex, index); });
     // Its missing chunks in one request per stretch, not one per chunk.
     if (span.last > span.first) {
       std::vector<chunk_request> run;

@@ -18,10 +18,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "lazyfs/chunk_cache.hpp"
 #include "lazyfs/fetch_plan.hpp"
+#include "registry/byteranges.hpp"
 #include "registry/lazy_source.hpp"
 
 namespace dsec::lazyfs {
@@ -34,6 +36,10 @@ class range_fetcher {
   /// Bytes [offset, offset+len) of `src`'s blob.
   virtual expected<std::string> fetch(const registry::blob_source& src, uint64_t offset,
                                       uint32_t len) = 0;
+  /// Several ranges of `src`'s blob (sorted, disjoint): the bytes of each, in
+  /// order. Here one fetch() each; the registry's sends one request.
+  virtual expected<std::vector<std::string>> fetch_ranges(
+    const registry::blob_source& src, const std::vector<registry::byte_range>& ranges);
 };
 
 class blob_fs {
@@ -60,6 +66,8 @@ class blob_fs {
 
   /// Files open now (EROFS mounts hold theirs until unmounted).
   [[nodiscard]] int64_t open_files() const { return open_files_.load(); }
+  /// Readers whose read missed and that wait on range requests now.
+  [[nodiscard]] int waiting_readers() const { return waiting_.load(); }
   [[nodiscard]] const std::shared_ptr<chunk_cache>& cache() const { return cache_; }
   [[nodiscard]] const std::string& store_root() const { return store_root_; }
 
@@ -99,6 +107,7 @@ class blob_fs {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const source_state>> sources_;
   std::atomic<int64_t> open_files_{0};
+  std::atomic<int> waiting_{0};
   std::function<void()> open_change_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "core/clock.hpp"
 #include "lazyfs/daemon.hpp"
+#include "lazyfs/range_batcher.hpp"
 #include "lazyfs/stats.hpp"
 #include "sys/fd.hpp"
 #include "sys/fs.hpp"
@@ -27,7 +28,8 @@ using namespace std::chrono_literals;
 /// the number of open blobs changes (stop_daemon reads it).
 class stats_writer {
  public:
-  stats_writer(std::string path, const blob_fs& fs) : path_(std::move(path)), fs_(fs) {
+  stats_writer(std::string path, const blob_fs& fs, const range_batcher& batcher)
+    : path_(std::move(path)), fs_(fs), batcher_(batcher) {
     thread_ = std::thread([this] { run(); });
   }
 
@@ -59,6 +61,14 @@ class stats_writer {
     s.updated_ms = now_ms();
     if (auto st = write_stats(path_, s); !st)
       std::cerr << "dsec lazyfs: " << st.err().message << std::endl;
+    // The HTTP requests sent and the range requests they carried, beside
+    // stats.json (bench/registry_bench.py reads it).
+    nlohmann::json b = {{"requests", batcher_.requests()}, {"ranges", batcher_.ranges()}};
+    auto dir = path_.substr(0, path_.rfind('/') + 1);
+    if (auto st = sys::write_file_atomic(dir + "batch.json", b.dump() + "\n", 0644,
+                                         sys::durability::process_crash);
+        !st)
+      std::cerr << "dsec lazyfs: " << st.err().message << std::endl;
   }
 
   void run() {
@@ -83,6 +93,7 @@ class stats_writer {
 
   std::string path_;
   const blob_fs& fs_;
+  const range_batcher& batcher_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -136,8 +147,18 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
   // objects) are one request. A bigger file (a large .so read at random
   // through mmap) fetches 2 MiB from each missing read on, not all of it.
   policy.max_file_fetch = 2u << 20;
+  // While other readers wait on the registry (a burst), a miss's request
+  // also carries the next files of the blob, whole and not yet held, up to
+  // 512 KiB: as cheap for the registry as the file alone, and a neighbour
+  // is often read by another sandbox of the image. A lone reader (a cold
+  // node) fetches only its files. (README, "Neighbour files".)
+  policy.neighbour_window = 512u << 10;
+  policy.busy_readers = 2;
+  // Misses on a blob that queue behind its request in flight go out
+  // together, as one multi-range request (range_batcher.hpp).
+  auto batcher = std::make_shared<range_batcher>(std::move(fetcher));
   auto fs = std::make_shared<blob_fs>(opts.store_root, std::shared_ptr<chunk_cache>(std::move(*cache)),
-                                      std::move(fetcher), policy);
+                                      batcher, policy);
   auto stats_path = opts.cache_dir + "/stats.json";
   nlohmann::json info = {{"pid", ::getpid()}, {"cache", opts.cache_dir}, {"stats", stats_path}};
   if (auto st = sys::write_file_atomic(lazy + "/daemon.json", info.dump() + "\n"); !st) {
@@ -146,7 +167,7 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
   }
   status served;
   {
-    stats_writer writer{stats_path, *fs};
+    stats_writer writer{stats_path, *fs, *batcher};
     fs->on_open_change([&writer] { writer.poke(); });
     served = fs->serve(mnt, [&] {
       std::cout << who << ": serving " << mnt << ", chunk cache " << opts.cache_dir << " ("

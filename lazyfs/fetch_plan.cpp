@@ -54,6 +54,31 @@ chunk_span whole_file_span(const std::vector<layers::blob_extent>& extents, uint
   return {lo / chunk_size, (hi - 1) / chunk_size};
 }
 
+chunk_span neighbour_span(const std::vector<layers::blob_extent>& extents, chunk_span span,
+                          uint64_t offset, uint64_t chunk_size, uint64_t window,
+                          const std::function<bool(uint64_t)>& missing) {
+  if (window == 0 || chunk_size == 0)
+    return span;
+  const uint64_t lo = span.first * chunk_size, end = (span.last + 1) * chunk_size;
+  const auto* own = layers::extent_at(extents, offset);
+  if (!own || own->end > end)
+    return span;
+  // Extents are sorted and disjoint, so their ends are sorted too: the first
+  // one ending past the span is the next file (it may start in its last chunk).
+  auto it = std::upper_bound(extents.begin(), extents.end(), end,
+                             [](uint64_t off, const layers::blob_extent& e) { return off < e.end; });
+  for (; it != extents.end(); ++it) {
+    const uint64_t last = (it->end - 1) / chunk_size;
+    if ((last + 1) * chunk_size - lo > window)
+      break;
+    for (uint64_t i = span.last + 1; i <= last; ++i)
+      if (!missing(i))
+        return span;
+    span.last = last;
+  }
+  return span;
+}
+
 uint64_t stream_table::note_read(const std::string& blob, uint64_t offset, uint64_t len,
                                  const fetch_policy& policy) {
   std::lock_guard<std::mutex> guard{mu_};

@@ -20,12 +20,19 @@
 //             reader that opens a file reads it to its end, and a request
 //             costs the registry as much for 16 KiB as for 1 MiB. Stream
 //             readahead is then left to files past that bound.
+//   neighbours when the registry is busy (other readers of the daemon wait
+//             on range requests), that request also carries the files that
+//             follow the missed one in the blob, whole and not yet held, up
+//             to a window: fewer requests for some bytes nobody may read,
+//             paid only when requests queue (a lone reader's requests are
+//             cheap and it fetches no more than its files).
 //
 // Pure functions and a small thread-safe table; no I/O. Every chunk still
 // goes through the cache's verification (length, chunk list digest).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,6 +55,12 @@ struct fetch_policy {
   /// whole file, at most this many bytes from the read on; 0: only what
   /// the read touches. (The daemon sets it; see whole_file_span.)
   uint64_t max_file_fetch = 0;
+  /// When at least `busy_readers` other readers wait on range requests at a
+  /// miss inside a known file, its request also carries the following files
+  /// of the blob, whole, while the request stays within `neighbour_window`
+  /// bytes and their chunks are missing (see neighbour_span). 0: never.
+  uint64_t neighbour_window = 0;
+  int busy_readers = 2;
 };
 
 /// One range request: chunks [first, last] of a blob.
@@ -76,6 +89,17 @@ std::vector<chunk_span> plan_spans(uint64_t first, const std::vector<bool>& miss
 chunk_span whole_file_span(const std::vector<layers::blob_extent>& extents, uint64_t offset,
                            uint64_t len, uint64_t chunk_size, uint64_t blob_size,
                            uint64_t max_file_fetch);
+
+/// `span`, the whole_file_span of a miss at `offset`, widened over the files
+/// that follow in the blob: whole files only, in blob order, while the span
+/// stays within `window` bytes from its first chunk and every chunk it adds
+/// is missing (`missing(index)`); it stops at the first file that breaks
+/// either (a held file ends the run: one request, no gap fetched again).
+/// Unchanged when window is 0, no extent holds `offset`, or the span ends
+/// before that file does (a file past max_file_fetch).
+chunk_span neighbour_span(const std::vector<layers::blob_extent>& extents, chunk_span span,
+                          uint64_t offset, uint64_t chunk_size, uint64_t window,
+                          const std::function<bool(uint64_t)>& missing);
 
 /// Recent read streams of the blobs of one daemon, to decide readahead.
 class stream_table {

@@ -1,6 +1,8 @@
 // Range reads of lazy blobs from their registries (see registry_fetcher.hpp).
 #include "lazyfs/registry_fetcher.hpp"
 
+#include <iostream>
+
 namespace dsec::lazyfs {
 
 registry_fetcher::registry_fetcher(registry::registry_options opts) : opts_(std::move(opts)) {
@@ -26,6 +28,28 @@ expected<std::string> registry_fetcher::fetch(const registry::blob_source& src, 
   if (!c)
     return c.err();
   return (*c)->get_blob_range(src.repository, src.digest, offset, len);
+}
+
+expected<std::vector<std::string>> registry_fetcher::fetch_ranges(
+  const registry::blob_source& src, const std::vector<registry::byte_range>& ranges) {
+  auto c = client(src.registry);
+  if (!c)
+    return c.err();
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    if (single_range_.count(src.registry))
+      return range_fetcher::fetch_ranges(src, ranges);
+  }
+  auto got = (*c)->get_blob_ranges(src.repository, src.digest, ranges);
+  if (got || (got.err().code != errc::invalid_argument && got.err().code != errc::too_large))
+    return got;
+  std::cerr << "dsec lazyfs: " << got.err().message
+            << "; asking this registry for one range per request from now on" << std::endl;
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    single_range_.insert(src.registry);
+  }
+  return range_fetcher::fetch_ranges(src, ranges);
 }
 
 } // namespace dsec::lazyfs

@@ -1,11 +1,13 @@
 // The lazy blob daemon's range fetcher over the registry client: one client
 // per registry host (opened at the first read of one of its blobs, mirrors
-// and credentials as configured), an HTTP Range request per chunk.
+// and credentials as configured), an HTTP Range request per stretch of
+// chunks, or one for several stretches (range_batcher.hpp).
 #pragma once
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "lazyfs/blob_fs.hpp"
@@ -25,6 +27,10 @@ class registry_fetcher : public range_fetcher {
 
   expected<std::string> fetch(const registry::blob_source& src, uint64_t offset,
                               uint32_t len) override;
+  /// One multi-range request; a registry that answers it otherwise (no
+  /// multipart, the whole blob) is asked one range at a time from then on.
+  expected<std::vector<std::string>> fetch_ranges(
+    const registry::blob_source& src, const std::vector<registry::byte_range>& ranges) override;
 
  private:
   expected<std::shared_ptr<registry::registry_client>> client(const std::string& host);
@@ -32,6 +38,8 @@ class registry_fetcher : public range_fetcher {
   registry::registry_options opts_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<registry::registry_client>> clients_;
+  /// Registries that did not answer a multi-range request as one.
+  std::set<std::string> single_range_;
 };
 
 } // namespace dsec::lazyfs

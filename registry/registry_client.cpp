@@ -24,6 +24,7 @@
 
 #include "layers/digest.hpp"
 #include "registry/auth.hpp"
+#include "registry/byteranges.hpp"
 #include "registry/http_transport.hpp"
 #include "registry/manifest.hpp"
 
@@ -241,6 +242,40 @@ class curl_registry_client final : public registry_client {
       if (auto e = answer_error(*a, host, what, {200, 206}))
         return *e;
       return std::move(a->body);
+    });
+  }
+
+  expected<std::vector<std::string>> get_blob_ranges(
+    const std::string& repo, const std::string& digest,
+    const std::vector<byte_range>& ranges) override {
+    if (ranges.size() == 1) {
+      auto one = get_blob_range(repo, digest, ranges[0].offset, ranges[0].len);
+      if (!one)
+        return one.err();
+      return std::vector<std::string>{std::move(*one)};
+    }
+    auto what = "blob " + repo + "@" + digest + " " + std::to_string(ranges.size()) + " ranges";
+    uint64_t total = 0;
+    for (const auto& r : ranges)
+      total += r.len;
+    using parts = std::vector<std::string>;
+    return over_read_hosts<parts>([&](const std::string& host) -> expected<parts> {
+      http_request req;
+      req.url = url(host, "/v2/" + repo + "/blobs/" + digest);
+      req.follow = true;
+      req.allow_http_redirect = is_insecure(opts_, host);
+      req.headers.push_back("Range: " + range_header_value(ranges));
+      // The ranges and each part's headers; a whole blob instead fails early.
+      req.max_body = total + 256 * ranges.size() + 1024;
+      auto a = call(host, repo, false, req);
+      if (!a)
+        return a.err();
+      if (auto e = answer_error(*a, host, what, {206}))
+        return *e;
+      auto got = split_byteranges(a->body, a->content_type, a->content_range, ranges);
+      if (!got)
+        return error{got.err().code, "registry " + host + ": " + what + ": " + got.err().message};
+      return got;
     });
   }
 

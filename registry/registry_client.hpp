@@ -22,8 +22,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
+#include "registry/byteranges.hpp"
 #include "registry/registry_options.hpp"
 
 namespace dsec::registry {
@@ -96,6 +98,16 @@ class registry_client {
   /// of the blob. Not verified here: the caller checks chunk digests.
   virtual expected<std::string> get_blob_range(const std::string& repo, const std::string& digest,
                                                uint64_t offset, uint32_t len) = 0;
+
+  /// Several ranges of blob `digest` (sorted, disjoint, each non-empty) in
+  /// ONE request, answered as multipart/byteranges (registry/byteranges.hpp):
+  /// the bytes of each, in order, as get_blob_range gives them. A registry
+  /// (or its storage) that answers otherwise gives invalid_argument, and
+  /// too_large if it sends more than the ranges (a whole blob): the caller
+  /// then asks for them one by one.
+  virtual expected<std::vector<std::string>> get_blob_ranges(
+    const std::string& repo, const std::string& digest,
+    const std::vector<byte_range>& ranges) = 0;
 
   /// HEAD /v2/<repo>/blobs/<digest>: true if the registry has it.
   virtual expected<bool> has_blob(const std::string& repo, const std::string& digest) = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 
 #include "layers/blob_device.hpp"
 #include "layers/digest.hpp"
@@ -214,4 +215,98 @@ TEST_CASE("blob_fs reads a file whole on its first miss, in one request, and no 
   CHECK(fetcher->bytes == 20 * 4096);
   CHECK(fs.cache()->holds(hex, 19));
   CHECK_FALSE(fs.cache()->holds(hex, 20));
+}
+
+TEST_CASE("a busy miss also fetches the next files, whole, up to the window", "[blob_extents]") {
+  // 4 KiB chunks. Files: A [0,1500), B [4096,10000), C [10240,30000),
+  // D [32768,36864), E [36864,200000), and a big F [204800, 204800+1 MiB).
+  std::vector<blob_extent> ext{{0, 1500},      {4096, 10000},  {10240, 30000},
+                               {32768, 36864}, {36864, 200000}, {204800, 204800 + (1u << 20)}};
+  auto none_held = [](uint64_t) { return true; };
+  struct row {
+    const char* what;
+    uint64_t offset;
+    lazyfs::chunk_span span;
+    uint64_t window;
+    lazyfs::chunk_span want;
+  };
+  for (auto r : {
+         row{"window 0: unchanged", 0, {0, 0}, 0, {0, 0}},
+         row{"A, 16 KiB: A and B; C does not fit", 0, {0, 0}, 16384,
+             {0, 2}},
+         row{"A, 36 KiB: A through D", 0, {0, 0}, 36 << 10, {0, 8}},
+         row{"C, 64 KiB: C and D; E does not fit", 12288, {2, 7}, 64 << 10, {2, 8}},
+         row{"D, 1 MiB: D and E; F does not fit", 32768, {8, 8}, 1u << 20, {8, 48}},
+         row{"F truncated by the file bound: unchanged", 204800, {50, 113}, 4u << 20, {50, 113}},
+         row{"no extent at the read: unchanged", 31000, {7, 7}, 1u << 20, {7, 7}},
+       }) {
+    INFO(r.what);
+    CHECK(lazyfs::neighbour_span(ext, r.span, r.offset, 4096, r.window, none_held) == r.want);
+  }
+  // A held chunk ends the run before the file that holds it.
+  auto c_held = [](uint64_t i) { return i != 5; };
+  CHECK(lazyfs::neighbour_span(ext, {0, 0}, 0, 4096, 1u << 20, c_held) == lazyfs::chunk_span{0, 2});
+}
+
+TEST_CASE("blob_fs adds the next files to a miss only while other readers wait",
+          "[blob_extents]") {
+  test::temp_dir dir;
+  auto store = dir.path + "/store";
+  auto fetcher = std::make_shared<counting_fetcher>();
+  fetcher->blob = content(11, 40 * 4096);
+  registry::blob_source src;
+  src.registry = "127.0.0.1:5000";
+  src.repository = "t/lazy";
+  src.digest = layers::sha256_string(fetcher->blob);
+  src.size = fetcher->blob.size();
+  src.chunk_size = 4096;
+  REQUIRE(sys::write_file_atomic(dir.path + "/whole", fetcher->blob));
+  auto list = registry::make_chunk_list(dir.path + "/whole", 4096);
+  REQUIRE(list);
+  REQUIRE(registry::save_chunk_list(store, src.digest, *list));
+  // Files of 2, 3, 3, 4 and 20 chunks.
+  std::vector<blob_extent> ext{
+    {0, 2 * 4096}, {2 * 4096, 5 * 4096}, {5 * 4096, 8 * 4096}, {8 * 4096, 12 * 4096},
+    {12 * 4096, 32 * 4096}};
+  REQUIRE(registry::save_blob_extents(store, src.digest, ext));
+  REQUIRE(registry::register_blob_source(store, src));
+  auto hex = layers::digest_hex(src.digest);
+  auto open_fs = [&](const std::string& name, int busy) {
+    auto cache = lazyfs::chunk_cache::open(dir.path + "/" + name, 1 << 20);
+    REQUIRE(cache);
+    lazyfs::fetch_policy policy;
+    policy.max_file_fetch = 1u << 20;
+    policy.neighbour_window = 8 * 4096;
+    policy.busy_readers = busy;
+    return std::make_unique<lazyfs::blob_fs>(
+      store, std::shared_ptr<lazyfs::chunk_cache>(std::move(*cache)), fetcher, policy);
+  };
+  std::string out(4096, '\0');
+  SECTION("a lone reader fetches its file only") {
+    auto fs = open_fs("lone", 1);
+    REQUIRE(fs->read(hex, 0, 4096, out.data()));
+    CHECK(fetcher->requests == 1);
+    CHECK(fetcher->bytes == 2 * 4096);
+    CHECK_FALSE(fs->cache()->holds(hex, 2));
+    CHECK(fs->waiting_readers() == 0);
+  }
+  SECTION("a busy one: the next whole files within 8 chunks, in the same request") {
+    auto fs = open_fs("busy", 0);
+    REQUIRE(fs->read(hex, 4096, 4096, out.data()));
+    CHECK(out == fetcher->blob.substr(4096, 4096));
+    CHECK(fetcher->requests == 1);
+    CHECK(fetcher->bytes == 8 * 4096);  // files 0-2; file 3 does not fit
+    for (uint64_t i = 0; i < 8; ++i)
+      CHECK(fs->cache()->holds(hex, i));
+    CHECK_FALSE(fs->cache()->holds(hex, 8));
+    // File 2 is served without a request, and verified.
+    REQUIRE(fs->read(hex, 6 * 4096, 4096, out.data()));
+    CHECK(out == fetcher->blob.substr(6 * 4096, 4096));
+    CHECK(fetcher->requests == 1);
+    // File 3 misses: it alone (file 4, 20 chunks, does not fit), one request.
+    REQUIRE(fs->read(hex, 8 * 4096, 4096, out.data()));
+    CHECK(fetcher->requests == 2);
+    CHECK(fetcher->bytes == 12 * 4096);
+    CHECK(fs->waiting_readers() == 0);
+  }
 }
