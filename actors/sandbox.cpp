@@ -414,6 +414,12 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
   st.exec_workdir = std::move(rec.exec_workdir);
   st.exec_user = std::move(rec.exec_user);
   ttl_adopt(self, rec); // paused again if it was
+  // Powered off, but the record's pause was not written yet when the node
+  // died (the answer goes out first): paused from now.
+  if (st.sb->powered_off() && st.info.state != sandbox_state::paused) {
+    st.info.state = sandbox_state::paused;
+    ttl_on_paused(self);
+  }
   watch_exit(self);
   return sandbox_handlers(self);
 }

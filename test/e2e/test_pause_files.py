@@ -6,8 +6,10 @@
 # boot id, as a VM that was shut down and started. A node killed while the
 # sandbox is powered off finds it again; a destroy removes what is left.
 
+import json
 import os
 import signal
+import time
 
 from dsec_harness import BUSYBOX, assert_clean, cgroup_dirs, procs_in_node_cgroups, wait_for
 
@@ -118,16 +120,28 @@ def test_a_node_killed_while_a_sandbox_is_powered_off_keeps_it(node_factory):
     n = node_factory.start()
     c = n.client
     sid = c.create_ok(memory_mb=128, ttl_s=3600, labels={"suite": "pause-files"})
-    boot = prepare(c, sid)
+    other = c.create_ok(memory_mb=128, ttl_s=3600, labels={"suite": "pause-files"})
+    boot, other_boot = prepare(c, sid), prepare(c, other)
     assert pause(c, sid, {"keep_memory": False})[0] == 200
+    assert pause(c, other, {"keep_memory": False})[0] == 200
     n.proc.send_signal(signal.SIGKILL)
     n.proc.wait(30)
+    # The node answers a pause before its record says so (written on a
+    # worker): a kill in between leaves a record of a running sandbox.
+    record = os.path.join(n.state_dir, "sandboxes", other, "record.json")
+    with open(record) as f:
+        rec = json.load(f)
+    rec.update(paused_at_ms=0, ttl_left_ms=0, expires_at_ms=int(time.time() * 1000) + 3_600_000)
+    with open(record, "w") as f:
+        json.dump(rec, f)
     n.start()  # same state dir, ports and node id
-    assert f"recovered sandbox {sid}" in n.log_tail(), n.log_tail()
-    status, info = c.get(sid)
-    assert status == 200 and info["state"] == "paused", info
+    for s in (sid, other):
+        assert f"recovered sandbox {s}" in n.log_tail(), n.log_tail()
+        status, info = c.get(s)
+        assert status == 200 and info["state"] == "paused", info
     check_booted_again(c, sid, boot)
-    assert c.delete(sid)[0] == 200
+    check_booted_again(c, other, other_boot)
+    assert c.delete(sid)[0] == 200 and c.delete(other)[0] == 200
     n.stop_ok()
     assert_clean(n, allow_layer_mounts=False)
 
