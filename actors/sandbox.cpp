@@ -420,6 +420,9 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
     st.info.state = sandbox_state::paused;
     ttl_on_paused(self);
   }
+  // The lifecycle lists it from recovered_info (running) until told.
+  if (st.info.state != sandbox_state::running)
+    notify_lifecycle(self);
   watch_exit(self);
   return sandbox_handlers(self);
 }

@@ -135,10 +135,12 @@ def test_a_node_killed_while_a_sandbox_is_powered_off_keeps_it(node_factory):
     with open(record, "w") as f:
         json.dump(rec, f)
     n.start()  # same state dir, ports and node id
+    listed = {i["id"]: i["state"] for i in c.list({"suite": "pause-files"})[1]["sandboxes"]}
     for s in (sid, other):
         assert f"recovered sandbox {s}" in n.log_tail(), n.log_tail()
         status, info = c.get(s)
         assert status == 200 and info["state"] == "paused", info
+        assert listed[s] == "paused", listed
     check_booted_again(c, sid, boot)
     check_booted_again(c, other, other_boot)
     assert c.delete(sid)[0] == 200 and c.delete(other)[0] == 200
