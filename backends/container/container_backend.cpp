@@ -186,10 +186,7 @@ expected<overlay_root> container_backend::make_root(const create_params& p,
       return invalid_argument("boot " + p.id + " again: it was not powered off");
     if (cfg_.quota)
       (void)cfg_.quota->grow_if_low();
-    undo.push([dir = p.dir] {
-      for (const char* f : {"/ctl.sock", "/meta"})
-        ::unlink((dir + f).c_str());
-    });
+    undo.push([dir = p.dir] { (void)remove_boot_files(dir); });
     return mount_overlay(p.dir, p.lower_dirs, true);
   }
   if (cfg_.quota) {
@@ -355,8 +352,7 @@ expected<std::shared_ptr<sandbox>> container_backend::recover(const std::string&
 expected<std::shared_ptr<sandbox>> container_backend::recover_powered_off(const std::string& id,
                                                                           const std::string& dir) {
   end_processes(id, dir);
-  for (const char* f : {"/ctl.sock", "/meta"})
-    ::unlink((dir + f).c_str());
+  (void)remove_boot_files(dir);
   sandbox_parts parts;
   parts.id = id;
   parts.dir = dir;

@@ -9,7 +9,6 @@
 #include "backends/container/launch.hpp"
 
 #include <sys/mount.h>
-#include <unistd.h>
 
 #include <cerrno>
 
@@ -135,14 +134,7 @@ bool container_sandbox::tear_down(bool keep_files, status& first) {
     if (::umount2(rootfs.c_str(), MNT_DETACH) != 0 && errno != EINVAL)
       keep(sys_error("umount", rootfs, errno));
   }
-  if (keep_files) {
-    // What a boot again makes anew: init's socket and the meta file.
-    for (const char* f : {"ctl.sock", "meta"})
-      if (::unlink((parts_.dir + "/" + f).c_str()) != 0 && errno != ENOENT)
-        keep(sys_error("unlink", parts_.dir + "/" + f, errno));
-  } else {
-    keep(sys::remove_tree(parts_.dir));
-  }
+  keep(keep_files ? remove_boot_files(parts_.dir) : sys::remove_tree(parts_.dir));
   channel_->fail_pending_later();
   return true;
 }

@@ -576,6 +576,14 @@ expected<uint64_t> start_time_of(pid_t pid) {
 // The frame id of <dir>/meta says where the root is (sandbox_meta).
 constexpr uint32_t meta_version_host_root = 1, meta_version_root_in_init = 2;
 
+status remove_boot_files(const std::string& dir) {
+  status first;
+  for (const char* f : {"/ctl.sock", "/meta"})
+    if (::unlink((dir + f).c_str()) != 0 && errno != ENOENT && first)
+      first = sys_error("unlink", dir + f, errno);
+  return first;
+}
+
 status write_meta(const std::string& dir, sandbox_meta m) {
   auto start = start_time_of(m.pid);
   if (!start)

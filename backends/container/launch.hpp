@@ -163,6 +163,11 @@ struct sandbox_meta {
   bool root_held_by_init = true;
 };
 
+/// Removes what each boot of a sandbox makes anew in <dir> (init's control
+/// socket and the meta file), keeping its files for the next boot (a
+/// powered-off sandbox). Missing ones are fine; the first other error.
+status remove_boot_files(const std::string& dir);
+
 /// Writes <dir>/meta for `m` (start_time is filled in from /proc).
 status write_meta(const std::string& dir, sandbox_meta m);
 expected<sandbox_meta> read_meta(const std::string& dir);

@@ -7,6 +7,7 @@
 # extents (read from the EROFS metadata) and mounts it with directio through
 # the lazy blob daemon.
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,16 +34,18 @@ def metric(node, name):
     return 0.0
 
 
-def test_a_lazily_read_file_is_one_range_request_and_nothing_beside_it(dsec_bin):
-    rng = random.Random(25)
-    texts = {f"data/f{i}.txt": "".join(rng.choice("0123456789abcdef") for _ in range(FILE_CHARS))
-             for i in range(FILES)}
+@contextlib.contextmanager
+def lazy_sandbox(dsec_bin, texts, repo):
+    """An image of `texts` pushed to a fresh registry, converted and published by
+    one node, then created from on a second node with a store of its own, which
+    reads it on demand: yields (that node, the sandbox id, the image ref).
+    Removes the nodes, registry, layout and stores afterwards."""
     layout = make_image_layout(tempfile.mkdtemp(prefix="dsec-oci-", dir=TMP_ROOT), texts)
     reg = Registry().start()
-    stores = [tempfile.mkdtemp(prefix="dsec-lazyfiles-store-", dir=TMP_ROOT) for _ in range(2)]
+    stores = [tempfile.mkdtemp(prefix=f"dsec-{repo}-store-", dir=TMP_ROOT) for _ in range(2)]
     nodes = []
     try:
-        ref = reg.push(layout, "team/lazyfiles", "1")
+        ref = reg.push(layout, f"team/{repo}", "1")
         # The first node converts the image and publishes the conversion.
         conv = Node(dsec_bin, stores[0], extra_args=["--insecure-registry", reg.host]).start()
         nodes.append(conv)
@@ -55,7 +58,24 @@ def test_a_lazily_read_file_is_one_range_request_and_nothing_beside_it(dsec_bin)
         nodes.append(node)
         status, info = node.client.call("POST", "/v1/sandboxes", {"image": ref}, timeout=300)
         assert status == 201, info
-        sid = info["id"]
+        yield node, info["id"], ref
+        node.client.delete(info["id"])
+    finally:
+        try:
+            while nodes:
+                _finish_node(nodes.pop())
+        finally:
+            reg.remove()
+            shutil.rmtree(layout, ignore_errors=True)
+            for st in stores:
+                shutil.rmtree(st, ignore_errors=True)
+
+
+def test_a_lazily_read_file_is_one_range_request_and_nothing_beside_it(dsec_bin):
+    rng = random.Random(25)
+    texts = {f"data/f{i}.txt": "".join(rng.choice("0123456789abcdef") for _ in range(FILE_CHARS))
+             for i in range(FILES)}
+    with lazy_sandbox(dsec_bin, texts, "lazyfiles") as (node, sid, ref):
         with open(node.log_path, errors="replace") as f:
             assert f"image {ref}: using the conversion published" in f.read(), node.log_tail()
         # busybox itself (the shell, cat) is read first; count from there.
@@ -79,16 +99,6 @@ def test_a_lazily_read_file_is_one_range_request_and_nothing_beside_it(dsec_bin)
         # each side of it: not the kernel's readahead into the next files.
         assert requests == 3, (requests, fetched)
         assert fetched <= 3 * (FILE_CHARS + 2 * 16384), (requests, fetched)
-        node.client.delete(sid)
-    finally:
-        try:
-            while nodes:
-                _finish_node(nodes.pop())
-        finally:
-            reg.remove()
-            shutil.rmtree(layout, ignore_errors=True)
-            for s in stores:
-                shutil.rmtree(s, ignore_errors=True)
 
 
 def test_concurrent_misses_on_a_blob_share_multi_range_requests(dsec_bin):
@@ -100,23 +110,7 @@ def test_concurrent_misses_on_a_blob_share_multi_range_requests(dsec_bin):
     rng = random.Random(2525)
     texts = {f"data/g{i:03d}.txt": "".join(rng.choice("0123456789abcdef") for _ in range(40_000))
              for i in range(144)}
-    layout = make_image_layout(tempfile.mkdtemp(prefix="dsec-oci-", dir=TMP_ROOT), texts)
-    reg = Registry().start()
-    stores = [tempfile.mkdtemp(prefix="dsec-lazybatch-store-", dir=TMP_ROOT) for _ in range(2)]
-    nodes = []
-    try:
-        ref = reg.push(layout, "team/lazybatch", "1")
-        conv = Node(dsec_bin, stores[0], extra_args=["--insecure-registry", reg.host]).start()
-        nodes.append(conv)
-        status, info = conv.client.call("POST", "/v1/sandboxes", {"image": ref}, timeout=300)
-        assert status == 201, info
-        conv.client.delete(info["id"])
-        _finish_node(nodes.pop())
-        node = Node(dsec_bin, stores[1], extra_args=["--insecure-registry", reg.host]).start()
-        nodes.append(node)
-        status, info = node.client.call("POST", "/v1/sandboxes", {"image": ref}, timeout=300)
-        assert status == 201, info
-        sid = info["id"]
+    with lazy_sandbox(dsec_bin, texts, "lazybatch") as (node, sid, ref):
         batch = os.path.join(node.state_dir, "lazy-cache", "batch.json")
 
         def counts():
@@ -148,13 +142,3 @@ def test_concurrent_misses_on_a_blob_share_multi_range_requests(dsec_bin):
         # ... and the registry answered them as such (no fallback).
         with open(os.path.join(node.state_dir, "lazy-cache", "daemon.log"), errors="replace") as f:
             assert "one range per request" not in f.read()
-        node.client.delete(sid)
-    finally:
-        try:
-            while nodes:
-                _finish_node(nodes.pop())
-        finally:
-            reg.remove()
-            shutil.rmtree(layout, ignore_errors=True)
-            for s in stores:
-                shutil.rmtree(s, ignore_errors=True)
