@@ -85,7 +85,9 @@ constexpr unsigned long nosuid_nodev_noexec = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 // Subdirs: dev/ (the /dev tree), shm/ (/dev/shm), empty/ (masks), hidden/
 // (mode 000, hidden protect dirs). Only dev/ and shm/ are reachable from
 // inside, so nothing the agent writes shows up in a mask. Open during setup
-// only: closed (the detached parent dissolves) once setup_protect is done.
+// only: closed once setup_protect is done (in the launch template it is
+// attached under the root, park_scratch_on_template; elsewhere the detached
+// parent dissolves).
 int scratch_fd = -1;
 // Kernels before 6.15 refuse to clone (open_tree) from a mount that is in no
 // namespace (EINVAL): the microVM guest's kernel among them. There the
@@ -140,6 +142,22 @@ std::string make_scratch(const std::string& root) {
   return {};
 }
 
+// In the launch template the scratch tmpfs is attached on "/" before the
+// sandbox's root goes on top of it: under the root, outside the chroot,
+// where nothing inside reaches it (nor lists it: mountinfo leaves out what
+// lies outside a process's root). Closing a detached mount's last fd
+// dissolves it, and that waits for an expedited RCU grace period (the
+// kernel's namespace_unlock): one per create, with every create in flight
+// waiting on the same grace periods, which O(sandboxes) kernel walks under
+// RCU (the cpu quota's) stretch as the node fills. An attached one closes
+// at no cost, and goes with the mount namespace when init exits.
+std::string park_scratch_on_template() {
+  TRY(make_scratch(""));
+  if (::move_mount(scratch_fd, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    return errno_message("move_mount scratch tmpfs", "/", errno);
+  return {};
+}
+
 void close_scratch() {
   if (scratch_fd >= 0)
     ::close(scratch_fd);
@@ -186,7 +204,8 @@ std::string mask_dir(const std::string& path) {
 std::string setup_dev(const std::string& root) {
   auto dev = root + "/dev";
   TRY(make_dir(dev, 0755));
-  TRY(make_scratch(root));
+  if (scratch_fd < 0)
+    TRY(make_scratch(root));
   struct node { const char* name; unsigned maj, min; };
   static const node nodes[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
                                {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
@@ -486,8 +505,10 @@ std::string setup_namespaces(const init_proto::config_msg& cfg) {
   bool chrooted = cfg.attach_root && cfg.in_template;
   sysfs_tree_open = cfg.attach_root && cfg.shared_sysfs;
   std::string root = chrooted ? std::string{} : cfg.rootfs;
-  if (chrooted)
+  if (chrooted) {
+    TRY(park_scratch_on_template());
     TRY(attach_root_on_template());
+  }
   else if (cfg.attach_root)
     TRY(attach_root(cfg.rootfs));
   auto e = setup_dev(root);
