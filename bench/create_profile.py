@@ -21,7 +21,11 @@ create by symbol and their growth from the first batch to the last (`ours`,
 recorded too: uptime, memory cgroups alive (with dying ones), and how many
 cgroups the memory hierarchy has made since boot (the inode number of a probe
 directory), since a host that ran thousands of sandboxes is the case measured.
-With --second-node, a second fresh node then makes one batch while the first
+Each batch also says where the host's CPU went (`host_split`: ours, the
+bench's client, other processes, idle) and which other processes took it
+(`other_top`): a rate can fall because something else on the host scales
+with the sandboxes (a process that scans every /proc entry, say), and
+`creates_per_cpu_s` is then the rate of ours alone. With --second-node, a second fresh node then makes one batch while the first
 keeps its sandboxes (`second_node`). With --control, every sandbox is then deleted and one more batch is made at N=0
 on the same node (`control`): the host's load at the end without the N. With
 --variants the node runs once per variant (its environment), one after
@@ -34,6 +38,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -258,6 +263,64 @@ def growth(first, last, limit=25):
     return [f"{k}: {a.get(k, 0):.2f} -> {b.get(k, 0):.2f} ms" for d, k in rows[:limit] if d > 0]
 
 
+def host_ticks():
+    """(busy, idle) clock ticks of the whole host (/proc/stat's cpu line;
+    iowait counts as idle), and this process's CPU seconds (the client)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return sum(v[:8]) - idle, idle, ru.ru_utime + ru.ru_stime
+
+
+def process_ticks():
+    """CPU ticks of every process on the host by pid: {pid: (comm, ticks)}."""
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        comm = text[text.find("(") + 1:text.rfind(")")]
+        fields = text[text.rfind(")") + 2:].split()
+        out[pid] = (comm, int(fields[11]) + int(fields[12]))
+    return out
+
+
+def other_top(before, after, seconds, limit=5):
+    """The processes outside ours that took the most of the host's CPU
+    between two process_ticks() (share of all CPUs; kworkers summed): what
+    `other` in host_split is made of, for those alive at both ends."""
+    shares = {}
+    for pid, (comm, ticks) in after.items():
+        if (pid not in before or before[pid][0] != comm or OURS.match(comm)
+                or pid == str(os.getpid())):
+            continue
+        name = "kworker" if comm.startswith("kworker/") else comm
+        shares[name] = shares.get(name, 0) + ticks - before[pid][1]
+    scale = os.sysconf("SC_CLK_TCK") * seconds * os.cpu_count()
+    rows = sorted(shares.items(), key=lambda kv: -kv[1])[:limit]
+    return {k: round(v / scale, 3) for k, v in rows if v > 0}
+
+
+def host_split(before, after, ours_share):
+    """Where the host's CPU went during a batch, as shares of all of it: the
+    node and its sandboxes (ours), the bench's client, anything else on the
+    host, and idle. A rate that falls while `ours` falls too went to one of
+    the others."""
+    busy, idle = after[0] - before[0], after[1] - before[1]
+    total = busy + idle
+    if total <= 0:
+        return {}
+    client = (after[2] - before[2]) * os.sysconf("SC_CLK_TCK") / total
+    return {"ours": round(ours_share, 3), "client": round(client, 3),
+            "other": round(max(0.0, busy / total - ours_share - client), 3),
+            "idle": round(idle / total, 3)}
+
+
 def run_variant(args, name, env_extra, node_args):
     for k, v in env_extra.items():
         os.environ[k] = v
@@ -280,6 +343,8 @@ def run_variant(args, name, env_extra, node_args):
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1)  # perf -a -g takes a moment to start recording
             c0 = density.cpu_ns(node.proc.pid, node.node_id)
+            p0 = process_ticks()
+            h0 = host_ticks()
             states = ThreadStates(node.proc.pid)
             t0 = time.monotonic()
             futs = [pool.submit(make_sandbox, node.port, args)
@@ -288,6 +353,8 @@ def run_variant(args, name, env_extra, node_args):
                 f.add_done_callback(lambda _f: done.append(time.monotonic()))
             made = [f.result() for f in futs]
             dt = time.monotonic() - t0
+            h1 = host_ticks()
+            p1 = process_ticks()
             node_threads = states.result()
             cpu = (density.cpu_ns(node.proc.pid, node.node_id) - c0) / args.batch / 1e6
             ids += [sid for sid, _ in made]
@@ -298,7 +365,9 @@ def run_variant(args, name, env_extra, node_args):
                    "creates_per_s": round(args.batch / dt, 1),
                    "cpu_ms_per_create": round(cpu, 2),
                    "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
-                   "host_cpu_share": round(share, 3), "load1": os.getloadavg()[0],
+                   "host_cpu_share": round(share, 3),
+                   "host_split": host_split(h0, h1, share),
+                   "other_top": other_top(p0, p1, dt), "load1": os.getloadavg()[0],
                    "node_threads": node_threads}
             if perf:
                 # The window ends with the batch (or after --perf-seconds), so
