@@ -414,11 +414,17 @@ sandbox_actor::behavior_type adopted_sandbox_behavior(sandbox_actor_ptr self,
   st.exec_workdir = std::move(rec.exec_workdir);
   st.exec_user = std::move(rec.exec_user);
   ttl_adopt(self, rec); // paused again if it was
-  // Powered off, but the record's pause was not written yet when the node
-  // died (the answer goes out first): paused from now.
-  if (st.sb->powered_off() && st.info.state != sandbox_state::paused) {
+  // The record of a pause or resume is written after its answer: a node
+  // killed in between left a record that says otherwise. What the sandbox
+  // is wins: powered off or frozen is paused from now, thawed is running.
+  auto frozen = st.sb->frozen();
+  if ((st.sb->powered_off() || frozen.value_or(false))
+      && st.info.state != sandbox_state::paused) {
     st.info.state = sandbox_state::paused;
     ttl_on_paused(self);
+  } else if (frozen == false && st.info.state == sandbox_state::paused) {
+    st.info.state = sandbox_state::running;
+    ttl_on_resumed(self);
   }
   // The lifecycle lists it from recovered_info (running) until told.
   if (st.info.state != sandbox_state::running)

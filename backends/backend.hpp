@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -156,6 +157,12 @@ class sandbox {
 
   /// power_off() ran: the handle holds the files only.
   virtual bool powered_off() const { return false; }
+
+  /// Whether the kernel holds the sandbox's processes stopped by pause()
+  /// now, where the backend can tell (nullopt elsewhere). What the node
+  /// adopts after a restart trusts this over its record, which is written
+  /// after the pause or resume answers.
+  virtual std::optional<bool> frozen() const { return std::nullopt; }
 
   /// The directory holding the sandbox's changes in overlayfs upper form
   /// (whiteouts as 0:0 character devices, opaque directories marked with the

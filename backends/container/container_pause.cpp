@@ -55,6 +55,12 @@ status container_sandbox::pause() {
   return {};
 }
 
+std::optional<bool> container_sandbox::frozen() const {
+  if (off_ || !parts_.cgroup)
+    return std::nullopt;
+  return parts_.cgroup->frozen();
+}
+
 status container_sandbox::resume() {
   std::lock_guard<std::mutex> once(destroy_m_);
   if (channel_->gone())

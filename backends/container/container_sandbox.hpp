@@ -67,6 +67,7 @@ class container_sandbox final : public channel_sandbox,
   // Power off (a pause that keeps the files only): container_pause.cpp.
   status power_off() override;
   bool powered_off() const override { return off_; }
+  std::optional<bool> frozen() const override;
 
   /// A handle on a sandbox found powered off by recover(): its files only.
   void mark_powered_off();

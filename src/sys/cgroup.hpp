@@ -114,6 +114,10 @@ class cgroup {
   /// Freezes (true) or thaws (false) every process of the group.
   virtual status freeze(bool frozen) = 0;
 
+  /// The freezer holds the group frozen, or is on its way there (a freeze
+  /// that was cut short). False if the state cannot be read.
+  virtual bool frozen() const { return false; }
+
   /// Removes every directory, retrying while the kernel still reports EBUSY
   /// (tasks that are exiting) up to about a second. Missing dirs are fine.
   /// Idempotent.

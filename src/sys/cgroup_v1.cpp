@@ -277,6 +277,11 @@ class cgroup_v1 final : public cgroup {
     return frozen ? status{sys_error("freeze", f, ETIMEDOUT, errc::timeout)} : status{};
   }
 
+  bool frozen() const override {
+    auto s = read_file(dir("freezer") + "/freezer.state");
+    return s && (s->rfind("FROZEN", 0) == 0 || s->rfind("FREEZING", 0) == 0);
+  }
+
   status remove() override {
     status first;
     for (auto& d : all_dirs()) {

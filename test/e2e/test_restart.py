@@ -6,6 +6,7 @@
 # clean. Each test uses its own node (node_factory) and kills only that node's
 # own Popen pid.
 
+import json
 import os
 import signal
 import time
@@ -157,5 +158,53 @@ def test_expired_while_down_is_destroyed_at_restart(node_factory):
     assert c.get(keep)[1]["state"] == "running"
     assert not cgroup_dirs(n.node_id, short)
     c.delete(keep)
+    c.created.clear()
+    assert_clean(n, allow_layer_mounts=True)
+
+
+def lose_record_write(n, sid, paused_at_ms):
+    """Puts back the sandbox record's pause state as it was before the last
+    pause or resume: the node answers those before its worker writes the
+    record, and a node killed in between leaves exactly this."""
+    path = os.path.join(n.state_dir, "sandboxes", sid, "record.json")
+    with open(path) as f:
+        rec = json.load(f)
+    now = int(time.time() * 1000)
+    if paused_at_ms:
+        rec.update(paused_at_ms=paused_at_ms, ttl_left_ms=3_600_000, expires_at_ms=0)
+    else:
+        rec.update(paused_at_ms=0, ttl_left_ms=0, expires_at_ms=now + 3_600_000)
+    with open(path, "w") as f:
+        json.dump(rec, f)
+
+
+def test_a_pause_or_resume_whose_record_was_lost_is_taken_back_as_it_is(node_factory):
+    # Killed between a pause's answer and its record: the sandbox is frozen
+    # but recorded running. Between a resume's answer and its record: it runs
+    # but is recorded paused. The restarted node goes by the freezer.
+    n = node_factory.start()
+    c = n.client
+    labels = {"suite": "lost-record"}
+    frozen = c.create_ok(memory_mb=128, ttl_s=3600, labels=labels)
+    thawed = c.create_ok(memory_mb=128, ttl_s=3600, labels=labels)
+    for sid in (frozen, thawed):
+        c.sh(sid, "echo kept > /tmp/kept")
+        assert c.call("POST", f"/v1/sandboxes/{sid}/pause")[0] == 200
+    assert c.call("POST", f"/v1/sandboxes/{thawed}/resume")[0] == 200
+    kill9(n)
+    lose_record_write(n, frozen, 0)
+    lose_record_write(n, thawed, int(time.time() * 1000) - 1000)
+    n.start()
+    listed = {s["id"]: s["state"] for s in c.list(labels)[1]["sandboxes"]}
+    assert c.get(frozen)[1]["state"] == "paused" and listed[frozen] == "paused", listed
+    assert c.get(thawed)[1]["state"] == "running" and listed[thawed] == "running", listed
+    # Both answer as what they are: the frozen one resumes (and is not
+    # refused as running), the thawed one runs a command at once.
+    assert c.call("POST", f"/v1/sandboxes/{frozen}/resume")[0] == 200
+    for sid in (frozen, thawed):
+        r = c.sh(sid, "cat /tmp/kept")
+        assert r["stdout"] == "kept\n", r
+    c.delete(frozen)
+    c.delete(thawed)
     c.created.clear()
     assert_clean(n, allow_layer_mounts=True)
