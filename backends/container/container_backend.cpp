@@ -27,6 +27,7 @@
 #include "backends/container/container_sandbox.hpp"
 #include "backends/policy/cpu_class.hpp"
 #include "backends/container/launch.hpp"
+#include "backends/container/sandbox_meta.hpp"
 #include "backends/container/launcher_pool.hpp"
 #include "backends/policy/seccomp_filter.hpp"
 #include "sys/cleanup.hpp"

@@ -7,6 +7,7 @@
 #include "backends/container/container_sandbox.hpp"
 #include "backends/container/fs_ops.hpp"
 #include "backends/container/launch.hpp"
+#include "backends/container/sandbox_meta.hpp"
 
 #include <sys/mount.h>
 
