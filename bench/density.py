@@ -168,7 +168,7 @@ def kernel_kib():
 
 def cpu_ns(pid, node_id):
     """CPU time (ns) of the node process (all threads) plus every sandbox
-    of node `node_id` (its cpuacct group): the work a create costs, which
+    of node `node_id` (its v2 group's cpu.stat): the work a create costs, which
     other load on the machine does not inflate as it does wall time."""
     total = 0
     try:
@@ -177,11 +177,15 @@ def cpu_ns(pid, node_id):
         total += (int(fields[11]) + int(fields[12])) * (10 ** 9 // os.sysconf("SC_CLK_TCK"))
     except OSError:
         pass
-    try:
-        with open(f"/sys/fs/cgroup/cpuacct/dsec/{node_id}/cpuacct.usage") as f:
-            total += int(f.read())
-    except (OSError, ValueError):
-        pass
+    try:  # the node's v2 group counts every sandbox below it
+        with open(f"/sys/fs/cgroup/unified/dsec/{node_id}/cpu.stat") as f:
+            total += int(f.readline().split()[1]) * 1000
+    except (OSError, ValueError, IndexError):
+        try:  # a node older than cpu.stat, or a host without v2
+            with open(f"/sys/fs/cgroup/cpuacct/dsec/{node_id}/cpuacct.usage") as f:
+                total += int(f.read())
+        except (OSError, ValueError):
+            pass
     return total
 
 

@@ -78,7 +78,7 @@ struct tunables {
   /// Running sandboxes a pass measures at most, the longest unmeasured
   /// first; the others keep their last sample. Each measure reads three
   /// cgroup files (memory.stat, whose hierarchical totals the kernel sums
-  /// on read, usage, cpuacct): at 3,200 sandboxes every second that was the
+  /// on read, usage, the v2 cpu.stat): at 3,200 sandboxes every second that was the
   /// node's largest cost past the creates themselves, and creates/s at
   /// N=3,200 fell to a third of N=0 (issue 28). 256: up to 256 sandboxes,
   /// every one is measured every pass as before; at 3,200 each is measured

@@ -1,6 +1,6 @@
 // What a container sandbox uses, and reclaim of its cold memory, for the
 // node's reclaim actor. Both read and act on the sandbox's cgroup: usage()
-// is a few counter reads (memory.stat, cpuacct.usage); reclaim() pages out
+// is a few counter reads (memory.stat, the v2 cpu.stat); reclaim() pages out
 // what the sandbox's processes map (sys/page_out.hpp) without stopping them,
 // so the pages they touch again come back from zram on their next fault.
 // It does not squeeze the memory limit: a running task that allocates under

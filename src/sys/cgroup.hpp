@@ -39,7 +39,7 @@ struct memory_events {
   int64_t limit_hits = 0;
 };
 
-/// What the memory and cpuacct controllers count for a group now (bytes,
+/// What the memory controller and the CPU time count for a group now (bytes,
 /// nanoseconds); -1 where a counter could not be read.
 struct cgroup_usage {
   /// memory.usage_in_bytes: RAM charged to the group (page cache included).
@@ -57,7 +57,8 @@ struct cgroup_usage {
   /// until its write completes and reclaim drops it; MemAvailable does not
   /// count them, so they are RAM the group holds. -1 on kernels without it.
   int64_t swapcached_bytes = -1;
-  /// cpuacct.usage: CPU time of every task since the group was made.
+  /// CPU time of every task since the group was made (usage_usec of the
+  /// v2 group's cpu.stat; cpuacct.usage on a host without v2).
   int64_t cpu_ns = -1;
 };
 
@@ -143,7 +144,7 @@ class cgroup {
 
 /// Creates (mkdir -p) the directories of `rel` under `root` in the v1
 /// controllers cpu, memory, pids, freezer and in the v2 hierarchy
-/// <root>/unified when it exists; the cpu directory at `cpu_rel` instead
+/// <root>/unified when it exists (else in cpuacct too); the cpu directory at `cpu_rel` instead
 /// when that is not empty. On failure, what it made is removed.
 expected<std::unique_ptr<cgroup>> create_cgroup_v1(const std::string& root,
                                                    const std::string& rel,

@@ -24,8 +24,16 @@ namespace {
 
 // Controllers a sandbox lives in. cpuset is left out on purpose: a v1
 // cpuset child starts with empty cpus/mems and would reject tasks.
-// cpuacct is mounted on its own here and counts the CPU time usage() reports.
-constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer", "cpuacct"};
+constexpr const char* controllers[] = {"cpu", "memory", "pids", "freezer"};
+
+// CPU time comes from the v2 group's cpu.stat (the kernel counts it for
+// every v2 group, controllers or not). Only a host without the v2 hierarchy
+// gets a cpuacct group per sandbox as well: one v1 group fewer to make,
+// join and remove per create (each v1 join also looks the task's new
+// css_set up in a host-wide hash that grows with the sandboxes), and one
+// group less of kernel memory per sandbox. Groups made by an older node
+// still have one, which remove() and prune take too.
+constexpr const char* cpu_time_controller = "cpuacct";
 
 // CFS period; 100 ms is the kernel default, so quotas read naturally.
 constexpr int64_t cfs_period_us = 100000;
@@ -76,6 +84,8 @@ class cgroup_v1 final : public cgroup {
       dirs_.push_back(dir(c));
     if (exists(root_ + "/unified/cgroup.procs"))
       unified_ = root_ + "/unified/" + rel_;
+    else
+      dirs_.push_back(dir(cpu_time_controller));
   }
 
   status make() {
@@ -143,8 +153,12 @@ class cgroup_v1 final : public cgroup {
     }
     if (auto t = read_file(m + "/memory.usage_in_bytes"))
       u.memory_bytes = std::atoll(t->c_str());
-    if (auto t = read_file(dir("cpuacct") + "/cpuacct.usage"))
-      u.cpu_ns = std::atoll(t->c_str());
+    if (unified_.empty()) {
+      if (auto t = read_file(dir(cpu_time_controller) + "/cpuacct.usage"))
+        u.cpu_ns = std::atoll(t->c_str());
+    } else if (auto t = read_file(unified_ + "/cpu.stat"); t && t->rfind("usage_usec ", 0) == 0) {
+      u.cpu_ns = std::atoll(t->c_str() + 11) * 1000;
+    }
     return u;
   }
 
@@ -289,6 +303,8 @@ class cgroup_v1 final : public cgroup {
       if (!st && first)
         first = st;
     }
+    if (!unified_.empty()) // made by an older node
+      ::rmdir(dir(cpu_time_controller).c_str());
     return first;
   }
 
@@ -390,6 +406,7 @@ void prune_cgroup_v1(const std::string& root, const std::string& rel) {
   while (!r.empty()) {
     for (auto c : controllers)
       ::rmdir((root + "/" + c + "/" + r).c_str());
+    ::rmdir((root + "/" + cpu_time_controller + "/" + r).c_str());
     ::rmdir((root + "/unified/" + r).c_str());
     auto slash = r.find_last_of('/');
     r.resize(slash == std::string::npos ? 0 : slash);
