@@ -250,9 +250,13 @@ def test_wait_in_progress_ends_when_the_sandbox_is_destroyed(client):
 
 
 def test_the_last_64_finished_background_commands_are_kept(client, sandbox):
-    pids = [bg(client, sandbox, f"echo {i}")["pid"] for i in range(66)]
-    for pid in pids[-3:]:
-        status, out = proc(client, sandbox, pid, "?wait=1&timeout_s=30")
+    # Records are dropped in the order the commands finished: each one ends
+    # before the next starts, so that order is the start order (on a loaded
+    # host `echo 0` could otherwise finish after `echo 1`).
+    pids = []
+    for i in range(66):
+        pids.append(bg(client, sandbox, f"echo {i}")["pid"])
+        status, out = proc(client, sandbox, pids[-1], "?wait=1&timeout_s=30")
         assert out["state"] == "exited", out
     wait_for(lambda: proc(client, sandbox, pids[0])[0] == 404, 30,
              what="the oldest finished record to be dropped")
