@@ -231,6 +231,7 @@ expected<size_t> blob_fs::read(const std::string& hex, uint64_t offset, size_t l
     req.index = index;
     uint64_t start = index * chunk;
     req.length = uint32_t(std::min<uint64_t>(chunk, src.size - start));
+    req.chunk_size = uint32_t(chunk);
     req.sha256 = registry::chunk_digest_hex(state->chunks, index);
     req.fetch = [fetcher, state, start, length = req.length]() {
       return fetcher->fetch(*state->src, start, length);

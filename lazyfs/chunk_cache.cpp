@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,100 +66,235 @@ expected<std::unique_ptr<chunk_cache>> chunk_cache::open(const std::string& dir,
     return invalid_argument("chunk cache: directory \"" + dir + "\" must be an absolute path");
   if (retry.attempts < 1)
     return invalid_argument("chunk cache: a fetch needs at least one attempt");
-  for (auto& d : {dir, dir + "/chunks", dir + "/tmp"})
+  for (auto& d : {dir, dir + "/blobs"})
     if (auto st = sys::make_dirs(d, 0700); !st)
       return error{st.err().code, "chunk cache: " + st.err().message};
+  // A chunk file per chunk, as older nodes kept them: never read again.
+  for (auto old : {"/chunks", "/tmp"})
+    (void)sys::remove_tree(dir + old);
   std::unique_ptr<chunk_cache> c{new chunk_cache(dir, budget_bytes, std::move(retry))};
   if (auto st = c->load_existing(); !st)
     return st.err();
   return c;
 }
 
-std::string chunk_cache::chunk_path(const key& k) const {
-  return dir_ + "/chunks/" + k.first + "/" + std::to_string(k.second);
+namespace {
+
+/// "<64 hex>-<chunk size>": the blob and its chunk size; false otherwise.
+bool parse_file_name(const std::string& name, std::string& hex, uint32_t& chunk_size) {
+  auto dash = name.find('-');
+  if (dash == std::string::npos || !is_hex64(name.substr(0, dash)) || !is_number(name.substr(dash + 1)))
+    return false;
+  auto size = std::stoull(name.substr(dash + 1));
+  if (size == 0 || size > (1u << 30))
+    return false;
+  hex = name.substr(0, dash);
+  chunk_size = uint32_t(size);
+  return true;
 }
 
-status chunk_cache::load_existing() {
-  // Temp files are chunks a crashed run did not finish: never valid.
-  for (auto& name : list_dir(dir_ + "/tmp"))
-    ::unlink((dir_ + "/tmp/" + name).c_str());
-  struct found {
-    int64_t mtime_ns;
-    key k;
-    uint64_t size;
-  };
-  std::vector<found> all;
-  for (auto& blob : list_dir(dir_ + "/chunks")) {
-    auto blob_dir = dir_ + "/chunks/" + blob;
-    if (!is_hex64(blob)) {
-      (void)sys::remove_tree(blob_dir);
-      continue;
-    }
-    for (auto& name : list_dir(blob_dir)) {
-      auto path = blob_dir + "/" + name;
-      struct stat st;
-      if (!is_number(name) || ::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        (void)sys::remove_tree(path);
-        continue;
-      }
-      all.push_back({int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-                     {blob, std::stoull(name)}, uint64_t(st.st_size)});
-    }
-  }
-  // Oldest first, so the newest end up most recently used.
-  std::sort(all.begin(), all.end(),
-            [](const found& a, const found& b) { return a.mtime_ns < b.mtime_ns; });
-  std::lock_guard<std::mutex> guard{mu_};
-  for (auto& f : all)
-    insert_locked(f.k, f.size);
+/// A chunk no longer than its blob's chunk size, which is set.
+status check_size(const chunk_request& req) {
+  if (req.chunk_size == 0 || req.length > req.chunk_size)
+    return invalid_argument("chunk cache: chunk " + std::to_string(req.index) + " of sha256:"
+                            + req.blob + " has " + std::to_string(req.length)
+                            + " bytes in a chunk size of " + std::to_string(req.chunk_size));
   return {};
 }
 
-void chunk_cache::insert_locked(const key& k, uint64_t size) {
+uint64_t block_of(int fd) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && st.st_blksize > 0 ? uint64_t(st.st_blksize) : 4096;
+}
+
+} // namespace
+
+status chunk_cache::load_existing() {
+  std::vector<std::pair<int64_t, key>> order;
+  for (auto& name : list_dir(dir_ + "/blobs"))
+    adopt_file(name, order);
+  // Least recently written files first, so the newest end up most recently used.
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::lock_guard<std::mutex> guard{mu_};
+  for (auto& [when, k] : order)
+    lru_.splice(lru_.begin(), lru_, entries_.at(k).lru);
+  evict_locked();
+  return {};
+}
+
+void chunk_cache::adopt_file(const std::string& name,
+                             std::vector<std::pair<int64_t, key>>& order) {
+  auto path = dir_ + "/blobs/" + name;
+  std::string hex;
+  uint32_t chunk_size = 0;
+  struct stat st;
+  if (!parse_file_name(name, hex, chunk_size) || ::lstat(path.c_str(), &st) != 0
+      || !S_ISREG(st.st_mode) || files_.count(hex)) {
+    (void)sys::remove_tree(path);
+    return;
+  }
+  auto file = std::make_shared<blob_file>();
+  file->fd = sys::unique_fd{::open(path.c_str(), O_RDWR | O_CLOEXEC)};
+  if (!file->fd) {
+    ::unlink(path.c_str());
+    return;
+  }
+  file->path = path;
+  file->chunk_size = chunk_size;
+  file->block = block_of(file->fd.get());
+  // The data extents: a chunk is held where all its bytes are data (a
+  // chunk whose write a crash cut short has a hole in it).
+  const auto size = uint64_t(st.st_size);
+  int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  off_t pos = 0;
+  std::lock_guard<std::mutex> guard{mu_};
+  while (uint64_t(pos) < size) {
+    off_t data = ::lseek(file->fd.get(), pos, SEEK_DATA);
+    if (data < 0)
+      break;
+    off_t hole = ::lseek(file->fd.get(), data, SEEK_HOLE);
+    if (hole < 0)
+      hole = off_t(size);
+    for (uint64_t index = (uint64_t(data) + chunk_size - 1) / chunk_size;; ++index) {
+      uint64_t start = index * chunk_size, end = std::min<uint64_t>(start + chunk_size, size);
+      if (end > uint64_t(hole) || start >= end)
+        break;
+      key k{hex, index};
+      lru_.push_front(k);
+      entries_[k] = entry{end - start, lru_.begin(), file, 0, false};
+      counters_.cache_bytes += end - start;
+      counters_.cache_chunks += 1;
+      file->chunks += 1;
+      order.emplace_back(mtime, k);
+    }
+    pos = hole;
+  }
+  if (file->chunks == 0) {
+    ::unlink(path.c_str());
+    return;
+  }
+  files_[hex] = std::move(file);
+}
+
+expected<std::shared_ptr<chunk_cache::blob_file>>
+chunk_cache::file_locked(const chunk_request& req) {
+  if (auto st = check_size(req); !st)
+    return st.err();
+  if (auto it = files_.find(req.blob); it != files_.end()) {
+    if (it->second->chunk_size != req.chunk_size)
+      return invalid_argument("chunk cache: blob sha256:" + req.blob + " is cached in chunks of "
+                              + std::to_string(it->second->chunk_size) + " bytes, read in chunks of "
+                              + std::to_string(req.chunk_size));
+    return it->second;
+  }
+  auto file = std::make_shared<blob_file>();
+  file->path = dir_ + "/blobs/" + req.blob + "-" + std::to_string(req.chunk_size);
+  file->fd = sys::unique_fd{::open(file->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+  if (!file->fd)
+    return sys_error("chunk cache: open", file->path, errno);
+  file->chunk_size = req.chunk_size;
+  file->block = block_of(file->fd.get());
+  files_[req.blob] = file;
+  return file;
+}
+
+void chunk_cache::insert_locked(const key& k, uint64_t size,
+                                const std::shared_ptr<blob_file>& file) {
   if (auto it = entries_.find(k); it != entries_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);
     return;
   }
+  if (auto f = files_.find(k.first); f == files_.end() || f->second != file)
+    return;
   lru_.push_front(k);
-  entries_[k] = entry{size, lru_.begin()};
+  entries_[k] = entry{size, lru_.begin(), file, 0, true};
+  file->chunks += 1;
   counters_.cache_bytes += size;
   counters_.cache_chunks += 1;
   evict_locked();
 }
 
+void chunk_cache::erase_locked(std::map<key, entry>::iterator it) {
+  auto file = it->second.file;
+  const std::string hex = it->first.first;
+  const uint64_t start = it->first.second * file->chunk_size;
+  counters_.cache_bytes -= it->second.size;
+  counters_.cache_chunks -= 1;
+  lru_.erase(it->second.lru);
+  entries_.erase(it);
+  if (--file->chunks == 0) {
+    // Its last chunk: the file goes (a store into it meanwhile is not entered).
+    ::unlink(file->path.c_str());
+    if (auto f = files_.find(hex); f != files_.end() && f->second == file)
+      files_.erase(f);
+    return;
+  }
+  // Whole blocks only: a block shared with a neighbour chunk keeps its bytes.
+  uint64_t from = (start + file->block - 1) / file->block * file->block;
+  uint64_t to = (start + file->chunk_size) / file->block * file->block;
+  if (to > from)
+    (void)::fallocate(file->fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(from),
+                      off_t(to - from));
+}
+
 void chunk_cache::evict_locked() {
-  while (counters_.cache_bytes > budget_ && !lru_.empty()) {
-    auto victim = lru_.back();
-    lru_.pop_back();
-    auto it = entries_.find(victim);
-    counters_.cache_bytes -= it->second.size;
-    counters_.cache_chunks -= 1;
-    entries_.erase(it);
-    // A reader that opened the file already keeps reading it.
-    ::unlink(chunk_path(victim).c_str());
-    counters_.evictions += 1;
-  }
-}
-
-bool chunk_cache::read_stored(const key& k, uint32_t length, uint32_t off, uint32_t len,
-                              char* out) {
-  sys::unique_fd fd{::open(chunk_path(k).c_str(), O_RDONLY | O_CLOEXEC)};
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || uint64_t(st.st_size) != length)
-    return false;
-  size_t done = 0;
-  while (done < len) {
-    auto n = ::pread(fd.get(), out + done, len - done, off + done);
-    if (n < 0 && errno == EINTR)
+  // Least recently used first; a chunk a reader copies from now is skipped.
+  for (auto victim = lru_.end(); counters_.cache_bytes > budget_ && victim != lru_.begin();) {
+    --victim;
+    auto it = entries_.find(*victim);
+    if (it->second.pins > 0)
       continue;
-    if (n <= 0)
-      return false;
-    done += size_t(n);
+    auto after = std::next(victim);
+    erase_locked(it);
+    counters_.evictions += 1;
+    victim = after;
   }
-  return true;
 }
 
-std::string chunk_cache::verify(const chunk_request& req, const std::string& got) {
+bool chunk_cache::read_stored(const chunk_request& req, uint32_t off, uint32_t len, char* out) {
+  key k{req.blob, req.index};
+  std::shared_ptr<blob_file> file;
+  bool check = false;
+  {
+    std::lock_guard<std::mutex> guard{mu_};
+    auto it = entries_.find(k);
+    if (it == entries_.end())
+      return false;
+    // Not the chunk asked for (a write a crash cut short at the file's end).
+    if (it->second.size != req.length || it->second.file->chunk_size != req.chunk_size) {
+      if (it->second.pins == 0)
+        erase_locked(it);
+      return false;
+    }
+    it->second.pins += 1;
+    file = it->second.file;
+    check = !it->second.verified;
+  }
+  const uint64_t start = req.index * req.chunk_size;
+  bool ok = true;
+  if (check) {
+    // Found at open: the whole chunk against its digest, once.
+    std::string all(req.length, '\0');
+    ok = sys::pread_all(file->fd.get(), all.data(), all.size(), start)
+         && (req.sha256.empty() || layers::digest_hex(layers::sha256_string(all)) == req.sha256);
+    if (ok)
+      std::memcpy(out, all.data() + off, len);
+  } else {
+    ok = sys::pread_all(file->fd.get(), out, len, start + off);
+  }
+  std::lock_guard<std::mutex> guard{mu_};
+  if (auto it = entries_.find(k); it != entries_.end()) {
+    it->second.pins -= 1;
+    if (ok)
+      it->second.verified = true;
+    else if (it->second.pins == 0)
+      erase_locked(it);
+  }
+  return ok;
+}
+
+std::string chunk_cache::verify(const chunk_request& req, std::string_view got) {
   std::string why;
   if (got.size() != req.length)
     why = "answered " + std::to_string(got.size()) + " bytes, the chunk has "
@@ -222,40 +358,20 @@ expected<std::string> chunk_cache::fetch_verified(const chunk_request& req) {
       [&](const std::string& got) { return verify(req, got); });
 }
 
-status chunk_cache::store(const key& k, const std::string& data) {
-  auto dir = dir_ + "/chunks/" + k.first;
-  if (auto st = sys::make_dirs(dir, 0700); !st)
-    return st;
-  std::string tmp;
+expected<std::shared_ptr<chunk_cache::blob_file>>
+chunk_cache::store(const chunk_request& first, const char* data, size_t len) {
+  std::shared_ptr<blob_file> file;
   {
     std::lock_guard<std::mutex> guard{mu_};
-    tmp = dir_ + "/tmp/" + k.first.substr(0, 16) + "-" + std::to_string(k.second) + "-"
-          + std::to_string(++tmp_seq_);
+    auto f = file_locked(first);
+    if (!f)
+      return f.err();
+    file = *f;
   }
-  sys::unique_fd fd{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
-  if (!fd)
-    return sys_error("chunk cache: create", tmp, errno);
-  size_t done = 0;
-  while (done < data.size()) {
-    auto n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      auto err = errno;
-      ::unlink(tmp.c_str());
-      return sys_error("chunk cache: write", tmp, err);
-    }
-    done += size_t(n);
-  }
-  // No fsync: a chunk lost in a host crash is fetched again; a torn one is
-  // refused by the length check (and the digest when a list exists) at read.
-  fd.reset();
-  if (::rename(tmp.c_str(), chunk_path(k).c_str()) != 0) {
-    auto err = errno;
-    ::unlink(tmp.c_str());
-    return sys_error("chunk cache: rename", tmp, err);
-  }
-  return {};
+  // No fsync: a chunk lost in a host crash is a hole, fetched again.
+  if (!sys::pwrite_all(file->fd.get(), data, len, first.index * first.chunk_size))
+    return sys_error("chunk cache: write", file->path, errno);
+  return file;
 }
 
 expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint32_t len,
@@ -264,6 +380,8 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
     return invalid_argument("chunk cache: read of [" + std::to_string(off) + ", +"
                             + std::to_string(len) + ") past chunk " + std::to_string(req.index)
                             + " of " + std::to_string(req.length) + " bytes");
+  if (auto st = check_size(req); !st)
+    return st.err();
   key k{req.blob, req.index};
   std::shared_ptr<inflight> wait_for;
   bool fetcher = false;
@@ -293,17 +411,10 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
     }
     if (wait_for)
       break;
-    if (read_stored(k, req.length, off, len, out))
+    // Held: copied from its file. Evicted meanwhile, or it failed its
+    // check (dropped then): fetched.
+    if (read_stored(req, off, len, out))
       return size_t{len};
-    // Evicted between the lookup and the open, or damaged: forget it and fetch.
-    std::lock_guard<std::mutex> guard{mu_};
-    if (auto it = entries_.find(k); it != entries_.end()) {
-      counters_.cache_bytes -= it->second.size;
-      counters_.cache_chunks -= 1;
-      lru_.erase(it->second.lru);
-      entries_.erase(it);
-      ::unlink(chunk_path(k).c_str());
-    }
   }
   if (!wait_for)
     return internal_error("chunk cache: chunk " + std::to_string(req.index) + " of sha256:"
@@ -329,21 +440,29 @@ expected<size_t> chunk_cache::read(const chunk_request& req, uint32_t off, uint3
 expected<std::shared_ptr<const std::string>>
 chunk_cache::complete(const chunk_request& req, const std::shared_ptr<inflight>& flight,
                       expected<std::string> got) {
+  // A chunk that could not be stored (disk full) still serves this read.
+  std::shared_ptr<blob_file> file;
+  if (got)
+    if (auto stored = store(req, got->data(), got->size()); stored)
+      file = *stored;
+  return finish(req, flight, std::move(got), file);
+}
+
+expected<std::shared_ptr<const std::string>>
+chunk_cache::finish(const chunk_request& req, const std::shared_ptr<inflight>& flight,
+                    expected<std::string> got, const std::shared_ptr<blob_file>& file) {
   key k{req.blob, req.index};
   std::shared_ptr<const std::string> data;
   error err;
-  if (got) {
+  if (got)
     data = std::make_shared<const std::string>(std::move(*got));
-    if (auto st = store(k, *data); !st)
-      err = st.err();
-  } else {
+  else
     err = got.err();
-  }
   {
     std::lock_guard<std::mutex> guard{mu_};
     inflight_.erase(k);
-    if (data && !err)
-      insert_locked(k, data->size());
+    if (data && file)
+      insert_locked(k, data->size(), file);
     if (data) {
       counters_.chunks_fetched += 1;
     } else {
@@ -358,7 +477,6 @@ chunk_cache::complete(const chunk_request& req, const std::shared_ptr<inflight>&
     flight->err = data ? error{} : err;
     flight->cv.notify_all();
   }
-  // A chunk that could not be stored (disk full) still serves this read.
   if (!data)
     return err;
   return data;
@@ -392,8 +510,8 @@ void chunk_cache::fetch_missing(const std::vector<chunk_request>& run,
     return;
   // One range request per planned span: consecutive claimed chunks, joined
   // across short runs of chunks held elsewhere (their bytes are dropped).
-  const uint64_t chunk = run.front().length;
-  for (const auto& span : plan_spans(run.front().index, missing, chunk, max_gap)) {
+  for (const auto& span :
+       plan_spans(run.front().index, missing, run.front().chunk_size, max_gap)) {
     size_t a = size_t(span.first - run.front().index), b = size_t(span.last - run.front().index);
     if (a == b) {
       (void)complete(run[a], claimed[a], fetch_verified(run[a]));
@@ -411,23 +529,40 @@ void chunk_cache::fetch_missing(const std::vector<chunk_request>& run,
                                       : "answered " + std::to_string(got.size())
                                           + " bytes, the chunks have " + std::to_string(length);
         });
-    uint64_t pos = 0;
+    if (!got) {
+      for (size_t i = a; i <= b; ++i)
+        if (claimed[i])
+          (void)finish(run[i], claimed[i], got.err(), nullptr);
+      continue;
+    }
+    // Each claimed chunk verified; a chunk the span got wrong is fetched
+    // again on its own. The good ones are stored a stretch at a time (one
+    // write for consecutive chunks).
+    std::vector<uint64_t> at(b - a + 2, 0);
+    std::vector<bool> good(b - a + 1, false);
     for (size_t i = a; i <= b; ++i) {
-      const auto& req = run[i];
-      uint64_t at = pos;
-      pos += req.length;
-      if (!claimed[i])
-        continue;  // held or fetched by another reader: a gap we joined across
-      if (!got) {
-        (void)complete(req, claimed[i], got.err());
+      at[i - a + 1] = at[i - a] + run[i].length;
+      good[i - a] = claimed[i]
+                  && verify(run[i], std::string_view(*got).substr(at[i - a], run[i].length)).empty();
+    }
+    for (size_t i = a; i <= b;) {
+      if (!claimed[i]) {
+        ++i;  // held or fetched by another reader: a gap we joined across
         continue;
       }
-      auto piece = got->substr(at, req.length);
-      // A chunk the span got wrong is fetched again on its own.
-      if (auto why = verify(req, piece); !why.empty())
-        (void)complete(req, claimed[i], fetch_verified(req));
-      else
-        (void)complete(req, claimed[i], std::move(piece));
+      if (!good[i - a]) {
+        (void)complete(run[i], claimed[i], fetch_verified(run[i]));
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      while (end + 1 <= b && good[end + 1 - a])
+        ++end;
+      auto stored = store(run[i], got->data() + at[i - a], at[end - a + 1] - at[i - a]);
+      for (size_t j = i; j <= end; ++j)
+        (void)finish(run[j], claimed[j], got->substr(at[j - a], run[j].length),
+                     stored ? *stored : nullptr);
+      i = end + 1;
     }
   }
 }

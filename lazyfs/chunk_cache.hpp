@@ -2,17 +2,29 @@
 // chunks of remote data blobs, keyed by (blob digest, chunk index), evicted
 // least recently used first under a byte budget (`--chunk-cache-mb`).
 //
-//   <dir>/chunks/<blob hex>/<index>   one verified chunk, exactly its length
-//   <dir>/tmp/                        chunks being written (emptied at open)
+//   <dir>/blobs/<blob hex>-<chunk size>   one sparse file per blob: chunk i
+//                                         at i x chunk size, a hole where no
+//                                         chunk is held
+//
+// One file per blob, not one per chunk: a chunk stored is one pwrite (a
+// stretch of chunks fetched together, one pwrite for all), a chunk read is
+// one pread on a descriptor kept open, an eviction punches the chunk's
+// blocks out (fallocate). A file per chunk cost a create, a rename and a
+// directory check per chunk, an open per read, and the inode churn of
+// ext4; on a burst of lazy reads that was a third of the daemon's CPU
+// (bench/registry_bench.py, perf).
 //
 // A missing chunk is fetched through the caller's function, with bounded
 // retries and backoff, and verified before it is stored: its length must be
 // exactly what the blob's size gives for that index, and, when the source
 // carries a chunk digest list (registry/chunk_list.hpp), its sha256 must
 // match. The whole blob's digest cannot be checked a chunk at a time; the
-// list's own digest is covered by the artifact's manifest. A chunk is written
-// under a temp name and renamed into place, so a crash leaves only temp files
-// (swept at the next open), never a chunk whose content lies.
+// list's own digest is covered by the artifact's manifest. A chunk enters
+// the table only once its bytes are written. At the next open the held
+// chunks are read back from the files' data extents (SEEK_DATA/SEEK_HOLE):
+// a chunk counts only where all its bytes are data, so one torn by a crash
+// is a hole and fetched again, and each is checked against its digest at
+// its first read.
 //
 // Concurrent reads of the same missing chunk share one fetch: the first
 // reader fetches, the others wait for its result. Thread-safe.
@@ -26,9 +38,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
+#include "sys/fd.hpp"
 
 namespace dsec::lazyfs {
 
@@ -64,6 +78,8 @@ struct chunk_request {
   uint64_t index = 0;
   /// The chunk's exact length: chunk_size, less for the blob's last chunk.
   uint32_t length = 0;
+  /// The blob's chunk size: chunk `index` starts at index x chunk_size.
+  uint32_t chunk_size = 0;
   /// The chunk's sha256 (hex) when the source has a chunk digest list;
   /// empty: only the length is checked.
   std::string sha256;
@@ -94,8 +110,10 @@ class chunk_cache {
 
   /// Opens (creating) the cache at `dir` with a budget of `budget_bytes`
   /// (at least one chunk is always kept in memory while it is read). Chunks
-  /// left by an earlier run are taken back, oldest first in LRU order; temp
-  /// files are removed; the cache is trimmed to the budget.
+  /// left by an earlier run are taken back, the files least recently
+  /// written first in LRU order; anything else in the directory (the chunk
+  /// files and temp files of older nodes) is removed; the cache is trimmed
+  /// to the budget.
   static expected<std::unique_ptr<chunk_cache>> open(const std::string& dir,
                                                      uint64_t budget_bytes,
                                                      retry_policy retry = {});
@@ -137,15 +155,34 @@ class chunk_cache {
  private:
   struct inflight;
   using key = std::pair<std::string, uint64_t>;
+  /// A blob's sparse file.
+  struct blob_file {
+    sys::unique_fd fd;
+    std::string path;
+    uint32_t chunk_size = 0;
+    /// The file system's block: evictions punch whole blocks only.
+    uint64_t block = 4096;
+    /// Chunks of the table in this file; at 0 the file goes.
+    uint64_t chunks = 0;
+  };
   struct entry {
     uint64_t size = 0;
     std::list<key>::iterator lru;
+    std::shared_ptr<blob_file> file;
+    /// Readers copying from it now: never evicted meanwhile.
+    int pins = 0;
+    /// False for a chunk found at open: checked against its digest at its
+    /// first read.
+    bool verified = true;
   };
 
   chunk_cache(std::string dir, uint64_t budget, retry_policy retry);
 
-  std::string chunk_path(const key& k) const;
+  /// The file of `req`'s blob, opened (created) on first use. mu_ held.
+  expected<std::shared_ptr<blob_file>> file_locked(const chunk_request& req);
   status load_existing();
+  /// Adopts the chunks of one blob file found at open (unverified).
+  void adopt_file(const std::string& name, std::vector<std::pair<int64_t, key>>& order);
   /// Fetches (with retries) and verifies `req`; counts bytes and failures.
   expected<std::string> fetch_verified(const chunk_request& req);
   /// Up to retry_.attempts calls of `attempt` until one answers bytes that
@@ -154,19 +191,30 @@ class chunk_cache {
                                        const std::function<expected<std::string>()>& attempt,
                                        const std::function<std::string(const std::string&)>& check);
   /// Why `got` is not chunk `req` (length, digest); empty if it is.
-  std::string verify(const chunk_request& req, const std::string& got);
-  /// Stores a fetched chunk (or records its failure), wakes the readers
-  /// waiting on `flight`, and hands the bytes to the fetching reader.
+  std::string verify(const chunk_request& req, std::string_view got);
+  /// Writes `len` bytes of consecutive chunks, the first `first`, into its
+  /// blob's file; the file written, to enter them in the table.
+  expected<std::shared_ptr<blob_file>> store(const chunk_request& first, const char* data,
+                                             size_t len);
+  /// Records a fetch's outcome (stored in `file` when it is set), wakes the
+  /// readers waiting on `flight`, and hands the bytes to the fetching reader.
+  expected<std::shared_ptr<const std::string>> finish(const chunk_request& req,
+                                                      const std::shared_ptr<inflight>& flight,
+                                                      expected<std::string> got,
+                                                      const std::shared_ptr<blob_file>& file);
+  /// Stores a fetched chunk, then finish().
   expected<std::shared_ptr<const std::string>> complete(const chunk_request& req,
                                                         const std::shared_ptr<inflight>& flight,
                                                         expected<std::string> got);
-  /// Writes a verified chunk under a temp name and renames it into place.
-  status store(const key& k, const std::string& data);
-  /// Adds `k` as most recently used and evicts past the budget. mu_ held.
-  void insert_locked(const key& k, uint64_t size);
+  /// Enters `k`, stored in `file`, as most recently used and evicts past
+  /// the budget. A file evicted empty meanwhile is not the blob's any more:
+  /// the chunk is then not entered. mu_ held.
+  void insert_locked(const key& k, uint64_t size, const std::shared_ptr<blob_file>& file);
   void evict_locked();
-  /// Copies from the stored chunk file; false if it is gone or short.
-  bool read_stored(const key& k, uint32_t length, uint32_t off, uint32_t len, char* out);
+  /// Drops `k` from the table and frees its blocks. mu_ held.
+  void erase_locked(std::map<key, entry>::iterator it);
+  /// Copies from the stored chunk; false if it is gone or fails its check.
+  bool read_stored(const chunk_request& req, uint32_t off, uint32_t len, char* out);
 
   std::string dir_;
   uint64_t budget_;
@@ -175,11 +223,12 @@ class chunk_cache {
   std::map<key, entry> entries_;
   /// Most recently used first.
   std::list<key> lru_;
+  /// Blob files open, by blob hex.
+  std::map<std::string, std::shared_ptr<blob_file>> files_;
   std::map<key, std::shared_ptr<inflight>> inflight_;
   /// Chunks whose last fetch failed: when, and why.
   std::map<key, std::pair<std::chrono::steady_clock::time_point, error>> failed_;
   cache_counters counters_;
-  uint64_t tmp_seq_ = 0;
 };
 
 } // namespace dsec::lazyfs

@@ -96,6 +96,36 @@ status write_file_atomic(const std::string& path, std::string_view data, mode_t 
   return {};
 }
 
+bool pread_all(int fd, char* out, size_t len, uint64_t offset) {
+  for (size_t done = 0; done < len;) {
+    auto n = ::pread(fd, out + done, len - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = EIO;
+      return false;
+    }
+    done += size_t(n);
+  }
+  return true;
+}
+
+bool pwrite_all(int fd, const char* data, size_t len, uint64_t offset) {
+  for (size_t done = 0; done < len;) {
+    auto n = ::pwrite(fd, data + done, len - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      if (n == 0)
+        errno = ENOSPC;
+      return false;
+    }
+    done += size_t(n);
+  }
+  return true;
+}
+
 status write_text(const std::string& path, std::string_view data) {
   unique_fd fd{::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)};
   if (!fd)

@@ -27,6 +27,12 @@ enum class durability { host_crash, process_crash };
 status write_file_atomic(const std::string& path, std::string_view data,
                          mode_t mode = 0644, durability d = durability::host_crash);
 
+/// pread / pwrite of all `len` bytes at `offset`, over short transfers and
+/// EINTR. False with errno set on an error; a read that meets the end of
+/// the file first sets EIO.
+bool pread_all(int fd, char* out, size_t len, uint64_t offset);
+bool pwrite_all(int fd, const char* data, size_t len, uint64_t offset);
+
 /// Writes `data` to an existing file (e.g. a cgroup knob) without truncation
 /// semantics beyond O_TRUNC.
 status write_text(const std::string& path, std::string_view data);

@@ -5,6 +5,9 @@
 // cache, and reads that cross chunk boundaries and the blob's end.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +21,7 @@
 #include "lazyfs/stats.hpp"
 #include "registry/chunk_list.hpp"
 #include "registry/lazy_source.hpp"
+#include "sys/fd.hpp"
 #include "sys/fs.hpp"
 #include "temp_dir.hpp"
 
@@ -37,13 +41,19 @@ lazyfs::retry_policy quick_retries() {
   return p;
 }
 
+/// The sparse file that holds blob `blob`'s chunks of 64 KiB.
+std::string blob_file(const test::temp_dir& dir, const std::string& blob) {
+  return dir.path + "/cache/blobs/" + blob + "-65536";
+}
+
 /// A chunk request whose fetch answers `data` and counts its calls.
 lazyfs::chunk_request request(const std::string& blob, uint64_t index, const std::string& data,
-                              std::atomic<int>& calls) {
+                              std::atomic<int>& calls, uint32_t chunk_size = 65536) {
   lazyfs::chunk_request r;
   r.blob = blob;
   r.index = index;
   r.length = uint32_t(data.size());
+  r.chunk_size = chunk_size;
   r.fetch = [&calls, data]() -> expected<std::string> {
     calls++;
     return data;
@@ -78,7 +88,7 @@ TEST_CASE("a missing chunk is fetched once, then served from disk", "[chunk_cach
   CHECK(k.chunks_fetched == 1);
   CHECK(k.bytes_fetched == 4100);
   CHECK(k.cache_bytes == 4100);
-  CHECK(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/3"));
+  CHECK(sys::exists(blob_file(dir, blob_a)));
   // A read past the chunk is refused, not served from neighbouring memory.
   CHECK((*c)->read(r, 4097, 4, part.data()).err().code == errc::invalid_argument);
 }
@@ -106,8 +116,8 @@ TEST_CASE("a chunk of the wrong length or digest is refused and never stored",
   CHECK(k.read_errors == 2);
   CHECK(k.verify_failures == 6);
   CHECK(k.cache_chunks == 1);
-  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/0"));
-  CHECK(sys::dir_is_empty(dir.path + "/cache/tmp"));
+  CHECK_FALSE((*c)->holds(blob_a, 0));
+  CHECK_FALSE((*c)->holds(blob_a, 1));
 }
 
 TEST_CASE("a failing fetch is retried with backoff, then the read fails in bounded time",
@@ -119,6 +129,7 @@ TEST_CASE("a failing fetch is retried with backoff, then the read fails in bound
   lazyfs::chunk_request flaky;
   flaky.blob = blob_a;
   flaky.length = 4;
+  flaky.chunk_size = 4;
   flaky.fetch = [&]() -> expected<std::string> {
     if (++calls < 3)
       return unavailable("registry 127.0.0.1:1: connection refused");
@@ -175,8 +186,8 @@ TEST_CASE("the cache stays under its budget, evicting the least recently used",
   auto k = (*c)->counters();
   CHECK(k.evictions == 1);
   CHECK(k.cache_bytes == 2000);
-  CHECK(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/0"));
-  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/" + blob_a + "/1"));
+  CHECK((*c)->holds(blob_a, 0));
+  CHECK_FALSE((*c)->holds(blob_a, 1));
   calls = 0;
   read_all(**c, a);
   CHECK(calls == 0);
@@ -193,6 +204,7 @@ TEST_CASE("concurrent reads of one missing chunk share one fetch", "[chunk_cache
   r.blob = blob_a;
   r.index = 5;
   r.length = 65536;
+  r.chunk_size = 65536;
   r.fetch = [&]() -> expected<std::string> {
     ++calls;
     std::this_thread::sleep_for(100ms);
@@ -224,7 +236,7 @@ TEST_CASE("a stretch of missing chunks is one range request; a bad chunk is fetc
   std::atomic<int> single{0};
   std::vector<lazyfs::chunk_request> run;
   for (uint64_t i = 0; i < data.size(); ++i) {
-    run.push_back(request(blob_a, i, data[i], single));
+    run.push_back(request(blob_a, i, data[i], single, 4096));
     run.back().sha256 = layers::digest_hex(layers::sha256_string(data[i]));
   }
   read_all(**c, run[2]); // cached already: splits the run in two stretches
@@ -248,28 +260,87 @@ TEST_CASE("a stretch of missing chunks is one range request; a bad chunk is fetc
   CHECK(single == 2); // all served from the cache
 }
 
-TEST_CASE("a reopened cache keeps its chunks and sweeps temp files", "[chunk_cache]") {
+TEST_CASE("a reopened cache keeps its chunks, refetches torn or damaged ones, and sweeps "
+          "what older nodes left",
+          "[chunk_cache]") {
   test::temp_dir dir;
   std::atomic<int> calls{0};
-  auto r = request(blob_a, 7, "persist!", calls);
+  const std::string blob_b(64, 'b');
+  auto r = request(blob_a, 7, std::string(65536, 'p'), calls);
+  auto torn = request(blob_a, 9, std::string(65536, 't'), calls);
+  auto damaged = request(blob_b, 2, std::string(4096, 'd'), calls);
+  damaged.sha256 = layers::digest_hex(layers::sha256_string(std::string(4096, 'd')));
   {
     auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
     REQUIRE(c);
     read_all(**c, r);
+    read_all(**c, torn);
+    read_all(**c, damaged);
+    CHECK(calls == 3);
   }
+  // A crash cut chunk 9's write short: a hole inside it. Chunk 2 of b has
+  // lost its bytes. An older node's chunk files and temp files are there.
+  {
+    sys::unique_fd fd{::open(blob_file(dir, blob_a).c_str(), O_RDWR)};
+    REQUIRE(fd);
+    REQUIRE(::fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 9 * 65536 + 16384,
+                        4096) == 0);
+    sys::unique_fd fb{::open(blob_file(dir, blob_b).c_str(), O_RDWR)};
+    REQUIRE(fb);
+    REQUIRE(::pwrite(fb.get(), "XXXX", 4, 2 * 65536 + 100) == 4);
+  }
+  REQUIRE(sys::make_dirs(dir.path + "/cache/chunks/" + blob_a));
+  REQUIRE(sys::write_file_atomic(dir.path + "/cache/chunks/" + blob_a + "/7", "old"));
+  REQUIRE(sys::make_dirs(dir.path + "/cache/tmp"));
   REQUIRE(sys::write_file_atomic(dir.path + "/cache/tmp/half-written", "xx"));
-  REQUIRE(sys::write_file_atomic(dir.path + "/cache/chunks/not-a-digest", "xx"));
+  REQUIRE(sys::write_file_atomic(dir.path + "/cache/blobs/not-a-digest", "xx"));
   auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 1 << 20, quick_retries());
   REQUIRE(c);
-  CHECK((*c)->counters().cache_bytes == 8);
-  CHECK(read_all(**c, r) == "persist!");
+  CHECK((*c)->counters().cache_bytes == 65536 + 4096);
+  CHECK((*c)->holds(blob_a, 7));
+  CHECK_FALSE((*c)->holds(blob_a, 9));
+  CHECK((*c)->holds(blob_b, 2));
+  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks"));
+  CHECK_FALSE(sys::exists(dir.path + "/cache/tmp"));
+  CHECK_FALSE(sys::exists(dir.path + "/cache/blobs/not-a-digest"));
+  calls = 0;
+  CHECK(read_all(**c, r) == std::string(65536, 'p'));
+  CHECK(calls == 0);
+  CHECK(read_all(**c, torn) == std::string(65536, 't'));
   CHECK(calls == 1);
-  CHECK(sys::dir_is_empty(dir.path + "/cache/tmp"));
-  CHECK_FALSE(sys::exists(dir.path + "/cache/chunks/not-a-digest"));
-  // A damaged chunk file (wrong length) is fetched again.
-  REQUIRE(sys::write_file_atomic(dir.path + "/cache/chunks/" + blob_a + "/7", "torn"));
-  CHECK(read_all(**c, r) == "persist!");
+  // Its digest does not match: dropped and fetched again, at its first read.
+  CHECK(read_all(**c, damaged) == std::string(4096, 'd'));
   CHECK(calls == 2);
+  CHECK(read_all(**c, damaged) == std::string(4096, 'd'));
+  CHECK(calls == 2);
+}
+
+TEST_CASE("an evicted chunk's blocks are freed, and a blob's file goes with its last chunk",
+          "[chunk_cache]") {
+  test::temp_dir dir;
+  auto c = lazyfs::chunk_cache::open(dir.path + "/cache", 3 * 65536, quick_retries());
+  REQUIRE(c);
+  std::atomic<int> calls{0};
+  const std::string blob_b(64, 'b');
+  auto blocks = [&](const std::string& blob) {
+    struct stat st;
+    REQUIRE(::stat(blob_file(dir, blob).c_str(), &st) == 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  for (uint64_t i = 0; i < 3; ++i)
+    read_all(**c, request(blob_a, i, std::string(65536, char('0' + i)), calls));
+  CHECK(blocks(blob_a) >= 3 * 65536);
+  read_all(**c, request(blob_b, 0, std::string(65536, 'b'), calls)); // a's chunk 0 goes
+  CHECK((*c)->counters().evictions == 1);
+  CHECK(blocks(blob_a) < 3 * 65536);
+  CHECK(blocks(blob_a) >= 2 * 65536);
+  read_all(**c, request(blob_b, 1, std::string(65536, 'b'), calls));
+  read_all(**c, request(blob_b, 2, std::string(65536, 'b'), calls)); // a's last two go
+  CHECK_FALSE(sys::exists(blob_file(dir, blob_a)));
+  CHECK(sys::exists(blob_file(dir, blob_b)));
+  calls = 0;
+  CHECK(read_all(**c, request(blob_a, 1, std::string(65536, '1'), calls)) == std::string(65536, '1'));
+  CHECK(calls == 1);
 }
 
 namespace {
