@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -131,6 +132,10 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
   // A mount left by a daemon that died: every access answers ENOTCONN.
   if (!mount_is_live(mnt))
     ::umount2(mnt.c_str(), MNT_DETACH);
+  // Range bodies are a few hundred KiB each, many a second: kept on the
+  // heap and reused, not mapped and unmapped (a page fault per 4 KiB) each.
+  ::mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
   auto cache = chunk_cache::open(opts.cache_dir, opts.chunk_cache_mb << 20);
   if (!cache) {
     std::cerr << who << ": " << cache.err().message << std::endl;

@@ -118,9 +118,12 @@ size_t on_body(char* data, size_t size, size_t n, void* userp) {
       x.too_large = true;
       return 0;
     }
+    if (x.req->reserve_body && x.resp->body.empty())
+      x.resp->body.reserve(x.req->max_body);
     x.resp->body.append(p, keep);
   }
-  EVP_DigestUpdate(x.md, p, keep);
+  if (x.md)
+    EVP_DigestUpdate(x.md, p, keep);
   x.resp->body_bytes += keep;
   if (x.req->progress)
     x.req->progress(x.resp->body_bytes);
@@ -241,7 +244,7 @@ http_response http_transport::perform(const http_request& req) {
       return resp;
     }
   }
-  exchange x{&req, &resp, h, md.get()};
+  exchange x{&req, &resp, h, req.hash_body ? md.get() : nullptr};
   char errbuf[CURL_ERROR_SIZE] = {0};
 
   curl_slist* raw = nullptr;
@@ -341,7 +344,8 @@ http_response http_transport::perform(const http_request& req) {
       resp.transport_error = why;
     }
   }
-  resp.body_digest = hex_digest(md.get());
+  if (req.hash_body)
+    resp.body_digest = hex_digest(md.get());
   release(h);
   return resp;
 }

@@ -43,6 +43,12 @@ struct http_request {
   /// For a Range request the server answered 200 to: bytes to skip, then keep.
   uint64_t skip = 0;
   uint64_t take = UINT64_MAX;
+  /// The sha256 of the body (body_digest): off for range reads, whose
+  /// chunks are checked one by one, not as a body.
+  bool hash_body = true;
+  /// A body expected to be about max_body bytes: its buffer is sized once
+  /// (a lazy read's range), not grown a copy at a time.
+  bool reserve_body = false;
   std::function<void(uint64_t)> progress;
 };
 
@@ -60,7 +66,8 @@ struct http_response {
   std::string content_type, docker_digest, www_authenticate, location, content_range;
   /// A 2xx body kept in memory, or the first 64 KiB of an error answer.
   std::string body;
-  /// 2xx body bytes delivered (to memory or the fd), and their sha256.
+  /// 2xx body bytes delivered (to memory or the fd), and their sha256
+  /// (empty when the request asked for no hash).
   uint64_t body_bytes = 0;
   std::string body_digest;
   /// The host of the last answer (differs from the request's after a redirect).

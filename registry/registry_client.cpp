@@ -234,6 +234,8 @@ class curl_registry_client final : public registry_client {
       req.max_body = len;
       req.skip = offset;
       req.take = len;
+      req.hash_body = false;
+      req.reserve_body = true;
       auto a = call(host, repo, false, req);
       if (!a)
         return a.err();
@@ -267,6 +269,8 @@ class curl_registry_client final : public registry_client {
       req.headers.push_back("Range: " + range_header_value(ranges));
       // The ranges and each part's headers; a whole blob instead fails early.
       req.max_body = total + 256 * ranges.size() + 1024;
+      req.hash_body = false;
+      req.reserve_body = true;
       auto a = call(host, repo, false, req);
       if (!a)
         return a.err();
