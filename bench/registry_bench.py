@@ -52,7 +52,6 @@ Needs root, docker-registry, iproute2 (tc); writes bench/results/registry-<date>
 import argparse
 import concurrent.futures as cf
 import datetime
-import hashlib
 import json
 import os
 import random
@@ -68,144 +67,7 @@ from benchlib import Rest  # noqa: E402
 from layers_bench import (ROOT, Node, busybox_tree, disk_of, disk_sectors,  # noqa: E402
                           drop_caches, du_bytes, log, make_image_tree, pick_reads, run,
                           sh_cat, unmount_under)
-
-NETNS = "dsec-regbench"
-VETH_HOST, VETH_NS = "drb-h", "drb-n"
-HOST_IP, REG_IP = "10.231.7.1", "10.231.7.2"
-REG = f"{REG_IP}:5000"
-
-
-# -- the remote registry ----------------------------------------------------------
-
-def rx_bytes():
-    with open(f"/sys/class/net/{VETH_HOST}/statistics/rx_bytes") as f:
-        return int(f.read())
-
-
-class RemoteRegistry:
-    """docker-registry in its own netns, reached over a shaped veth."""
-
-    def __init__(self, work, rate, delay):
-        self.work, self.proc = work, None
-        self.teardown()
-        run(["ip", "netns", "add", NETNS])
-        run(["ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS])
-        run(["ip", "link", "set", VETH_NS, "netns", NETNS])
-        run(["ip", "addr", "add", f"{HOST_IP}/30", "dev", VETH_HOST])
-        run(["ip", "link", "set", VETH_HOST, "up"])
-        ns = ["ip", "netns", "exec", NETNS]
-        run(ns + ["ip", "addr", "add", f"{REG_IP}/30", "dev", VETH_NS])
-        run(ns + ["ip", "link", "set", VETH_NS, "up"])
-        run(ns + ["ip", "link", "set", "lo", "up"])
-        # netem gives rate and delay; a kernel without sch_netem (this
-        # machine's) gets the rate from tbf and no added delay (shaping notes it).
-        self.shaping = f"netem rate {rate} delay {delay} each way"
-        for pre, dev in (([], VETH_HOST), (ns, VETH_NS)):
-            r = subprocess.run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay",
-                                      delay, "rate", rate, "limit", "100000"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            if r.returncode != 0:
-                run(pre + ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
-                           "burst", "256kb", "latency", "20ms"])
-                self.shaping = (f"tbf rate {rate} each way; no added delay: the kernel lacks "
-                                f"sch_netem ({r.stdout.decode(errors='replace').strip()})")
-        storage = os.path.join(work, "registry-data")
-        os.makedirs(storage, exist_ok=True)
-        cfg = os.path.join(work, "registry.yml")
-        with open(cfg, "w") as f:
-            # The blob descriptor cache as Debian's /etc/docker/registry/config.yml
-            # ships it: range requests skip the link-file reads and stats.
-            f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  cache:\n"
-                    f"    blobdescriptor: inmemory\n  filesystem:\n"
-                    f"    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
-                    f"http:\n  addr: {REG}\n")
-        self.log = open(os.path.join(work, "registry.log"), "wb")
-        self.proc = subprocess.Popen(ns + ["/usr/bin/docker-registry", "serve", cfg],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://{REG}/v2/", timeout=2).read()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError("docker-registry did not start: see registry.log")
-                time.sleep(0.1)
-
-    def teardown(self):
-        if self.proc:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-            self.proc = None
-        subprocess.run(["ip", "link", "del", VETH_HOST], stderr=subprocess.DEVNULL)
-        subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
-
-    def cpu_seconds(self):
-        """The registry's CPU time so far (utime + stime; `ip netns exec`
-        execs it in place, so the Popen pid is the registry's)."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def manifest_digest(repo, tag):
-        req = urllib.request.Request(
-            f"http://{REG}/v2/{repo}/manifests/{tag}", method="HEAD",
-            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.headers["Docker-Content-Digest"]
-
-
-# -- images -------------------------------------------------------------------------
-
-def _blob(layout, data):
-    digest = hashlib.sha256(data).hexdigest()
-    with open(os.path.join(layout, "blobs", "sha256", digest), "wb") as f:
-        f.write(data)
-    return {"digest": "sha256:" + digest, "size": len(data)}
-
-
-def _zstd_tar(tree):
-    """(zstd-compressed tar of tree, sha256 of the tar) with fixed metadata."""
-    tar = subprocess.run(["tar", "--sort=name", "--mtime=@1704067200", "--owner=0",
-                          "--group=0", "--numeric-owner", "-cf", "-", "-C", tree, "."],
-                         stdout=subprocess.PIPE, check=True).stdout
-    comp = subprocess.run(["zstd", "-1", "-T2", "-q", "-c"], input=tar,
-                          stdout=subprocess.PIPE, check=True).stdout
-    return comp, "sha256:" + hashlib.sha256(tar).hexdigest()
-
-
-def push_image(work, trees, repo, tag):
-    """Writes an OCI layout with one zstd layer per tree and copies it to the
-    registry with skopeo."""
-    layout = os.path.join(work, "layout")
-    shutil.rmtree(layout, ignore_errors=True)
-    os.makedirs(os.path.join(layout, "blobs", "sha256"))
-    layers, diff_ids = [], []
-    for tree in trees:
-        comp, diff_id = _zstd_tar(tree)
-        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd",
-                       **_blob(layout, comp)})
-        diff_ids.append(diff_id)
-    config = {"architecture": "amd64", "os": "linux",
-              "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "WorkingDir": "/"},
-              "rootfs": {"type": "layers", "diff_ids": diff_ids}}
-    cdesc = {"mediaType": "application/vnd.oci.image.config.v1+json",
-             **_blob(layout, json.dumps(config).encode())}
-    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": cdesc, "layers": layers}
-    mdesc = {"mediaType": manifest["mediaType"], **_blob(layout, json.dumps(manifest).encode()),
-             "annotations": {"org.opencontainers.image.ref.name": tag}}
-    with open(os.path.join(layout, "index.json"), "w") as f:
-        json.dump({"schemaVersion": 2, "manifests": [mdesc]}, f)
-    with open(os.path.join(layout, "oci-layout"), "w") as f:
-        f.write('{"imageLayoutVersion":"1.0.0"}')
-    run(["skopeo", "copy", "--quiet", "--dest-tls-verify=false", f"oci:{layout}:{tag}",
-         f"docker://{REG}/{repo}:{tag}"])
-    shutil.rmtree(layout)
+from remote_registry import REG, RemoteRegistry, push_image, rx_bytes  # noqa: E402
 
 
 # -- bursts ---------------------------------------------------------------------------
@@ -269,6 +131,8 @@ class Bench:
         self.reg = None
         self.disk = None
         self.node_flags = ["--insecure-registry", REG]
+        if a.chunk_cache_mb:
+            self.node_flags += ["--chunk-cache-mb", str(a.chunk_cache_mb)]
         self.published_s = None  # set when kept images were published by an earlier run
 
     def setup(self):
@@ -609,6 +473,10 @@ def main():
     p.add_argument("--cold-registry", action="store_true",
                    help="drop the page cache (the registry's too) before each measure "
                         "(the default keeps the registry's data blobs warm: see cold_start)")
+    p.add_argument("--chunk-cache-mb", type=int, default=0,
+                   help="the nodes' lazy chunk cache (default: the node's, 2048); a burst "
+                        "whose sandboxes read more of their images than it holds fetches "
+                        "evicted chunks again")
     p.add_argument("--out", default=None)
     p.add_argument("--prepare-images", action="store_true",
                    help="only make and push the images, keep them in --work, and stop")
@@ -693,7 +561,7 @@ def main():
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed,
-                   "cold_registry": a.cold_registry},
+                   "cold_registry": a.cold_registry, "chunk_cache_mb": a.chunk_cache_mb or 2048},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
         "shaping": b.reg.shaping if b.reg else None,
