@@ -19,7 +19,7 @@ in one of two read patterns (--patterns, each run side by side):
             image that run the same harness do.
 
 Modes, each on a fresh node (empty store, empty chunk cache; the registry's
-data blobs warm, read once before the modes, or with --cold-registry the page
+data blobs warm, read before each mode, or with --cold-registry the page
 cache dropped before each, the registry's too):
 
   convert   pull + convert on this node: the first create of each image pulls
@@ -187,11 +187,14 @@ class Bench:
         does (every range request then reads distribution's 4 MiB buffer
         from the host's shared disk); by default the registry's data blobs
         stay warm, as a registry serving a cluster keeps the images in use,
-        and its cache is not the node's."""
+        and its cache is not the node's. They are read again before each
+        measure: with many images the mode before (a full pull writing every
+        image to the node's store) pushes them out of a small host's memory."""
         if self.a.cold_registry:
             drop_caches()
         else:
             os.sync()
+            self.warm_registry()
 
     def warm_registry(self):
         """Reads each published conversion's data blob once (registry side)."""
@@ -539,8 +542,6 @@ def main():
                     kept["published_s"] = publish_s
                     with open(saved, "w") as f:
                         json.dump(kept, f)
-            if not a.cold_registry:
-                b.warm_registry()
             cold = b.cold_first_exec()
             log(f"cold node: {json.dumps(cold)}")
         for n in ns:
