@@ -103,8 +103,8 @@ struct node_config {
   registry::registry_options registry;
   /// Budget of the lazy blob daemon's chunk cache, MiB (--chunk-cache-mb):
   /// chunks of images read on demand, evicted least recently used first.
-  /// 2048: the 4-13% of a few 1-3 GB images that a node's sandboxes read
-  /// stay cached; too small refetches chunks, too large only holds disk.
+  /// 2048: what about 70 sandboxes fetch (lazyfs/daemon.hpp); too small
+  /// refetches chunks, too large only holds disk.
   uint64_t chunk_cache_mb = 2048;
   /// --no-publish: never write conversions to registries (a read-only
   /// account, a registry other teams own); other nodes then convert too.
