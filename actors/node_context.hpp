@@ -103,9 +103,9 @@ struct node_config {
   registry::registry_options registry;
   /// Budget of the lazy blob daemon's chunk cache, MiB (--chunk-cache-mb):
   /// chunks of images read on demand, evicted least recently used first.
-  /// 2048: what about 70 sandboxes fetch (lazyfs/daemon.hpp); too small
-  /// refetches chunks, too large only holds disk.
-  uint64_t chunk_cache_mb = 2048;
+  /// 0: lazyfs::default_chunk_cache_mb() of the state disk (a tenth of it,
+  /// 2-64 GiB); too small refetches chunks, too large only holds disk.
+  uint64_t chunk_cache_mb = 0;
   /// --no-publish: never write conversions to registries (a read-only
   /// account, a registry other teams own); other nodes then convert too.
   bool publish_conversions = true;

@@ -477,9 +477,9 @@ def main():
                    help="drop the page cache (the registry's too) before each measure "
                         "(the default keeps the registry's data blobs warm: see cold_start)")
     p.add_argument("--chunk-cache-mb", type=int, default=0,
-                   help="the nodes' lazy chunk cache (default: the node's, 2048); a burst "
-                        "whose sandboxes read more of their images than it holds fetches "
-                        "evicted chunks again")
+                   help="the nodes' lazy chunk cache (default: the node's, a tenth of its "
+                        "state disk, 2-64 GiB); a burst whose sandboxes fetch more than it "
+                        "holds between two sandboxes of one image fetches chunks again")
     p.add_argument("--out", default=None)
     p.add_argument("--prepare-images", action="store_true",
                    help="only make and push the images, keep them in --work, and stop")
@@ -562,7 +562,7 @@ def main():
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed,
-                   "cold_registry": a.cold_registry, "chunk_cache_mb": a.chunk_cache_mb or 2048},
+                   "cold_registry": a.cold_registry, "chunk_cache_mb": a.chunk_cache_mb or "default"},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
         "shaping": b.reg.shaping if b.reg else None,

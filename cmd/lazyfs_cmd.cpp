@@ -21,7 +21,8 @@ const char* usage =
   "\n"
   "Serves the store's lazy data blobs (layers whose data stays in a registry) over\n"
   "FUSE at DIR/lazy/mnt, reading chunks by HTTP Range requests into a bounded chunk\n"
-  "cache in --cache (default budget 2048 MiB). Runs until the mount is unmounted or\n"
+  "cache in --cache (default budget: a tenth of its file system, 2-64 GiB, at most\n"
+  "half of its free space). Runs until the mount is unmounted or\n"
   "SIGTERM; a node starts it detached and it outlives the node. --stop unmounts and\n"
   "waits for it to exit (refused while a lazy layer is mounted); --stats prints its\n"
   "counters.\n";

@@ -190,7 +190,7 @@ int parse_registry_flags(const args& a, node_config& cfg) {
     auto n = to_int("chunk-cache-mb", a.get("chunk-cache-mb"));
     if (!n || *n < 1) {
       std::cerr << "dsec node: --chunk-cache-mb must be a whole number of MiB, at least 1 "
-                   "(default 2048)\n";
+                   "(default: a tenth of the state disk, 2-64 GiB)\n";
       return 2;
     }
     cfg.chunk_cache_mb = static_cast<uint64_t>(*n);
@@ -225,7 +225,8 @@ const char* node_help =
   "  --registry-mirror REG=MIRROR[,MIRROR...]\n"
   "                             mirrors tried before REG for reads (repeatable)\n"
   "  --chunk-cache-mb N         budget of the cache of image chunks read on demand\n"
-  "                             (default 2048)\n"
+  "                             (default: a tenth of the state disk, 2-64 GiB, at\n"
+  "                             most half of its free space)\n"
   "  --no-publish               never publish this node's conversions to registries\n"
   "Ports inside sandboxes (/v1/sandboxes/ID/ports/PORT/...):\n"
   "  --sandbox-domain DOMAIN    also route Host PORT-ID.DOMAIN[:port] to that port (E2B's\n"

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -139,10 +140,17 @@ bool mount_is_live(const std::string& dir) {
   return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == fuse_super_magic;
 }
 
+uint64_t default_chunk_cache_mb(uint64_t fs_bytes, uint64_t free_bytes) {
+  constexpr uint64_t mib = 1 << 20;
+  uint64_t mb = std::clamp<uint64_t>(fs_bytes / 10 / mib, 2048, 64 * 1024);
+  return std::max<uint64_t>(std::min(mb, free_bytes / 2 / mib), 256);
+}
+
 std::vector<std::string> daemon_args(const daemon_options& opts) {
-  std::vector<std::string> a = {"dsec",    "lazyfs",        "--store",
-                                opts.store_root, "--cache", opts.cache_dir,
-                                "--chunk-cache-mb", std::to_string(opts.chunk_cache_mb)};
+  std::vector<std::string> a = {"dsec", "lazyfs", "--store", opts.store_root, "--cache",
+                                opts.cache_dir};
+  if (opts.chunk_cache_mb != 0)
+    a.insert(a.end(), {"--chunk-cache-mb", std::to_string(opts.chunk_cache_mb)});
   auto& r = opts.registry;
   if (!r.auth_file.empty())
     a.insert(a.end(), {"--registry-auth", r.auth_file});

@@ -33,20 +33,24 @@
 
 namespace dsec::lazyfs {
 
-/// The chunk cache budget when --chunk-cache-mb is not given: 2 GiB holds
-/// what about 70 sandboxes fetch (each reads a few per cent of its image,
-/// ~30 MB of a 200 MB one with its neighbours). Chunks that an image's next
-/// sandbox would read again are kept only while fewer other sandboxes come
-/// between (bench/registry_bench.py: 256 over 85 images fetched 1.6x as much
-/// as with 8 GiB); past it the least recently used chunks are fetched again
-/// (more registry traffic, never an error).
-constexpr uint64_t default_chunk_cache_mb = 2048;
+/// The chunk cache budget when --chunk-cache-mb is not given, MiB: a tenth
+/// of the cache's file system, at least 2 GiB and at most 64 GiB, and at
+/// most half of what is free there when the daemon starts (never under
+/// 256 MiB). The cache is disk, not memory, and a constant was too small:
+/// chunks that an image's next sandbox reads again are kept only while the
+/// sandboxes between the two fetch less than the budget, and each fetches
+/// ~30 MB of a 200 MB image (bench/registry_bench.py: 256 sandboxes over 85
+/// images fetched 12.85 GB with 2 GiB, 7.83 GB with 8 GiB). Past the budget
+/// the least recently used chunks are fetched again (more registry traffic,
+/// never an error).
+uint64_t default_chunk_cache_mb(uint64_t fs_bytes, uint64_t free_bytes);
 
 struct daemon_options {
   std::string store_root;
   /// The chunk cache and the daemon's log and stats.
   std::string cache_dir;
-  uint64_t chunk_cache_mb = default_chunk_cache_mb;
+  /// 0: default_chunk_cache_mb() of the cache directory's file system.
+  uint64_t chunk_cache_mb = 0;
   /// How the daemon reaches registries (given to it as flags).
   registry::registry_options registry;
   /// The dsec binary to run; empty: this process's own (/proc/self/exe).

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -136,7 +137,20 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
   // heap and reused, not mapped and unmapped (a page fault per 4 KiB) each.
   ::mallopt(M_MMAP_THRESHOLD, 16 << 20);
   ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
-  auto cache = chunk_cache::open(opts.cache_dir, opts.chunk_cache_mb << 20);
+  uint64_t budget_mb = opts.chunk_cache_mb;
+  if (budget_mb == 0) {
+    // The default: from the cache's file system as it is now.
+    struct statvfs vfs;
+    auto made = sys::make_dirs(opts.cache_dir, 0700);
+    if (!made || ::statvfs(opts.cache_dir.c_str(), &vfs) != 0) {
+      std::cerr << who << ": chunk cache " << opts.cache_dir << ": cannot size its budget: "
+                << (made ? std::strerror(errno) : made.err().message) << std::endl;
+      return 1;
+    }
+    budget_mb = default_chunk_cache_mb(uint64_t(vfs.f_blocks) * vfs.f_frsize,
+                                       uint64_t(vfs.f_bavail) * vfs.f_frsize);
+  }
+  auto cache = chunk_cache::open(opts.cache_dir, budget_mb << 20);
   if (!cache) {
     std::cerr << who << ": " << cache.err().message << std::endl;
     return 1;
@@ -176,7 +190,7 @@ int run_daemon(const daemon_options& opts, std::shared_ptr<range_fetcher> fetche
     fs->on_open_change([&writer] { writer.poke(); });
     served = fs->serve(mnt, [&] {
       std::cout << who << ": serving " << mnt << ", chunk cache " << opts.cache_dir << " ("
-                << opts.chunk_cache_mb << " MiB)" << std::endl;
+                << budget_mb << " MiB)" << std::endl;
     });
     fs->on_open_change({}); // the loop is over; the writer goes next
   }

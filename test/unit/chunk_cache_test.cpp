@@ -18,6 +18,7 @@
 #include "layers/digest.hpp"
 #include "lazyfs/blob_fs.hpp"
 #include "lazyfs/chunk_cache.hpp"
+#include "lazyfs/daemon.hpp"
 #include "lazyfs/stats.hpp"
 #include "registry/chunk_list.hpp"
 #include "registry/lazy_source.hpp"
@@ -546,4 +547,18 @@ TEST_CASE("blob_fs joins a read's missing chunks across held ones and reads stre
   CHECK(fs.cache()->holds(hex, 43));
   CHECK_FALSE(fs.cache()->holds(hex, 44));
   CHECK(fs.cache()->counters().verify_failures == 0);
+}
+
+TEST_CASE("the default budget is a tenth of the cache's disk, 2 to 64 GiB, at most half of "
+          "what is free",
+          "[chunk_cache]") {
+  constexpr uint64_t gib = uint64_t(1) << 30;
+  // A tenth of a 252 GiB disk with room to spare: 25.2 GiB.
+  CHECK(lazyfs::default_chunk_cache_mb(252 * gib, 80 * gib) == 25804);
+  // A small disk still gets 2 GiB; a huge one no more than 64 GiB.
+  CHECK(lazyfs::default_chunk_cache_mb(10 * gib, 8 * gib) == 2048);
+  CHECK(lazyfs::default_chunk_cache_mb(4096 * gib, 4000 * gib) == 64 * 1024);
+  // A nearly full disk: half of what is free, and never under 256 MiB.
+  CHECK(lazyfs::default_chunk_cache_mb(252 * gib, 10 * gib) == 5 * 1024);
+  CHECK(lazyfs::default_chunk_cache_mb(252 * gib, 100 << 20) == 256);
 }
