@@ -40,6 +40,9 @@ class range_fetcher {
   /// order. Here one fetch() each; the registry's sends one request.
   virtual expected<std::vector<std::string>> fetch_ranges(
     const registry::blob_source& src, const std::vector<registry::byte_range>& ranges);
+  /// Requests that went straight to a blob's storage location, past its
+  /// registry (registry/storage_locations.hpp); 0 for fetchers without one.
+  [[nodiscard]] virtual uint64_t storage_reads() const { return 0; }
 };
 
 class blob_fs {

@@ -43,6 +43,7 @@ class range_batcher : public range_fetcher {
   /// Requests sent and the ranges (readers' fetches) they carried.
   [[nodiscard]] uint64_t requests() const { return requests_.load(); }
   [[nodiscard]] uint64_t ranges() const { return ranges_.load(); }
+  [[nodiscard]] uint64_t storage_reads() const override { return inner_->storage_reads(); }
   /// Fetches of `src`'s blob waiting for the request in flight (tests).
   [[nodiscard]] size_t queued(const registry::blob_source& src);
 

@@ -52,4 +52,12 @@ expected<std::vector<std::string>> registry_fetcher::fetch_ranges(
   return range_fetcher::fetch_ranges(src, ranges);
 }
 
+uint64_t registry_fetcher::storage_reads() const {
+  std::lock_guard<std::mutex> guard{mu_};
+  uint64_t n = 0;
+  for (const auto& [host, c] : clients_)
+    n += c->stats().storage_reads;
+  return n;
+}
+
 } // namespace dsec::lazyfs

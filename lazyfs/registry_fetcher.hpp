@@ -31,12 +31,13 @@ class registry_fetcher : public range_fetcher {
   /// multipart, the whole blob) is asked one range at a time from then on.
   expected<std::vector<std::string>> fetch_ranges(
     const registry::blob_source& src, const std::vector<registry::byte_range>& ranges) override;
+  [[nodiscard]] uint64_t storage_reads() const override;
 
  private:
   expected<std::shared_ptr<registry::registry_client>> client(const std::string& host);
 
   registry::registry_options opts_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<registry::registry_client>> clients_;
   /// Registries that did not answer a multi-range request as one.
   std::set<std::string> single_range_;

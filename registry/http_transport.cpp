@@ -317,6 +317,7 @@ http_response http_transport::perform(const http_request& req) {
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp.status);
   if (char* eff = nullptr; curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
     resp.effective_url = eff;
+  curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &resp.redirects);
   if (rc != CURLE_OK) {
     std::string why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     if (x.too_large) {

@@ -72,6 +72,8 @@ struct http_response {
   std::string body_digest;
   /// The host of the last answer (differs from the request's after a redirect).
   std::string effective_url;
+  /// Redirects followed to get there.
+  long redirects = 0;
 };
 
 class http_transport {

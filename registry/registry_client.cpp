@@ -27,6 +27,7 @@
 #include "registry/byteranges.hpp"
 #include "registry/http_transport.hpp"
 #include "registry/manifest.hpp"
+#include "registry/storage_locations.hpp"
 
 namespace dsec::registry {
 
@@ -236,7 +237,7 @@ class curl_registry_client final : public registry_client {
       req.take = len;
       req.hash_body = false;
       req.reserve_body = true;
-      auto a = call(host, repo, false, req);
+      auto a = ranged_get(host, repo, digest, std::move(req));
       if (!a)
         return a.err();
       if (a->status == 416)
@@ -271,7 +272,7 @@ class curl_registry_client final : public registry_client {
       req.max_body = total + 256 * ranges.size() + 1024;
       req.hash_body = false;
       req.reserve_body = true;
-      auto a = call(host, repo, false, req);
+      auto a = ranged_get(host, repo, digest, std::move(req));
       if (!a)
         return a.err();
       if (auto e = answer_error(*a, host, what, {206}))
@@ -312,7 +313,7 @@ class curl_registry_client final : public registry_client {
   // -- observers ------------------------------------------------------------------
 
   transfer_stats stats() const override {
-    return {requests_.load(), bytes_in_.load(), bytes_out_.load()};
+    return {requests_.load(), bytes_in_.load(), bytes_out_.load(), storage_reads_.load()};
   }
   const std::string& registry() const override { return registry_; }
 
@@ -445,6 +446,30 @@ class curl_registry_client final : public registry_client {
     return t->token;
   }
 
+  /// A ranged GET of blob `digest`: to its storage location when one is
+  /// known (no credentials: the URL is the grant), else through the
+  /// registry, remembering where a redirect led. An answer other than the
+  /// ranges from the location (an expired or revoked URL, storage down)
+  /// forgets it and asks the registry at once.
+  expected<http_response> ranged_get(const std::string& host, const std::string& repo,
+                                     const std::string& digest, http_request req) {
+    if (auto loc = locations_.find(host, digest)) {
+      http_request direct = req;
+      direct.url = *loc;
+      auto r = perform(direct);
+      if (r.status == 206 || r.status == 200 || r.status == 416) {
+        ++storage_reads_;
+        return r;
+      }
+      locations_.forget(host, digest);
+    }
+    auto r = call(host, repo, false, req);
+    if (r && (r->status == 206 || r->status == 200) && r->redirects > 0 &&
+        !r->effective_url.empty())
+      locations_.remember(host, digest, r->effective_url);
+    return r;
+  }
+
   http_response perform(const http_request& req) {
     auto r = http_->perform(req);
     ++requests_;
@@ -555,6 +580,8 @@ class curl_registry_client final : public registry_client {
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> bytes_in_{0};
   std::atomic<uint64_t> bytes_out_{0};
+  std::atomic<uint64_t> storage_reads_{0};
+  storage_locations locations_;
 };
 
 } // namespace

@@ -46,6 +46,9 @@ struct transfer_stats {
   uint64_t bytes_in = 0;
   /// Body bytes sent (pushes).
   uint64_t bytes_out = 0;
+  /// Range requests sent straight to a blob's storage location, past the
+  /// registry (storage_locations.hpp).
+  uint64_t storage_reads = 0;
 };
 
 class registry_client {
@@ -94,7 +97,9 @@ class registry_client {
                                          size_t max_bytes) = 0;
 
   /// Bytes [offset, offset+len) of blob `digest` by an HTTP Range request
-  /// (following the registry's redirect to storage). Shorter only at the end
+  /// (following the registry's redirect to storage, whose final URL later
+  /// ranges of the blob use directly for a while: storage_locations.hpp).
+  /// Shorter only at the end
   /// of the blob. Not verified here: the caller checks chunk digests.
   virtual expected<std::string> get_blob_range(const std::string& repo, const std::string& digest,
                                                uint64_t offset, uint32_t len) = 0;

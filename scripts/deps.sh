@@ -15,6 +15,7 @@ packages=(
   e2fsprogs
   libcurl4-openssl-dev docker-registry skopeo apache2-utils # registry pulls and their e2e tests
   openssl python3-jwt python3-cryptography # the e2e registry helper: TLS certs, a Bearer token server
+  nginx-light # object storage behind a redirecting registry (test/pylib/blob_storage.py, registry_bench --storage redirect)
   nodejs # the e2b SDK's e2e suite (test/e2e/test_e2b.py)
   dnsmasq-base # the DNS upstream of the egress tests (test/pylib/egress_peer.py)
   zlib1g-dev # gzip upload bodies of E2B's envd 0.6 (api/e2b_upload.cpp)
@@ -36,5 +37,18 @@ if ((${#missing[@]})); then
   echo "deps.sh: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}"
+  # Packages with a service (docker-registry, nginx-light) must not start it:
+  # tests and benches run their own on free ports. policy-rc.d says so to
+  # invoke-rc.d during this install only, unless the host has its own.
+  own_policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    own_policy=1
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+  fi
+  installed=0
+  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 "${missing[@]}" ||
+    installed=$?
+  if [[ -n $own_policy ]]; then rm -f /usr/sbin/policy-rc.d; fi
+  if ((installed)); then exit "$installed"; fi
 fi

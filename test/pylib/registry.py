@@ -232,10 +232,14 @@ class Registry:
     started here (anonymous gets a token with no access; wrong credentials a
     401); tls=True serves HTTPS with a self-signed certificate (ca_file).
     Attributes: host ("127.0.0.1:PORT"), port, url, storage, log_path,
-    ca_file (TLS only), creds ((user, password) or None)."""
+    ca_file (TLS only), creds ((user, password) or None). redirect_to (a
+    base URL, see blob_storage.py) makes blob GETs redirect to storage."""
 
-    def __init__(self, workdir, auth=None, tls=False, token=None):
+    def __init__(self, workdir, auth=None, tls=False, token=None, redirect_to=None):
         self.workdir = Path(workdir)
+        # Blob GETs answer 307 to this base URL plus the blob's storage path
+        # (distribution's redirect middleware): a registry on object storage.
+        self.redirect_to = redirect_to
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.auth, self.tls, self.token = auth, tls, token
         self.creds = auth or token
@@ -273,6 +277,9 @@ class Registry:
                       f"    service: {TokenServer.service}",
                       f"    issuer: {TokenServer.issuer}",
                       f"    rootcertbundle: {self._token_server.cert}"]
+        if self.redirect_to:
+            lines += ["middleware:", "  storage:", "    - name: redirect", "      options:",
+                      f"        baseurl: {self.redirect_to}"]
         config = self.workdir / "config.yml"
         config.write_text("\n".join(lines) + "\n")
         self._log = open(self.log_path, "ab")

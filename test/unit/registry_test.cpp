@@ -2,7 +2,8 @@
 // grammar (core/image_reference.hpp) with docker.io normalisation, ports and
 // digests; WWW-Authenticate challenges and token answers; docker config.json
 // credentials; manifests, indexes, the platform pick and its error; the
-// image config's exec defaults; --registry-mirror values.
+// image config's exec defaults; --registry-mirror values; blob storage
+// locations behind redirects.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "registry/image_pull.hpp"
 #include "registry/manifest.hpp"
 #include "registry/registry_options.hpp"
+#include "registry/storage_locations.hpp"
 
 using namespace dsec;
 using namespace dsec::registry;
@@ -374,4 +376,40 @@ TEST_CASE("image pulls: the default layer ref", "[registry]") {
   REQUIRE(parsed.ok());
   CHECK(parsed->name.size() <= 128);
   CHECK(parsed->name.find(std::string(60, 'b')) != std::string::npos);
+}
+
+TEST_CASE("storage locations: kept per registry and blob, for a while, until a read fails",
+          "[registry]") {
+  storage_locations locs;
+  auto t0 = storage_locations::clock::now();
+  CHECK_FALSE(locs.find("reg:5000", d64, t0));
+  locs.remember("reg:5000", d64, "https://s3.example/b?X-Amz-Signature=1", t0);
+  // The same blob through another registry (a mirror) has its own location.
+  CHECK_FALSE(locs.find("mirror:5000", d64, t0));
+  CHECK_FALSE(locs.find("reg:5000", e64, t0));
+  auto got = locs.find("reg:5000", d64, t0 + std::chrono::seconds(30));
+  REQUIRE(got);
+  CHECK(*got == "https://s3.example/b?X-Amz-Signature=1");
+  // Past its time the registry is asked again (a presigned URL expires).
+  CHECK_FALSE(locs.find("reg:5000", d64, t0 + storage_locations::ttl));
+  CHECK(locs.size() == 0);
+  // A failed read forgets it at once.
+  locs.remember("reg:5000", e64, "https://s3.example/e", t0);
+  locs.forget("reg:5000", e64);
+  CHECK_FALSE(locs.find("reg:5000", e64, t0));
+}
+
+TEST_CASE("storage locations: bounded; stale entries go first", "[registry]") {
+  storage_locations locs;
+  auto t0 = storage_locations::clock::now();
+  auto digest = [](int i) { return "sha256:" + std::to_string(i); };
+  for (int i = 0; i < 4095; ++i)
+    locs.remember("reg", digest(i), "https://s/" + std::to_string(i), t0);
+  auto later = t0 + storage_locations::ttl;
+  locs.remember("reg", digest(5000), "https://s/new", later - std::chrono::seconds(1));
+  CHECK(locs.size() == 4096);
+  // Full: the stale ones are dropped, the fresh one stays.
+  locs.remember("reg", digest(5001), "https://s/newer", later);
+  CHECK(locs.size() == 2);
+  CHECK(locs.find("reg", digest(5000), later - std::chrono::seconds(1)));
 }
