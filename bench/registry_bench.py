@@ -39,6 +39,11 @@ Before the modes a publisher node converts each image once and publishes it
 an image converted elsewhere, and the bytes a sandbox reading 5 % of the
 image makes the node fetch.
 
+--storage redirect: the registry redirects blob reads to a storage server
+(nginx over its storage directory, in its namespace), as registries backed by
+object storage do; the node then reads a blob's later ranges straight from
+storage (per_request.past_registry), and storage_cpu_s is nginx's CPU.
+
 Bytes fetched from the registry = rx bytes of the host side of the veth to the
 registry's namespace (everything that crossed the wire, headers included).
 Bytes written locally = write-sector delta of the disk (noisy: other writers)
@@ -67,7 +72,7 @@ from benchlib import Rest  # noqa: E402
 from layers_bench import (ROOT, Node, busybox_tree, disk_of, disk_sectors,  # noqa: E402
                           drop_caches, du_bytes, log, make_image_tree, pick_reads, run,
                           sh_cat, unmount_under)
-from remote_registry import REG, RemoteRegistry, push_image, rx_bytes  # noqa: E402
+from remote_registry import REG, STORAGE_KINDS, RemoteRegistry, push_image, rx_bytes  # noqa: E402
 
 
 # -- bursts ---------------------------------------------------------------------------
@@ -149,7 +154,7 @@ class Bench:
             self.published_s = kept.get("published_s")
             self.disk = disk_of(self.work)
             t = time.monotonic()
-            self.reg = RemoteRegistry(self.work, a.rate, a.delay)
+            self.reg = RemoteRegistry(self.work, a.rate, a.delay, a.storage)
             self.setup_s = time.monotonic() - t
             return
         if os.path.exists(self.work):
@@ -157,7 +162,7 @@ class Bench:
             shutil.rmtree(self.work)
         os.makedirs(self.work)
         self.disk = disk_of(self.work)
-        self.reg = RemoteRegistry(self.work, a.rate, a.delay)
+        self.reg = RemoteRegistry(self.work, a.rate, a.delay, a.storage)
         t = time.monotonic()
         bb = os.path.join(self.work, "busybox")
         os.makedirs(bb)
@@ -259,7 +264,7 @@ class Bench:
         load = [round(x, 2) for x in os.getloadavg()]
         self.cold_start()
         rx0 = rx_bytes()
-        cpu0 = self.reg.cpu_seconds()
+        cpu0, scpu0 = self.reg.cpu_seconds(), self.reg.storage_cpu_seconds()
         rd0, wr0 = disk_sectors(self.disk)
         extra = ["--no-publish"] if mode == "convert" else []
         node, store = self.node(name, extra)
@@ -292,6 +297,7 @@ class Bench:
         rd1, wr1 = disk_sectors(self.disk)
         fetched = rx_bytes() - rx0
         registry_cpu = self.reg.cpu_seconds() - cpu0
+        storage_cpu = self.reg.storage_cpu_seconds() - scpu0
         shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
         res = {
             "mode": mode, "n": n, "pattern": pattern, "completion_s": round(completion, 3), "loadavg_before": load,
@@ -300,6 +306,7 @@ class Bench:
             "disk_write_bytes": (wr1 - wr0) * 512, "disk_read_bytes": (rd1 - rd0) * 512,
             "bytes_read_by_sandboxes": sum(g for _, _, g in jobs),
             "lazy": lazy, "registry_cpu_s": round(registry_cpu, 2),
+            "storage_cpu_s": round(storage_cpu, 2),
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         }
         # Where an on-demand burst's time goes: requests per sandbox, bytes
@@ -314,6 +321,8 @@ class Bench:
                 "kib_per_request": round(lazy.get("bytes_fetched", 0) / reqs / 1024, 1),
                 "wait_ms": round(1000 * lazy.get("fetch_seconds", 0) / reqs, 1),
                 "registry_cpu_ms": round(1000 * registry_cpu / max(http, 1), 2),
+                "storage_cpu_ms": round(1000 * storage_cpu / max(http, 1), 2),
+                "past_registry": lazy.get("storage_reads", 0),
             }
         log(json.dumps(res))
         return res
@@ -468,6 +477,10 @@ def main():
     p.add_argument("--workers", type=int, default=16, help="creates+reads in flight")
     p.add_argument("--rate", default="1gbit", help="tc netem rate of the registry link")
     p.add_argument("--delay", default="1ms", help="tc netem delay, each way")
+    p.add_argument("--storage", default="registry", choices=STORAGE_KINDS,
+                   help="registry: the registry serves blob bytes itself (filesystem "
+                        "storage); redirect: it redirects blob reads to a storage server "
+                        "(nginx over its storage), as registries on object storage do")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--patterns", default="random,shared",
                    help="read patterns, comma-separated: random, shared (see above)")
@@ -562,7 +575,8 @@ def main():
         "params": {"images": a.images, "image_mb": a.image_mb, "files_per_image": a.files,
                    "n": ns, "modes": modes, "patterns": patterns, "workers": a.workers, "rate": a.rate,
                    "delay": a.delay, "read_fraction": [0.04, 0.13], "seed": a.seed,
-                   "cold_registry": a.cold_registry, "chunk_cache_mb": a.chunk_cache_mb or "default"},
+                   "cold_registry": a.cold_registry, "chunk_cache_mb": a.chunk_cache_mb or "default",
+                   "storage": a.storage},
         "image_bytes": [img["bytes"] for img in b.images],
         "setup_s": round(getattr(b, "setup_s", 0), 1), "publish_s": publish_s,
         "shaping": b.reg.shaping if b.reg else None,

@@ -3,8 +3,14 @@
 and delay each way, or tbf rate where the kernel lacks sch_netem), and the OCI
 images the bench pushes to it (zstd layers, skopeo copy).
 
+With storage="redirect" the registry serves blobs as registries backed by
+object storage do (Docker Hub, GHCR, ECR, Harbor on S3): a blob GET answers
+307 to the blob's file on a storage server (distribution's `redirect` storage
+middleware), here nginx in the same namespace over the registry's own storage
+directory, so range reads cost the storage server, not the registry.
+
 Everything it makes, RemoteRegistry.teardown removes: the namespace, the veth
-pair and the registry process.
+pair, the registry process and nginx.
 """
 
 import hashlib
@@ -13,6 +19,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 from layers_bench import log, run
@@ -21,6 +28,8 @@ NETNS = "dsec-regbench"
 VETH_HOST, VETH_NS = "drb-h", "drb-n"
 HOST_IP, REG_IP = "10.231.7.1", "10.231.7.2"
 REG = f"{REG_IP}:5000"
+STORAGE = f"{REG_IP}:8080"
+STORAGE_KINDS = ("registry", "redirect")
 
 
 # -- the remote registry ----------------------------------------------------------
@@ -30,11 +39,22 @@ def rx_bytes():
         return int(f.read())
 
 
+def _cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class RemoteRegistry:
     """docker-registry in its own netns, reached over a shaped veth."""
 
-    def __init__(self, work, rate, delay):
-        self.work, self.proc = work, None
+    def __init__(self, work, rate, delay, storage="registry"):
+        if storage not in STORAGE_KINDS:
+            raise ValueError(f"storage {storage!r}: one of {', '.join(STORAGE_KINDS)}")
+        self.work, self.proc, self.nginx, self.storage = work, None, None, storage
         self.teardown()
         run(["ip", "netns", "add", NETNS])
         run(["ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS])
@@ -57,16 +77,21 @@ class RemoteRegistry:
                            "burst", "256kb", "latency", "20ms"])
                 self.shaping = (f"tbf rate {rate} each way; no added delay: the kernel lacks "
                                 f"sch_netem ({r.stdout.decode(errors='replace').strip()})")
-        storage = os.path.join(work, "registry-data")
-        os.makedirs(storage, exist_ok=True)
+        data = os.path.join(work, "registry-data")
+        os.makedirs(data, exist_ok=True)
         cfg = os.path.join(work, "registry.yml")
         with open(cfg, "w") as f:
             # The blob descriptor cache as Debian's /etc/docker/registry/config.yml
             # ships it: range requests skip the link-file reads and stats.
             f.write(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  cache:\n"
                     f"    blobdescriptor: inmemory\n  filesystem:\n"
-                    f"    rootdirectory: {storage}\n  delete:\n    enabled: true\n"
+                    f"    rootdirectory: {data}\n  delete:\n    enabled: true\n"
                     f"http:\n  addr: {REG}\n")
+            if storage == "redirect":
+                f.write(f"middleware:\n  storage:\n    - name: redirect\n      options:\n"
+                        f"        baseurl: http://{STORAGE}\n")
+        if storage == "redirect":
+            self.nginx = self._start_nginx(ns)
         self.log = open(os.path.join(work, "registry.log"), "wb")
         self.proc = subprocess.Popen(ns + ["/usr/bin/docker-registry", "serve", cfg],
                                      stdout=self.log, stderr=subprocess.STDOUT)
@@ -80,23 +105,64 @@ class RemoteRegistry:
                     raise RuntimeError("docker-registry did not start: see registry.log")
                 time.sleep(0.1)
 
-    def teardown(self):
-        if self.proc:
-            self.proc.terminate()
+    def _start_nginx(self, ns):
+        """nginx over the registry's storage directory: the blob files at the
+        paths the redirect names, with ranges (and multi-range) answered
+        from the page cache by sendfile."""
+        root = os.path.join(self.work, "registry-data")
+        conf = os.path.join(self.work, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"daemon off;\nuser root;\nmaster_process on;\nworker_processes auto;\n"
+                    f"pid {self.work}/nginx.pid;\nerror_log {self.work}/nginx.log warn;\n"
+                    f"events {{ worker_connections 4096; }}\n"
+                    f"http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n"
+                    f"  keepalive_requests 100000;\n  default_type application/octet-stream;\n"
+                    f"  server {{ listen {STORAGE}; root {root}; }}\n}}\n")
+        if not shutil.which("nginx"):
+            raise RuntimeError("--storage redirect needs nginx (apt-get install nginx-light)")
+        proc = subprocess.Popen(ns + ["nginx", "-c", conf], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while True:
             try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-            self.proc = None
+                urllib.request.urlopen(f"http://{STORAGE}/", timeout=2).read()
+            except urllib.error.HTTPError:
+                return proc  # 403/404 of the root: it answers
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("nginx did not start: see nginx.log")
+                time.sleep(0.1)
+            else:
+                return proc
+
+    def teardown(self):
+        for attr in ("proc", "nginx"):
+            p = getattr(self, attr, None)
+            if p:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                setattr(self, attr, None)
         subprocess.run(["ip", "link", "del", VETH_HOST], stderr=subprocess.DEVNULL)
         subprocess.run(["ip", "netns", "del", NETNS], stderr=subprocess.DEVNULL)
 
     def cpu_seconds(self):
         """The registry's CPU time so far (utime + stime; `ip netns exec`
         execs it in place, so the Popen pid is the registry's)."""
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return _cpu_seconds(self.proc.pid)
+
+    def storage_cpu_seconds(self):
+        """The storage server's CPU time so far (nginx's master and workers),
+        0 when the registry serves its blobs itself."""
+        if not self.nginx:
+            return 0.0
+        pids = [self.nginx.pid] + [int(p) for p in subprocess.run(
+            ["pgrep", "-P", str(self.nginx.pid)], stdout=subprocess.PIPE,
+            text=True).stdout.split()]
+        return sum(_cpu_seconds(p) for p in pids)
+
 
     @staticmethod
     def manifest_digest(repo, tag):

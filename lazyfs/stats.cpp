@@ -32,6 +32,7 @@ status write_stats(const std::string& path, const daemon_stats& s) {
             {"cache_bytes", s.cache.cache_bytes},
             {"cache_chunks", s.cache.cache_chunks},
             {"budget_bytes", s.budget_bytes},
+            {"storage_reads", s.storage_reads},
             {"open_files", s.open_files},
             {"pid", s.pid},
             {"updated_ms", s.updated_ms}};
@@ -62,6 +63,7 @@ expected<daemon_stats> read_stats(const std::string& path) {
   s.cache.cache_bytes = field<uint64_t>(j, "cache_bytes");
   s.cache.cache_chunks = field<uint64_t>(j, "cache_chunks");
   s.budget_bytes = field<uint64_t>(j, "budget_bytes");
+  s.storage_reads = field<uint64_t>(j, "storage_reads");
   s.open_files = field<int64_t>(j, "open_files");
   s.pid = field<int64_t>(j, "pid");
   s.updated_ms = field<int64_t>(j, "updated_ms");
@@ -86,6 +88,9 @@ std::string metrics_text(const daemon_stats& s, const std::string& node) {
          "# TYPE dsec_lazy_fetch_seconds_total counter\n"
          "dsec_lazy_fetch_seconds_total{node=\"" + node + "\"} "
          + std::to_string(double(s.cache.fetch_us) / 1e6) + "\n";
+  add("dsec_lazy_storage_reads_total", "counter",
+      "Range requests sent straight to blob storage, past a registry's redirect.",
+      s.storage_reads);
   add("dsec_lazy_cache_hits_total", "counter", "Chunk reads served from the local chunk cache.",
       s.cache.hits);
   add("dsec_lazy_cache_misses_total", "counter", "Chunk reads the chunk cache did not hold.",

@@ -15,6 +15,9 @@ namespace dsec::lazyfs {
 struct daemon_stats {
   cache_counters cache;
   uint64_t budget_bytes = 0;
+  /// Range requests sent straight to a blob's storage, past its registry's
+  /// redirect (registry/storage_locations.hpp).
+  uint64_t storage_reads = 0;
   /// Blob files open now (each EROFS mount on a lazy layer holds one).
   int64_t open_files = 0;
   int64_t pid = 0;

@@ -25,9 +25,9 @@ from test_registry_lazy import CHUNK, build, fuse_mounts, push_blob, register_la
 BLOB_BYTES = 96 * CHUNK
 
 
-def batch(cache):
+def stats(cache):
     try:
-        with open(os.path.join(cache, "batch.json")) as f:
+        with open(os.path.join(cache, "stats.json")) as f:
             return json.load(f)
     except (OSError, ValueError):
         return {}
@@ -102,7 +102,7 @@ def test_ranges_go_to_storage_after_the_first_redirect_and_a_revoked_url_is_repl
     assert reg.blob_gets(r["digest"]) == 1, reg.requests()
     ranged = [q for q in storage.requests(0) if q[0] == 206]
     assert len(ranged) >= len(offsets), storage.requests(0)
-    wait_for(lambda: batch(r["cache"]).get("storage_reads", 0) >= len(offsets) - 1, 10,
+    wait_for(lambda: stats(r["cache"]).get("storage_reads", 0) >= len(offsets) - 1, 10,
              what="the daemon to count its reads past the registry")
 
     # The grant is revoked (every request there is 403) and the registry now
