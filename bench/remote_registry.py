@@ -54,6 +54,8 @@ class RemoteRegistry:
     def __init__(self, work, rate, delay, storage="registry"):
         if storage not in STORAGE_KINDS:
             raise ValueError(f"storage {storage!r}: one of {', '.join(STORAGE_KINDS)}")
+        if storage == "redirect" and not shutil.which("nginx"):
+            raise RuntimeError("--storage redirect needs nginx (apt-get install nginx-light)")
         self.work, self.proc, self.nginx, self.storage = work, None, None, storage
         self.teardown()
         run(["ip", "netns", "add", NETNS])
@@ -118,8 +120,6 @@ class RemoteRegistry:
                     f"http {{\n  access_log off;\n  sendfile on;\n  tcp_nopush on;\n"
                     f"  keepalive_requests 100000;\n  default_type application/octet-stream;\n"
                     f"  server {{ listen {STORAGE}; root {root}; }}\n}}\n")
-        if not shutil.which("nginx"):
-            raise RuntimeError("--storage redirect needs nginx (apt-get install nginx-light)")
         proc = subprocess.Popen(ns + ["nginx", "-c", conf], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
