@@ -29,7 +29,8 @@ with the sandboxes (a process that scans every /proc entry, say), and
 keeps its sandboxes (`second_node`). With --control, every sandbox is then deleted and one more batch is made at N=0
 on the same node (`control`): the host's load at the end without the N. With
 --variants the node runs once per variant (its environment), one after
-the other on the same host.
+the other on the same host. With --peers crun, crun then makes the same fill
+(bench/crun_fill.py), batch by batch, on the same host in the same run.
 """
 
 import argparse
@@ -46,6 +47,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crun_fill  # noqa: E402
 import density  # noqa: E402  (Node, make_sandbox, cpu_ns)
 
 PERF_HZ = 299  # samples a second a CPU; odd, so it never locks onto a timer
@@ -411,6 +413,54 @@ def run_variant(args, name, env_extra, node_args):
             "second_node": second, "control": control}
 
 
+def run_crun(args):
+    """The same fill by crun (bench/crun_fill.py), batch by batch: its rate,
+    its CPU per create (crun's commands and the containers' setup, with the
+    kernel threads' work for them left out) and where the host's CPU went."""
+    fill = crun_fill.CrunFill(memory_mb=32, cpu=1.0 if args.cpu is None else args.cpu)
+    pool = cf.ThreadPoolExecutor(args.concurrency)
+    batches, n = [], 0
+    try:
+        for _ in range(args.n // args.batch):
+            p0, h0 = process_ticks(), host_ticks()
+            t0 = time.monotonic()
+            list(pool.map(fill.create, range(args.batch)))
+            dt = time.monotonic() - t0
+            h1, p1 = host_ticks(), process_ticks()
+            n += args.batch
+            # A container's setup runs in crun's child, which becomes the
+            # container and is not reaped until the end: crun's CPU is the
+            # host's busy time less the client's and less what every process
+            # that was there before the batch took (kernel threads included).
+            tck = os.sysconf("SC_CLK_TCK")
+            before = sum(t for pid, (comm, t) in p1.items()
+                         if pid in p0 and p0[pid][0] == comm and pid != str(os.getpid()))
+            before -= sum(p0[pid][1] for pid, (comm, _) in p1.items()
+                          if pid in p0 and p0[pid][0] == comm and pid != str(os.getpid()))
+            busy_s = (h1[0] - h0[0]) / tck
+            cpu = max(0.0, busy_s - (h1[2] - h0[2]) - before / tck) / args.batch * 1000
+            share = args.batch * cpu / 1000 / dt / os.cpu_count()
+            row = {"from_n": n - args.batch, "to_n": n,
+                   "creates_per_s": round(args.batch / dt, 1),
+                   "cpu_ms_per_create": round(cpu, 2),
+                   "creates_per_cpu_s": round(1000 / cpu, 1) if cpu else None,
+                   "host_cpu_share": round(share, 3),
+                   "host_split": host_split(h0, h1, share),
+                   "other_top": other_top(p0, p1, dt), "load1": os.getloadavg()[0]}
+            batches.append(row)
+            print(json.dumps({"peer": "crun", **row}), flush=True)
+    finally:
+        pool.shutdown(wait=True)
+        fill.close()
+    first, last = batches[0], batches[-1]
+    return {"peer": "crun", "batches": batches,
+            "last_over_first": round(last["creates_per_s"] / first["creates_per_s"], 3),
+            "per_cpu_last_over_first": (round(last["creates_per_cpu_s"]
+                                              / first["creates_per_cpu_s"], 3)
+                                        if first["creates_per_cpu_s"]
+                                        and last["creates_per_cpu_s"] else None)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dsec-bin", default=os.path.join(density.REPO, "build/cmd/dsec"))
@@ -431,8 +481,12 @@ def main():
     ap.add_argument("--variants", default="now=",
                     help="name=ENV=VAL,ENV=VAL[@node flags];name2=... (each a node run, "
                          "in order)")
+    ap.add_argument("--peers", default="",
+                    help="crun: after the variants, the same fill by crun (bench/crun_fill.py)")
     ap.add_argument("--out")
     args = ap.parse_args()
+    if args.peers not in ("", "crun"):
+        ap.error(f"--peers {args.peers}: the only peer is crun")
     # density.Node reads these.
     args.reclaim_args, args.off_args, args.retry_429_s = "", "--no-reclaim", 0
     variants = []
@@ -447,6 +501,9 @@ def main():
     for name, env, flags in variants:
         report["runs"].append(run_variant(args, name, env, flags))
         report["runs"][-1]["host_after"] = host_history()
+    if args.peers == "crun":
+        report["peers"] = {"crun": run_crun(args)}
+        report["peers"]["crun"]["host_after"] = host_history()
     out = args.out or os.path.join(
         density.REPO, "bench/results",
         f"create-profile-{datetime.date.today().isoformat()}.json")
