@@ -75,9 +75,9 @@ class CrunFill:
         cfg["root"] = {"path": "rootfs", "readonly": False}
         cfg["process"]["terminal"] = False
         cfg["process"]["args"] = ["/bin/sleep", "1000000"]
-        cfg["linux"]["resources"] = {
-            "memory": {"limit": memory_mb << 20},
-            "cpu": {"quota": int(cpu * 100000), "period": 100000}}
+        cfg["linux"]["resources"] = {"memory": {"limit": memory_mb << 20}}
+        if cpu:  # 0: no CPU limit, as create_profile's --cpu 0
+            cfg["linux"]["resources"]["cpu"] = {"quota": int(cpu * 100000), "period": 100000}
         with open(path, "w") as f:
             json.dump(cfg, f, indent=1)
 
