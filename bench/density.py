@@ -208,6 +208,8 @@ class Node:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                self.log.close()
+                shutil.rmtree(self.state, ignore_errors=True)  # the log stays, for the reader
                 raise SystemExit(f"node exited at start; log {self.state}.log")
             try:
                 if request(self.port, "GET", "/healthz", timeout=2)[0] == 200:
@@ -215,7 +217,8 @@ class Node:
             except OSError:
                 pass
             time.sleep(0.1)
-        raise SystemExit("node did not answer /healthz")
+        self.stop()
+        raise SystemExit("node did not answer /healthz within 60 s")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
