@@ -208,12 +208,16 @@ class peer_links {
   }
 
   /// For the owner's down handler: drops the link whose peer went down, with
-  /// `why` added to the error. False if `source` is not one of them.
+  /// `why` added to the error. False if `source` is not one of them. A call
+  /// already sent may have run there before the link went (a delete that
+  /// stopped the sandbox, then the node was killed), so the error says so:
+  /// the caller cannot take it as "nothing happened".
   bool on_down(const caf::actor_addr& source, const std::string& why) {
     for (auto& [node, link] : links_)
       if (link.handle && link.handle.address() == source) {
         auto id = node; // copied: drop() erases the entry
-        drop(id, unavailable("node " + id + " went away (" + why + ")"));
+        drop(id, unavailable("node " + id + " went away (" + why
+                             + "); retry (a call already sent may have taken effect there)"));
         return true;
       }
     return false;

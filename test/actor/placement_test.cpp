@@ -398,6 +398,9 @@ TEST_CASE_METHOD(two_nodes, "an owner that dies fails the calls in flight with p
   REQUIRE_FALSE(r.ok());
   CHECK(r.err().code == errc::unavailable);
   CHECK(r.err().message.find("node n-b went away") != std::string::npos);
+  // n-b had the call: it may have run there, and the caller is told so.
+  CHECK(r.err().message.find("a call already sent may have taken effect there")
+        != std::string::npos);
   // Once gossip holds n-b dead, its sandboxes are lost, without a connect.
   peers->erase("127.0.0.1:7001");
   view(a, false, false, "dead");

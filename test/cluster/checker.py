@@ -38,8 +38,11 @@ def _ok(rec):
 
 def _lost(rec):
     """The answer never came: the call may or may not have happened (a 503
-    for a call already sent to a node that became unreachable says so)."""
-    if rec["status"] == 503 and "may still complete" in str(rec["answer"]):
+    for a call already sent to a node that became unreachable, or that went
+    away while it had the call, says so)."""
+    text = str(rec["answer"])
+    if rec["status"] == 503 and ("may still complete" in text
+                                 or "may have taken effect" in text):
         return True
     return rec["status"] == "error" or rec["status"] == 504
 
