@@ -433,10 +433,8 @@ def run_crun(args):
             # host's busy time less the client's and less what every process
             # that was there before the batch took (kernel threads included).
             tck = os.sysconf("SC_CLK_TCK")
-            before = sum(t for pid, (comm, t) in p1.items()
+            before = sum(t - p0[pid][1] for pid, (comm, t) in p1.items()
                          if pid in p0 and p0[pid][0] == comm and pid != str(os.getpid()))
-            before -= sum(p0[pid][1] for pid, (comm, _) in p1.items()
-                          if pid in p0 and p0[pid][0] == comm and pid != str(os.getpid()))
             busy_s = (h1[0] - h0[0]) / tck
             cpu = max(0.0, busy_s - (h1[2] - h0[2]) - before / tck) / args.batch * 1000
             share = args.batch * cpu / 1000 / dt / os.cpu_count()
